@@ -1,0 +1,15 @@
+// Signatures of the reduction kernel family.
+#pragma once
+
+#include "trireme/core/tensor.h"
+
+namespace trireme {
+
+// out has in's rank with size 1 on the reduced dims (keepdim form); out = sum over them.
+using SumKernel = void (*)(const Tensor& in, Tensor& out);
+// values/indices in keepdim form along `dim`; indices are i64, the first maximum wins.
+using MaxDimKernel = void (*)(const Tensor& in, int64_t dim, Tensor& values, Tensor& indices);
+// grad_in (zeroed by the caller) gets grad[..] at indices[..] along `dim`.
+using MaxBackwardKernel = void (*)(const Tensor& grad, const Tensor& indices, int64_t dim, Tensor& grad_in);
+
+}  // namespace trireme

@@ -1,0 +1,70 @@
+// Copies and conversions. Gradients flow through dtype and device conversions (converted back).
+#include "trireme/ops/copy.h"
+
+#include "trireme/autograd/node.h"
+#include "trireme/kernels/elementwise.h"
+#include "trireme/kernels/registry.h"
+#include "trireme/ops/elementwise.h"
+
+namespace trireme {
+
+using autograd::any_requires_grad;
+using autograd::record;
+using autograd::TensorList;
+
+namespace {
+DeviceCopyFn device_copy_fn = nullptr;
+
+void copy_kernel(const Tensor& src, Tensor& dst) {
+  find_kernel<CopyKernel>("copy", dst.device(), dst.dtype())(src, dst);
+}
+}  // namespace
+
+void set_device_copy(DeviceCopyFn fn) { device_copy_fn = fn; }
+
+Tensor clone(const Tensor& t) {
+  TRIREME_CHECK(t.defined(), "clone: the input is undefined");
+  Tensor out = Tensor::empty(t.sizes(), t.dtype(), t.device());
+  copy_kernel(t, out);
+  if (any_requires_grad({&t})) record("clone", {&t}, {&out}, [](const TensorList& g) -> TensorList { return {g[0]}; });
+  return out;
+}
+
+Tensor contiguous(const Tensor& t) { return t.is_contiguous() ? t : clone(t); }
+
+Tensor to_dtype(const Tensor& t, DType dtype) {
+  TRIREME_CHECK(t.defined(), "to_dtype: the input is undefined");
+  if (t.dtype() == dtype) return t;
+  Tensor out = Tensor::empty(t.sizes(), dtype, t.device());
+  copy_kernel(t, out);
+  if (any_requires_grad({&t}) && is_floating(dtype)) {
+    record("to_dtype", {&t}, {&out}, [from = t.dtype()](const TensorList& g) -> TensorList { return {to_dtype(g[0], from)}; });
+  }
+  return out;
+}
+
+Tensor to_device(const Tensor& t, Device device) {
+  TRIREME_CHECK(t.defined(), "to_device: the input is undefined");
+  if (t.device() == device) return t;
+  TRIREME_CHECK(device_copy_fn != nullptr, "to_device: cannot copy from ", t.device(), " to ", device,
+                ": this build has no backend for that device");
+  Tensor src = contiguous(t.detach());
+  Tensor out = Tensor::empty(t.sizes(), t.dtype(), device);
+  device_copy_fn(src, out);
+  if (any_requires_grad({&t})) {
+    record("to_device", {&t}, {&out}, [from = t.device()](const TensorList& g) -> TensorList { return {to_device(g[0], from)}; });
+  }
+  return out;
+}
+
+Tensor& copy_(Tensor& dst, const Tensor& src) {
+  check_inplace("copy_", dst);
+  TRIREME_CHECK(src.defined(), "copy_: the source is undefined");
+  Tensor s = src;
+  if (s.device() != dst.device()) s = to_device(s.detach(), dst.device());
+  copy_kernel(broadcast_view(s, dst.sizes()), dst);
+  dst.bump_version();
+  return dst;
+}
+
+}  // namespace trireme
