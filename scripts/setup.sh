@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs trireme's build and test dependencies from Debian 12 packages, when missing.
+# Used by the README's commands, .ci/run and the container image. Idempotent and quiet.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libopenblas-dev            # CPU GEMMs
+  libgtest-dev libgmock-dev  # tests
+  libbenchmark-dev           # bench/
+  libgloo-dev                # CPU collectives
+  libtomlplusplus-dev        # configs
+  libcli11-dev               # command line
+  nlohmann-json3-dev libfmt-dev
+  fortunes-zh                # the default corpus: Tang and Song poems
+  python3 python3-numpy python3-torch  # the PyTorch peer and the parity-fixture script
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+echo "setup: dependencies present"

@@ -1,0 +1,47 @@
+// JSON-lines metrics writer and reader.
+#include "trireme/train/metrics.h"
+
+#include "trireme/core/error.h"
+
+namespace trireme::train {
+
+nlohmann::json StepMetrics::to_json() const {
+  nlohmann::json j = {{"step", step},           {"loss", loss},           {"lr", lr},
+                      {"grad_norm", grad_norm}, {"tokens_per_s", tokens_per_s}, {"elapsed_s", elapsed_s},
+                      {"peak_memory_bytes", peak_memory_bytes}};
+  if (val_loss) j["val_loss"] = *val_loss;
+  return j;
+}
+
+MetricsWriter::MetricsWriter(const std::string& path, bool append)
+    : path_(path), out_(path, append ? std::ios::app : std::ios::trunc) {
+  TRIREME_CHECK(out_.good(), "cannot open metrics file '", path, "' for writing");
+}
+
+void MetricsWriter::write(const StepMetrics& m) {
+  out_ << m.to_json().dump() << '\n';
+  out_.flush();
+}
+
+std::vector<nlohmann::json> read_metrics(const std::string& path) {
+  std::ifstream in(path);
+  TRIREME_CHECK(in.good(), "cannot open metrics file '", path, "'");
+  std::vector<nlohmann::json> rows;
+  std::string line;
+  int64_t n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.empty()) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception&) {
+      TRIREME_FAIL(path, ":", n, ": not a JSON object (is this a trireme metrics.jsonl file?)");
+    }
+    TRIREME_CHECK(j.is_object() && j.contains("step"), path, ":", n, ": a metrics line needs at least \"step\"");
+    rows.push_back(std::move(j));
+  }
+  return rows;
+}
+
+}  // namespace trireme::train

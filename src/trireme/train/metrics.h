@@ -1,0 +1,41 @@
+// Training metrics: one JSON object per line (step, loss, val_loss when measured, lr,
+// grad_norm, tokens_per_s, elapsed_s, peak_memory_bytes), appended and flushed as they come.
+#pragma once
+
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace trireme::train {
+
+struct StepMetrics {
+  int64_t step = 0;
+  double loss = 0;
+  std::optional<double> val_loss;
+  double lr = 0;
+  double grad_norm = 0;
+  double tokens_per_s = 0;
+  double elapsed_s = 0;
+  int64_t peak_memory_bytes = 0;
+  nlohmann::json to_json() const;
+};
+
+class MetricsWriter {
+ public:
+  // Appends when resuming (the old lines up to the resumed step stay), else truncates.
+  MetricsWriter(const std::string& path, bool append);
+  void write(const StepMetrics& m);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::ofstream out_;
+};
+
+// Reads a metrics file; lines that are not JSON objects are an error naming the line number.
+std::vector<nlohmann::json> read_metrics(const std::string& path);
+
+}  // namespace trireme::train
