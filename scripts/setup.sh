@@ -14,6 +14,7 @@ packages=(
   nlohmann-json3-dev libfmt-dev
   fortunes-zh                # the default corpus: Tang and Song poems
   python3 python3-numpy python3-torch  # the PyTorch peer and the parity-fixture script
+  time                       # bench/: peak memory of each side
 )
 
 missing=()

@@ -1,12 +1,44 @@
-// The trireme command line.
+// The trireme command line: parses the subcommand, runs it, and turns every error into one
+// clear line on stderr and a non-zero exit status (2 for usage and configuration errors).
 #include <cstdio>
-#include <cstring>
+#include <exception>
+#include <vector>
+
+#include "trireme/cli/commands.h"
+#include "trireme/core/error.h"
 
 int main(int argc, char** argv) {
-  if (argc > 1 && std::strcmp(argv[1], "--version") == 0) {
-    std::printf("trireme %s\n", TRIREME_VERSION);
-    return 0;
+  using namespace trireme::cli;
+  CLI::App app{"trireme: train large neural networks across many devices", "trireme"};
+  app.set_version_flag("--version", std::string("trireme ") + TRIREME_VERSION);
+  app.require_subcommand(1);
+  app.failure_message([](const CLI::App*, const CLI::Error& e) { return std::string(e.what()) + "\n"; });
+
+  std::vector<Command> commands = {add_train_command(app),    add_generate_command(app), add_prepare_command(app),
+                                   add_launch_command(app),   add_plot_command(app),     add_env_command(app)};
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "trireme: error: %s (see trireme --help)\n", e.what());
+    return kExitUsage;
   }
-  std::printf("usage: trireme [--version] [--help]\n");
-  return 0;
+  for (Command& c : commands) {
+    if (!c.app->parsed()) continue;
+    try {
+      return c.run();
+    } catch (const trireme::Error& e) {
+      std::fprintf(stderr, "trireme %s: error: %s\n", c.app->get_name().c_str(), e.what());
+      return kExitFailure;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "trireme %s: error: %s\n", c.app->get_name().c_str(), e.what());
+      return kExitFailure;
+    }
+  }
+  return kExitUsage;
 }

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Side by side on this CPU: trireme's GPT training step vs PyTorch's (../shared/peer), for the
+# `tiny` shape (d=256, 4 layers, 4 heads, T=128, B=8, vocab 6144) at 1 and 2 threads.
+# Both sides get the same OMP/OpenBLAS thread settings; peak memory is each process's max RSS.
+#   bench/cpu_gpt_step.sh            # prints a table, logs JSON to out/bench/
+set -euo pipefail
+cd "$(dirname "$0")/.."
+peer=${TORCH_PEER:-../shared/peer/torch_gpt_bench.py}
+mkdir -p out/bench
+log=out/bench/cpu_gpt_step.jsonl
+: > "$log"
+rss() { /usr/bin/time -f '%M' -o out/bench/rss.txt "$@" >> "$log"; echo $(( $(cat out/bench/rss.txt) / 1024 )); }
+printf '%-8s %-9s %12s %12s %8s %14s %14s\n' threads impl step_ms tokens/s ratio peak_rss_MiB peak_tensor_MiB
+for n in 1 2; do
+  export OMP_NUM_THREADS=$n OPENBLAS_NUM_THREADS=$n
+  t_rss=$(rss build/bench/gpt_train_step --model tiny --batch 8 --threads "$n" --iters "${ITERS:-10}")
+  t_line=$(tail -1 "$log")
+  p_rss=$(rss /usr/bin/python3 "$peer" --device cpu --model tiny --batch 8 --mode eager --threads "$n" --iters "${ITERS:-10}")
+  p_line=$(tail -1 "$log")
+  t_ms=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['step_ms'])" "$t_line")
+  t_mem=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['peak_tensor_MiB'])" "$t_line")
+  p_ms=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['step_ms'])" "$p_line")
+  ratio=$(python3 -c "print(f'{$p_ms/$t_ms:.2f}')")
+  printf '%-8s %-9s %12s %12s %8s %14s %14s\n' "$n" trireme "$t_ms" "$(python3 -c "print(round(1024/$t_ms*1000))")" "$ratio" "$t_rss" "$t_mem"
+  printf '%-8s %-9s %12s %12s %8s %14s %14s\n' "$n" pytorch "$p_ms" "$(python3 -c "print(round(1024/$p_ms*1000))")" 1.00 "$p_rss" -
+done
+echo "(ratio = PyTorch step time / trireme step time; > 1 means trireme is faster. Full JSON: $log)"

@@ -1,0 +1,27 @@
+// The trireme subcommands: each file adds one to the root CLI11 app and returns how to run it.
+#pragma once
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace trireme::cli {
+
+struct Command {
+  CLI::App* app;
+  std::function<int()> run;  // returns the process exit status
+};
+
+Command add_env_command(CLI::App& root);
+Command add_plot_command(CLI::App& root);
+Command add_train_command(CLI::App& root);
+Command add_prepare_command(CLI::App& root);
+Command add_generate_command(CLI::App& root);
+Command add_launch_command(CLI::App& root);
+
+// Exit statuses shared by the subcommands.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;  // bad flags, bad config: nothing ran
+
+}  // namespace trireme::cli
