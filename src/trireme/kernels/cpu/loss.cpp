@@ -52,10 +52,11 @@ int64_t cross_entropy_cpu(const Tensor& logits, const Tensor& targets, int64_t i
       A m = row_max<A>(xr, c);
       if (std::isinf(m) && m < 0) m = A(0);  // an all -inf row: avoid -inf - -inf
       for (int64_t j = 0; j < c; ++j) e[size_t(j)] = exp_acc(A(xr[j]) - m);
-      const A row_lse = m + A(std::log(row_sum(e.data(), c)));
-      plse[r] = row_lse;
+      const A log_s = A(std::log(row_sum(e.data(), c)));
+      plse[r] = m + log_s;
       const int64_t t = tgt[size_t(r)];
-      pl[r] = t == ignore_index ? A(0) : row_lse - A(xr[t]);
+      // (m - x_t) + log s keeps the bits that m + log s would round away when |m| is large.
+      pl[r] = t == ignore_index ? A(0) : (m - A(xr[t])) + log_s;
     }
   });
   return count;

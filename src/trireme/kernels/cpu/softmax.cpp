@@ -31,8 +31,9 @@ void softmax_cpu(const Tensor& x, Tensor& y) {
       for (int64_t j = 0; j < d; ++j) e[size_t(j)] = exp_acc(A(xr[j]) - m);
       const double s = row_sum(e.data(), d);
       if constexpr (Log) {
-        const A lse = m + A(std::log(s));
-        for (int64_t j = 0; j < d; ++j) yr[j] = T(A(xr[j]) - lse);
+        // (x - m) - log s, not x - (m + log s): m + log s would round to the ulp of m.
+        const A log_s = A(std::log(s));
+        for (int64_t j = 0; j < d; ++j) yr[j] = T((A(xr[j]) - m) - log_s);
       } else {
         const A inv = A(1.0 / s);
         for (int64_t j = 0; j < d; ++j) yr[j] = T(e[size_t(j)] * inv);
