@@ -326,6 +326,17 @@ TEST(NnFunctional, DropoutIsReproducibleAndSliceable) {
   EXPECT_TRUE(all_close(dc, expected, 1e-6, 1e-6));
 }
 
+// The kernel's mask is rng_uniform's, also where the counter carries into its high 32 bits and
+// for seeds and streams wider than 32 bits.
+TEST(NnFunctional, DropoutMaskIsRngUniform) {
+  Tensor x = ones({1000}, DType::f64);
+  const uint64_t seed = 0x123456789abcdefull, stream = 0xfedcba987654321ull, offset = (uint64_t(1) << 32) - 500;
+  for (double p : {0.1, 0.5, 0.77}) {
+    EXPECT_EQ(dropout(x, p, true, seed, stream, offset).to_vector<double>(),
+              ref_dropout(x, p, seed, stream, offset).to_vector<double>()) << "p=" << p;
+  }
+}
+
 TEST(NnFunctional, DropoutEvalAndZeroAreIdentity) {
   Generator gen(1);
   Tensor x = randn({4, 5}, gen);

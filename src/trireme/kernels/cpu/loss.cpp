@@ -51,6 +51,7 @@ int64_t cross_entropy_cpu(const Tensor& logits, const Tensor& targets, int64_t i
       const T* xr = px + r * c;
       A m = row_max<A>(xr, c);
       if (std::isinf(m) && m < 0) m = A(0);  // an all -inf row: avoid -inf - -inf
+      // exp into a buffer, then sum: a loop doing both does not vectorise.
       for (int64_t j = 0; j < c; ++j) e[size_t(j)] = exp_acc(A(xr[j]) - m);
       const A log_s = A(std::log(row_sum(e.data(), c)));
       plse[r] = m + log_s;

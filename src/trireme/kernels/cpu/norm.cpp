@@ -1,6 +1,6 @@
 // CPU layer norm and RMS norm, forward and backward, over the last dim of a contiguous (R, D) x.
-// Rows run in parallel. Row statistics accumulate in double (D is small next to the GEMMs around
-// a norm, so the wider type costs little and keeps f32 statistics exact to the last bit).
+// Rows run in parallel. Row statistics accumulate in double (vectorised with omp simd; D is small
+// next to the GEMMs around a norm, so the wider type costs little and keeps f32 statistics exact).
 // grad_weight/grad_bias sum over rows; they are computed by a column-blocked pass in which each
 // column is summed by one thread in row order, so the result does not depend on the thread count.
 #include <algorithm>
@@ -46,9 +46,11 @@ void layer_norm_cpu(const Tensor& x, const Tensor& weight, const Tensor& bias, d
       // Two passes over a row that sits in L1: the mean, then the centred second moment
       // (no cancellation, unlike E[x²] - E[x]² in one pass).
       double s = 0;
+#pragma omp simd reduction(+ : s)
       for (int64_t j = 0; j < d; ++j) s += double(A(xr[j]));
       const double mu = s / double(d);
       double ss = 0;
+#pragma omp simd reduction(+ : ss)
       for (int64_t j = 0; j < d; ++j) {
         double c = double(A(xr[j])) - mu;
         ss += c * c;
@@ -118,6 +120,7 @@ void layer_norm_backward_cpu(const Tensor& grad, const Tensor& x, const Tensor& 
         const T* xr = px + r * d;
         const A m = pm[r], ri = pr[r];
         double s_gy = 0, s_gyx = 0;
+#pragma omp simd reduction(+ : s_gy, s_gyx)
         for (int64_t j = 0; j < d; ++j) {
           A gy = A(gr[j]) * w[size_t(j)];
           s_gy += double(gy);
@@ -147,6 +150,7 @@ void rms_norm_cpu(const Tensor& x, const Tensor& weight, double eps, Tensor& y, 
     for (int64_t r = r0; r < r1; ++r) {
       const T* xr = px + r * d;
       double ss = 0;
+#pragma omp simd reduction(+ : ss)
       for (int64_t j = 0; j < d; ++j) {
         double v = double(A(xr[j]));
         ss += v * v;
@@ -177,6 +181,7 @@ void rms_norm_backward_cpu(const Tensor& grad, const Tensor& x, const Tensor& we
         const T* xr = px + r * d;
         const A ri = pr[r];
         double s_gyx = 0;
+#pragma omp simd reduction(+ : s_gyx)
         for (int64_t j = 0; j < d; ++j) s_gyx += double(A(gr[j]) * w[size_t(j)] * (A(xr[j]) * ri));
         const A c = A(s_gyx / double(d));
         T* out = pgx + r * d;
