@@ -35,7 +35,12 @@ TEST(Launcher, AFailingRankStopsTheOthersAndIsNamed) {
 }
 
 TEST(Launcher, AKilledRankIsNamedWithItsSignal) {
-  auto o = quick_job(3, {"sh", "-c", "echo pid=$$; if [ \"$RANK\" = 2 ]; then kill -9 $$; fi; exec sleep 30"});
+  // Rank 2 kills itself once every rank has printed its pid (each touches a file in `ready`).
+  std::string ready = fresh_dir();
+  auto o = quick_job(3, {"sh", "-c",
+                         "echo pid=$$; touch " + ready + "/$RANK; if [ \"$RANK\" = 2 ]; then "
+                         "while [ $(ls " + ready + " | wc -l) -lt 3 ]; do sleep 0.01; done; kill -9 $$; fi; "
+                         "exec sleep 30"});
   LaunchResult r;
   double s = seconds_of([&] { r = launch(o); });
   EXPECT_LT(s, 5.0);
@@ -73,14 +78,18 @@ TEST(Launcher, MaxRestartsRestartsTheWholeGroup) {
 
 TEST(Launcher, CtrlCStopsEverythingIncludingGrandchildren) {
   auto o = quick_job(2, {TRIREME_DIST_WORKER, "sleep"});
-  std::thread interrupter([] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  std::thread interrupter([&] {
+    // Once both workers have started their child (or after 10 s), press Ctrl-C.
+    LaunchResult so_far;
+    so_far.log_dir = o.log_dir;
+    for (int i = 0; i < 500 && pids_in_logs(so_far, 2).size() < 4; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     ::kill(::getpid(), SIGINT);
   });
   LaunchResult r;
   double s = seconds_of([&] { r = launch(o); });
   interrupter.join();
-  EXPECT_LT(s, 6.0);
+  EXPECT_LT(s, 12.0);
   EXPECT_EQ(r.exit_code, 128 + SIGINT) << r.message;
   auto pids = pids_in_logs(r, 2);
   EXPECT_EQ(pids.size(), 4u) << all_logs(r, 2);  // two workers, each with a child

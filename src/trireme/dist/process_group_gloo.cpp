@@ -3,6 +3,7 @@
 #include "trireme/dist/process_group_gloo.h"
 
 #include <condition_variable>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -147,6 +148,15 @@ void divide_in_place(void* data, DType dtype, int64_t n, int divisor) {
   });
 }
 
+// Gloo writes to its peers' sockets without MSG_NOSIGNAL, so a write to a peer that just died
+// raises SIGPIPE, whose default action kills this process before Gloo can report the error.
+// Like Python (and so PyTorch), ignore SIGPIPE: the failed write becomes an error instead. A
+// handler the program installed itself is left alone.
+void ignore_sigpipe() {
+  struct sigaction current {};
+  if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
+}
+
 }  // namespace
 
 struct ProcessGroupGloo::Impl {
@@ -217,9 +227,12 @@ struct ProcessGroupGloo::Impl {
       }
     }
     std::string cause;
-    for (int r : dead_in_group) cause += (cause.empty() ? "" : ", ") + self->describe_rank(r);
-    if (!cause.empty()) {
-      cause += dead_in_group.size() == 1 ? " exited or was killed" : " exited or were killed";
+    if (!dead_in_group.empty()) {
+      // The first to go is the likeliest cause; later ones may have failed because of it.
+      cause = self->describe_rank(dead_in_group[0]) + " exited or was killed";
+      for (size_t i = 1; i < dead_in_group.size(); ++i)
+        cause += (i == 1 ? " (after it: " : ", ") + self->describe_rank(dead_in_group[i]);
+      if (dead_in_group.size() > 1) cause += ")";
     } else if (timed_out) {
       cause = str_cat("timed out after ", timeout.count(), " ms (a peer is hung, slow, or never called ", op, ")");
     } else {
@@ -259,6 +272,7 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<StoreClient> store, int rank,
     options.prefix = str_cat("gloo/", restart ? restart : "0", "/world/");
   }
   impl_->options = options;
+  ignore_sigpipe();
 
   gloo::transport::tcp::attr attr;
   attr.hostname = default_hostname(options, *impl_->store);

@@ -9,7 +9,6 @@
 #include <map>
 #include <poll.h>
 #include <random>
-#include <set>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <thread>
@@ -95,7 +94,7 @@ struct StoreServer::Impl {
   std::mutex mutex;
   std::condition_variable changed;  // a key was set, or the server is stopping
   std::map<std::string, std::string> data;
-  std::set<int> dead;
+  std::vector<int> dead;  // in the order their connections dropped
   bool stopping = false;
 
   struct Connection {
@@ -179,7 +178,7 @@ void StoreServer::Impl::serve(Connection& c) {
   }
   if (authenticated && !said_goodbye && rank >= 0) {
     std::lock_guard lock(mutex);
-    if (!stopping) dead.insert(rank);
+    if (!stopping && std::find(dead.begin(), dead.end(), rank) == dead.end()) dead.push_back(rank);
   }
   c.socket.shutdown();
   c.finished = true;

@@ -95,7 +95,8 @@ class StoreClient {
   bool check(const std::vector<std::string>& keys);  // all exist, without waiting
   bool remove(const std::string& key);               // true if the key existed
   int64_t num_keys();
-  // Ranks whose connection dropped without a goodbye (Note [store liveness]), sorted.
+  // Ranks whose connection dropped without a goodbye (Note [store liveness]), in the order
+  // the server saw them drop: the first is the likeliest cause of the others' failures.
   std::vector<int> dead_ranks();
 
   int rank() const { return options_.rank; }
