@@ -320,8 +320,18 @@ std::vector<std::string> StoreClient::request(std::vector<std::string> parts, mi
   const std::string op = parts[0];
   auto deadline = deadline_after(timeout + kReplyGrace);
   std::string what = str_cat("store ", op, " (", options_.host, ":", options_.port, ")");
-  write_frame(socket_, parts, deadline, what.c_str());
-  auto reply = read_frame(socket_, deadline, what.c_str());
+  TRIREME_CHECK(socket_.valid(), what, ": the connection was closed after an earlier error");
+  std::optional<std::vector<std::string>> reply;
+  try {
+    write_frame(socket_, parts, deadline, what.c_str());
+    reply = read_frame(socket_, deadline, what.c_str());
+  } catch (...) {
+    // A reply may still arrive later and would be taken for the next request's: drop the
+    // connection so that cannot happen.
+    socket_.close();
+    throw;
+  }
+  if (!reply || reply->empty()) socket_.close();
   TRIREME_CHECK(reply && !reply->empty(), what, ": the server closed the connection");
   if ((*reply)[0] == "timeout")
     throw StoreTimeout(str_cat("store: ", op, " timed out after ", timeout.count(), " ms waiting for key(s) ",
