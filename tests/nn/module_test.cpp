@@ -234,3 +234,19 @@ TEST(Module, HFMappingTransposesConv1DAndRoundTrips) {
     EXPECT_EQ(t.to_vector<float>(), other.to_vector<float>()) << name;
   }
 }
+
+TEST(Module, TiedTensorsAppearOnceAndInitParametersOnGPTIsGPT2Init) {
+  auto holder = std::make_shared<nn::LayerList>();
+  auto l0 = holder->push_back(std::make_shared<nn::Linear>(4, 4, false));
+  auto l1 = holder->push_back(std::make_shared<nn::Linear>(4, 4, false));
+  l1->register_parameter("tied", l0->weight, true);
+  EXPECT_EQ(names(holder->named_parameters()), (std::vector<std::string>{"0.weight", "1.weight"}));
+  EXPECT_EQ(holder->num_parameters(), 32);
+
+  models::GPTConfig c{.vocab_size = 20, .block_size = 8, .n_layer = 1, .n_head = 2, .d_model = 8};
+  models::GPT gpt(c, 6), other(c, 0);
+  nn::init_parameters(other, 6);
+  for (size_t i = 0; i < gpt.parameters().size(); ++i) {
+    EXPECT_EQ(gpt.parameters()[i].to_vector<float>(), other.parameters()[i].to_vector<float>());
+  }
+}

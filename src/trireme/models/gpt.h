@@ -74,6 +74,8 @@ class GPT : public nn::Module {
   // GPT-2 initialisation, layout-independent (nn/init.h): weights N(0, 0.02), residual
   // projections (attn.c_proj, mlp.c_proj) N(0, 0.02 / sqrt(2 n_layer)), biases 0, LN weights 1.
   void init_weights(uint64_t seed);
+  // nn::init_parameters(gpt, seed) runs the layers' defaults first and this last: GPT-2's scheme.
+  void reset_parameters(uint64_t seed) override { init_weights(seed); }
 
   const GPTConfig& config() const { return config_; }
   // The head's weight: transformer.wte.weight when tied.

@@ -71,20 +71,18 @@ std::string Module::qualified_name() const {
 }
 
 void Module::collect_parameters(const std::string& prefix, NamedTensors& out,
-                                std::vector<const TensorImpl*>& seen) const {
+                                std::unordered_set<const TensorImpl*>& seen) const {
   for (const auto& [name, t] : parameters_) {
-    if (std::find(seen.begin(), seen.end(), t.impl()) != seen.end()) continue;
-    seen.push_back(t.impl());
+    if (!seen.insert(t.impl()).second) continue;
     out.emplace_back(join_name(prefix, name), t);
   }
   for (const auto& [name, m] : children_) m->collect_parameters(join_name(prefix, name), out, seen);
 }
 
 void Module::collect_buffers(const std::string& prefix, NamedTensors& out,
-                             std::vector<const TensorImpl*>& seen) const {
+                             std::unordered_set<const TensorImpl*>& seen) const {
   for (const auto& [name, t] : buffers_) {
-    if (std::find(seen.begin(), seen.end(), t.impl()) != seen.end()) continue;
-    seen.push_back(t.impl());
+    if (!seen.insert(t.impl()).second) continue;
     out.emplace_back(join_name(prefix, name), t);
   }
   for (const auto& [name, m] : children_) m->collect_buffers(join_name(prefix, name), out, seen);
@@ -92,7 +90,7 @@ void Module::collect_buffers(const std::string& prefix, NamedTensors& out,
 
 NamedTensors Module::named_parameters(const std::string& prefix) const {
   NamedTensors out;
-  std::vector<const TensorImpl*> seen;
+  std::unordered_set<const TensorImpl*> seen;
   collect_parameters(prefix, out, seen);
   return out;
 }
@@ -105,7 +103,7 @@ std::vector<Tensor> Module::parameters() const {
 
 NamedTensors Module::named_buffers(const std::string& prefix) const {
   NamedTensors out;
-  std::vector<const TensorImpl*> seen;
+  std::unordered_set<const TensorImpl*> seen;
   collect_buffers(prefix, out, seen);
   return out;
 }

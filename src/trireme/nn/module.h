@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -116,8 +117,8 @@ class Module {
  private:
   void add_child(const std::string& name, std::shared_ptr<Module> module);
   void check_new_name(const std::string& name, const char* what) const;
-  void collect_parameters(const std::string& prefix, NamedTensors& out, std::vector<const TensorImpl*>& seen) const;
-  void collect_buffers(const std::string& prefix, NamedTensors& out, std::vector<const TensorImpl*>& seen) const;
+  void collect_parameters(const std::string& prefix, NamedTensors& out, std::unordered_set<const TensorImpl*>& seen) const;
+  void collect_buffers(const std::string& prefix, NamedTensors& out, std::unordered_set<const TensorImpl*>& seen) const;
 
   std::string type_name_;
   NamedTensors parameters_;
