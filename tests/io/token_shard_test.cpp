@@ -1,10 +1,13 @@
 // Token shards: round trip, header and size validation, and dataset preparation.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "io_test_util.h"
 #include "trireme/core/error.h"
+#include "trireme/io/config.h"
+#include "trireme/io/prepare.h"
 #include "trireme/io/token_shard.h"
 #include "trireme/io/tokenizer_char.h"
 
@@ -99,6 +102,51 @@ TEST(TokenShard, PrepareDatasetWritesShardsAndTokenizer) {
   EXPECT_EQ(train.vocab_size, tok.vocab_size());
   auto back = load_tokenizer(d.tokenizer_path);
   EXPECT_EQ(back->encode(text), tok.encode(text));
+}
+
+}  // namespace
+}  // namespace trireme::io
+
+namespace trireme::io {
+namespace {
+
+TEST(Prepare, FromConfigIsDeterministicAndLoadsBack) {
+  auto dir = testing::scratch_dir();
+  testing::write_file(dir / "a.txt", "春眠不觉晓，处处闻啼鸟。\n夜来风雨声，花落知多少。");
+  testing::write_file(dir / "b.txt", "The quick brown fox jumps over the lazy dog.\nAgain: the quick brown fox.");
+  DataConfig data;
+  data.corpus = {(dir / "a.txt").string(), (dir / "b.txt").string()};
+  data.tokenizer = "bpe";
+  data.bpe_vocab_size = 300;
+  data.val_fraction = 0.3;
+  PreparedDataset p1 = prepare_from_config(data, (dir / "one").string());
+  PreparedDataset p2 = prepare_from_config(data, (dir / "two").string());
+  for (const char* f : {"train.bin", "val.bin", "tokenizer.json"}) {
+    EXPECT_EQ(testing::read_file(dir / "one" / f), testing::read_file(dir / "two" / f)) << f;
+  }
+  PreparedData loaded = load_prepared_dataset((dir / "one").string());
+  EXPECT_EQ(int64_t(loaded.train.tokens.size()), p1.train_tokens);
+  std::string text = loaded.tokenizer->decode(loaded.train.tokens) + loaded.tokenizer->decode(loaded.val.tokens);
+  EXPECT_EQ(text, load_corpus(data.corpus).text());
+  EXPECT_TRUE(loaded.tokenizer->decode(loaded.val.tokens).starts_with("The quick"));
+
+  // Shards from another tokenizer are refused.
+  write_token_shard((dir / "one" / "val.bin").string(), std::vector<int32_t>{1, 2}, 1000);
+  EXPECT_THROW(load_prepared_dataset((dir / "one").string()), Error);
+}
+
+TEST(Prepare, DefaultPoemCorpus) {
+  if (!testing::poems_installed()) GTEST_SKIP() << "fortunes-zh is not installed";
+  auto dir = testing::scratch_dir();
+  DataConfig data = Config().resolve().data;  // "tang", char tokenizer, 10% validation
+  PreparedDataset p = prepare_from_config(data, dir.string());
+  PreparedData d = load_prepared_dataset(dir.string());
+  EXPECT_GT(p.train_tokens, 30000);
+  EXPECT_GT(p.val_tokens, 3000);
+  EXPECT_EQ(d.train.dtype_bytes, 2u);
+  std::string val = d.tokenizer->decode(d.val.tokens);
+  EXPECT_TRUE(val.starts_with("题目:《") || val.starts_with("《")) << val.substr(0, 60);
+  EXPECT_EQ(std::count(d.val.tokens.begin(), d.val.tokens.end(), 0), 0) << "no <unk> in validation";
 }
 
 }  // namespace
