@@ -1,0 +1,289 @@
+// The training loop (see trainer.h).
+#include "trireme/train/trainer.h"
+
+#include <cblas.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "trireme/autograd/grad_mode.h"
+#include "trireme/core/allocator.h"
+#include "trireme/io/data_loader.h"
+#include "trireme/io/prepare.h"
+#include "trireme/io/tokenizer.h"
+#include "trireme/kernels/cpu/loops.h"
+#include "trireme/models/gpt.h"
+#include "trireme/optim/adamw.h"
+#include "trireme/optim/clip_grad.h"
+#include "trireme/optim/lr_schedule.h"
+#include "trireme/optim/sgd.h"
+#include "trireme/train/checkpoint.h"
+#include "trireme/train/metrics.h"
+#include "trireme/train/plot.h"
+#include "trireme/train/progress.h"
+
+namespace fs = std::filesystem;
+
+namespace trireme::train {
+
+double unigram_entropy(const std::vector<int32_t>& tokens, int64_t vocab_size) {
+  std::vector<double> counts(size_t(vocab_size), 0.0);
+  for (int32_t t : tokens) counts[size_t(t)] += 1.0;
+  double h = 0, n = double(tokens.size());
+  for (double c : counts) {
+    if (c > 0) h -= c / n * std::log(c / n);
+  }
+  return h;
+}
+
+struct Trainer::State {
+  io::Config config;
+  io::TrainConfig cfg;
+  TrainOptions options;
+  fs::path out_dir;
+  std::unique_ptr<io::Tokenizer> tokenizer;
+  std::vector<int32_t> train_tokens, val_tokens;
+  std::unique_ptr<models::GPT> model;
+  std::unique_ptr<optim::Optimizer> optimizer;
+  std::unique_ptr<optim::LrSchedule> schedule;
+  int64_t start_step = 0;
+  double best_val_loss = INFINITY;
+};
+
+namespace {
+
+void log_line(const TrainOptions& o, const std::string& line) {
+  if (!o.quiet) std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+// Tokenizes the corpus into out/data once; later runs (and resumes) reuse the shards when the
+// data section of the config is unchanged.
+void prepare_data(Trainer::State& s) {
+  const fs::path data_dir = s.out_dir / "data";
+  std::ostringstream spec_os;
+  for (const auto& c : s.cfg.data.corpus) spec_os << c << '\n';
+  spec_os << s.cfg.data.tokenizer << '\n' << s.cfg.data.bpe_vocab_size << '\n' << s.cfg.data.val_fraction << '\n';
+  const std::string spec = spec_os.str();
+  std::string old_spec;
+  if (std::ifstream f(data_dir / "spec.txt"); f) {
+    std::stringstream ss;
+    ss << f.rdbuf();
+    old_spec = ss.str();
+  }
+  if (old_spec != spec || !fs::exists(data_dir / "train.bin") || !fs::exists(data_dir / "val.bin") ||
+      !fs::exists(data_dir / "tokenizer.json")) {
+    io::PreparedDataset d = io::prepare_from_config(s.cfg.data, data_dir.string());
+    std::ofstream(data_dir / "spec.txt") << spec;
+    log_line(s.options, str_cat("data: ", d.train_tokens, " train and ", d.val_tokens, " validation tokens in ",
+                                data_dir.string()));
+  }
+  io::PreparedData data = io::load_prepared_dataset(data_dir.string());
+  s.tokenizer = std::move(data.tokenizer);
+  s.train_tokens = std::move(data.train.tokens);
+  s.val_tokens = std::move(data.val.tokens);
+  const int64_t T = s.cfg.model.block_size;
+  TRIREME_CHECK(int64_t(s.train_tokens.size()) > T + 1, "data: the training split has ", s.train_tokens.size(),
+                " tokens, fewer than model.block_size + 2 = ", T + 2, "; use more text or a smaller block_size");
+  TRIREME_CHECK(int64_t(s.val_tokens.size()) > T + 1, "data: the validation split has ", s.val_tokens.size(),
+                " tokens, fewer than model.block_size + 2 = ", T + 2, "; raise data.val_fraction or lower block_size");
+}
+
+models::GPTConfig gpt_config(const io::TrainConfig& cfg, int64_t vocab) {
+  return {.vocab_size = vocab,
+          .block_size = cfg.model.block_size,
+          .n_layer = cfg.model.n_layer,
+          .n_head = cfg.model.n_head,
+          .d_model = cfg.model.d_model,
+          .dropout = cfg.model.dropout,
+          .bias = cfg.model.bias,
+          .tie_embeddings = cfg.model.tie_embeddings};
+}
+
+// Validation loss over a fixed set of windows (the first eval_batches batches of a loader
+// with its own seed), so every evaluation of a run measures the same samples.
+double evaluate(Trainer::State& s, const io::DataLoader& val) {
+  NoGradGuard no_grad;
+  s.model->eval();
+  double total = 0;
+  for (int64_t i = 0; i < s.cfg.train.eval_batches; ++i) {
+    io::Batch b = val.batch(i, s.cfg.train.batch_size);
+    total += s.model->loss(b.inputs, b.targets).item();
+  }
+  s.model->train();
+  return total / double(s.cfg.train.eval_batches);
+}
+
+void save(Trainer::State& s, int64_t step, Progress& progress) {
+  Checkpoint ck;
+  ck.step = step;
+  ck.model = s.model->state_dict();
+  ck.optimizer = s.optimizer->state_dict();
+  ck.state = {{"config", s.config.to_toml()},
+              {"tokenizer", s.tokenizer->to_json()},
+              {"data", {{"seed", s.cfg.train.seed}, {"next_step", step}}},
+              {"best_val_loss", std::isfinite(s.best_val_loss) ? nlohmann::json(s.best_val_loss) : nlohmann::json()}};
+  fs::path p = save_checkpoint(s.out_dir / "checkpoints", ck);
+  if (!s.options.quiet) progress.note(str_cat("checkpoint: step ", step, " -> ", p.string()));
+}
+
+// Keeps the metrics lines up to `step` (what the checkpoint being resumed had seen).
+void truncate_metrics(const fs::path& path, int64_t step) {
+  if (!fs::exists(path)) return;
+  std::ifstream in(path);
+  std::string line, kept;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.is_object() && j.value("step", int64_t(0)) <= step) kept += line + "\n";
+  }
+  in.close();
+  std::ofstream(path, std::ios::trunc) << kept;
+}
+
+}  // namespace
+
+Trainer::Trainer(const io::Config& config, TrainOptions options) : s_(std::make_unique<State>()) {
+  State& s = *s_;
+  s.config = config;
+  s.cfg = config.resolve();
+  s.options = options;
+  s.out_dir = s.cfg.train.out_dir;
+  TRIREME_CHECK(s.cfg.train.device == "cpu", "train.device: '", s.cfg.train.device,
+                "' is not supported by the trainer yet (only cpu)");
+  if (s.cfg.train.threads > 0) {
+#ifdef _OPENMP
+    omp_set_num_threads(int(s.cfg.train.threads));
+#endif
+    openblas_set_num_threads(int(s.cfg.train.threads));
+  }
+  fs::create_directories(s.out_dir);
+  prepare_data(s);
+
+  s.model = std::make_unique<models::GPT>(gpt_config(s.cfg, s.tokenizer->vocab_size()), uint64_t(s.cfg.train.seed));
+  auto params = s.model->named_parameters();
+  if (s.cfg.optim.name == "adamw") {
+    s.optimizer = std::make_unique<optim::AdamW>(
+        params, optim::AdamWOptions{.lr = s.cfg.optim.lr, .betas = {s.cfg.optim.beta1, s.cfg.optim.beta2},
+                                    .eps = s.cfg.optim.eps, .weight_decay = s.cfg.optim.weight_decay});
+  } else {
+    s.optimizer = std::make_unique<optim::SGD>(
+        params, optim::SGDOptions{.lr = s.cfg.optim.lr, .momentum = s.cfg.optim.momentum,
+                                  .weight_decay = s.cfg.optim.weight_decay});
+  }
+  if (s.cfg.schedule.kind == "cosine") {
+    s.schedule = std::make_unique<optim::WarmupCosineLr>(
+        optim::WarmupCosineOptions{.max_lr = s.cfg.optim.lr, .min_lr = s.cfg.schedule.min_lr,
+                                   .warmup_steps = s.cfg.schedule.warmup_steps, .total_steps = s.cfg.train.steps});
+  } else {
+    s.schedule = std::make_unique<optim::ConstantLr>(s.cfg.optim.lr);
+  }
+
+  if (options.resume) {
+    if (auto latest = find_latest_checkpoint(s.out_dir / "checkpoints")) {
+      Checkpoint ck = load_checkpoint(*latest);
+      s.model->load_state_dict(ck.model);
+      std::map<std::string, Tensor> opt_state(ck.optimizer.begin(), ck.optimizer.end());
+      s.optimizer->load_state_dict(opt_state);
+      s.start_step = ck.step;
+      if (ck.state.contains("best_val_loss") && ck.state["best_val_loss"].is_number()) {
+        s.best_val_loss = ck.state["best_val_loss"].get<double>();
+      }
+      log_line(options, str_cat("resume: from ", latest->string(), " at step ", ck.step));
+    } else {
+      log_line(options, str_cat("resume: no checkpoint under ", (s.out_dir / "checkpoints").string(),
+                                ", starting from step 0"));
+    }
+  }
+}
+
+Trainer::~Trainer() = default;
+
+TrainSummary Trainer::run() {
+  State& s = *s_;
+  const auto& cfg = s.cfg;
+  const int64_t B = cfg.train.batch_size, T = cfg.model.block_size;
+  io::DataLoader train_loader(s.train_tokens, T, uint64_t(cfg.train.seed));
+  io::DataLoader val_loader(s.val_tokens, T, uint64_t(cfg.train.seed) ^ 0x9e3779b97f4a7c15ull);
+
+  TrainSummary sum;
+  sum.out_dir = s.out_dir.string();
+  sum.vocab_size = s.tokenizer->vocab_size();
+  sum.num_parameters = s.model->num_parameters();
+  sum.unigram_entropy = unigram_entropy(s.train_tokens, sum.vocab_size);
+  sum.metrics_path = (s.out_dir / "metrics.jsonl").string();
+  sum.plot_path = (s.out_dir / "loss.svg").string();
+  if (s.start_step > 0) truncate_metrics(sum.metrics_path, s.start_step);
+  MetricsWriter metrics(sum.metrics_path, s.start_step > 0);
+  Progress progress(cfg.train.steps, cfg.train.log_interval, s.options.interactive);
+  log_line(s.options, str_cat("model: GPT d_model=", cfg.model.d_model, " n_layer=", cfg.model.n_layer,
+                              " n_head=", cfg.model.n_head, " block_size=", T, " vocab=", sum.vocab_size, ", ",
+                              sum.num_parameters, " parameters; layout: 1 process (dp=1 tp=1 pp=1), cpu, ",
+                              cpu::num_threads(), " threads"));
+
+  reset_peak_memory(Device::cpu());
+  const auto t0 = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  int64_t step = s.start_step;
+  for (; step < cfg.train.steps; ++step) {
+    const double lr = s.schedule->lr(step);
+    s.optimizer->set_lr(lr);
+    // Dropout masks are a function of (seed, step, layer name): resuming reproduces them.
+    s.model->set_rng(uint64_t(cfg.train.seed), uint64_t(step));
+    io::Batch b = train_loader.batch(step, B);
+    Tensor loss = s.model->loss(b.inputs, b.targets);
+    loss.backward();
+    const double grad_norm = cfg.optim.grad_clip > 0 ? optim::clip_grad_norm(s.optimizer->params(), cfg.optim.grad_clip)
+                                                     : optim::grad_norm(s.model->parameters());
+    s.optimizer->step();
+    s.optimizer->zero_grad(true);
+
+    const double loss_v = loss.item();
+    TRIREME_CHECK(std::isfinite(loss_v), "training diverged: the loss is ", loss_v, " at step ", step + 1,
+                  " (try a lower optim.lr or set optim.grad_clip)");
+    sum.losses.push_back(loss_v);
+    if (sum.losses.size() == 1) sum.first_loss = loss_v;
+    sum.final_loss = loss_v;
+    const int64_t done = step + 1;
+    StepMetrics m;
+    m.step = done;
+    m.loss = loss_v;
+    m.lr = lr;
+    m.grad_norm = grad_norm;
+    m.elapsed_s = elapsed();
+    m.tokens_per_s = double((done - s.start_step) * B * T) / std::max(m.elapsed_s, 1e-9);
+    m.peak_memory_bytes = memory_stats(Device::cpu()).peak_bytes;
+    const bool eval_now = (cfg.train.eval_interval > 0 && done % cfg.train.eval_interval == 0) || done == cfg.train.steps;
+    if (eval_now) {
+      m.val_loss = evaluate(s, val_loader);
+      s.best_val_loss = std::min(s.best_val_loss, *m.val_loss);
+      sum.final_val_loss = *m.val_loss;
+      if (!s.options.quiet) {
+        progress.note(str_cat("step ", done, ": val_loss ", *m.val_loss, " (best ", s.best_val_loss, ", unigram baseline ",
+                              sum.unigram_entropy, ")"));
+      }
+    }
+    metrics.write(m);
+    if (!s.options.quiet) progress.update(done, loss_v, m.tokens_per_s, m.elapsed_s);
+    if ((cfg.train.checkpoint_interval > 0 && done % cfg.train.checkpoint_interval == 0) || done == cfg.train.steps) {
+      save(s, done, progress);
+    }
+  }
+  if (!s.options.quiet) progress.finish();
+  sum.steps = step;
+  sum.seconds = elapsed();
+  sum.tokens = (step - s.start_step) * B * T;
+  sum.tokens_per_s = double(sum.tokens) / std::max(sum.seconds, 1e-9);
+  sum.best_val_loss = s.best_val_loss;
+  if (auto latest = find_latest_checkpoint(s.out_dir / "checkpoints")) sum.checkpoint_path = latest->string();
+  if (fs::exists(sum.metrics_path) && fs::file_size(sum.metrics_path) > 0) plot_metrics_file(sum.metrics_path, sum.plot_path);
+  return sum;
+}
+
+}  // namespace trireme::train

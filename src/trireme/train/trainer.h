@@ -1,0 +1,51 @@
+// The single-process trainer: data preparation, the GPT, the optimizer and schedule, the
+// training loop with evaluation, metrics, progress and checkpoints, and exact resume.
+//
+//   io::Config cfg = io::Config::load("train.toml", {"train.steps=200"});
+//   train::TrainSummary s = train::Trainer(cfg, {.resume = true}).run();
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "trireme/io/config.h"
+
+namespace trireme::train {
+
+struct TrainOptions {
+  bool resume = false;          // continue from out_dir/checkpoints/latest when present
+  bool interactive = false;     // draw a live progress bar (default: plain log lines)
+  bool quiet = false;           // no progress output (tests)
+};
+
+struct TrainSummary {
+  int64_t steps = 0;             // steps completed in total (including before a resume)
+  int64_t tokens = 0;            // tokens trained on in this invocation
+  double seconds = 0;            // wall time of this invocation's loop
+  double tokens_per_s = 0;
+  double first_loss = 0, final_loss = 0;
+  double best_val_loss = 0, final_val_loss = 0;
+  double unigram_entropy = 0;    // nats/token of the training tokens' unigram distribution
+  int64_t vocab_size = 0;
+  int64_t num_parameters = 0;
+  std::string out_dir, metrics_path, plot_path, checkpoint_path;
+  std::vector<double> losses;    // per step of this invocation, for resume-equality checks
+};
+
+class Trainer {
+ public:
+  Trainer(const io::Config& config, TrainOptions options = {});
+  ~Trainer();
+  TrainSummary run();
+
+  struct State;  // everything the run holds; defined in trainer.cpp
+
+ private:
+  std::unique_ptr<State> s_;
+};
+
+// Cross-entropy of the best constant (unigram) predictor: -sum p log p over token frequencies.
+double unigram_entropy(const std::vector<int32_t>& tokens, int64_t vocab_size);
+
+}  // namespace trireme::train
