@@ -14,7 +14,7 @@ namespace {
 // ---- functors: each maps acc-typed values (and a scalar alpha for unary ops) ----
 #define UNARY_OP(Name, expr)                                   \
   struct Name {                                                \
-    template <class A> static A f(A x, [[maybe_unused]] A alpha) { return expr; } \
+    template <class A> [[gnu::always_inline]] static A f(A x, [[maybe_unused]] A alpha) { return expr; } \
   };
 UNARY_OP(NegOp, -x)
 UNARY_OP(ExpOp, std::exp(x))
@@ -39,7 +39,7 @@ UNARY_OP(RdivScalarOp, alpha / x)
 
 #define BINARY_OP(Name, expr) \
   struct Name {               \
-    template <class A> static A f(A a, A b) { return expr; } \
+    template <class A> [[gnu::always_inline]] static A f(A a, A b) { return expr; } \
   };
 BINARY_OP(AddOp, a + b)
 BINARY_OP(SubOp, a - b)
@@ -56,7 +56,7 @@ BINARY_OP(GeluErfBackwardOp,
           a * (A(0.5) * (A(1) + std::erf(b * A(M_SQRT1_2))) + b * A(0.3989422804014327) * std::exp(A(-0.5) * b * b)))
 // With s = sigmoid(2u): d/dx [x s] = s + x * 2 s (1 - s) * du/dx, du/dx = k (1 + 3c x^2).
 struct GeluTanhBackwardOp {
-  template <class A> static A f(A g, A x) {
+  template <class A> [[gnu::always_inline]] static A f(A g, A x) {
     const A k = A(0.7978845608028654), c = A(0.044715);
     A s = A(1) / (A(1) + exp_acc(A(-2) * k * (x + c * x * x * x)));
     return g * (s + A(2) * x * s * (A(1) - s) * k * (A(1) + A(3) * c * x * x));
