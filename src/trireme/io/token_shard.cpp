@@ -155,14 +155,22 @@ size_t split_point(std::string_view text, double val_fraction) {
 
 PreparedDataset prepare_dataset(std::string_view text, const Tokenizer& tokenizer, const std::string& out_dir,
                                 double val_fraction) {
+  const size_t split = split_point(text, val_fraction);
+  PreparedDataset d = prepare_dataset_split(text.substr(0, split), text.substr(split), tokenizer, out_dir);
+  d.split_byte = split;
+  return d;
+}
+
+PreparedDataset prepare_dataset_split(std::string_view train_text, std::string_view val_text,
+                                      const Tokenizer& tokenizer, const std::string& out_dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   TRIREME_CHECK(!ec, "prepare: cannot create '", out_dir, "': ", ec.message());
   PreparedDataset d;
-  d.split_byte = split_point(text, val_fraction);
-  std::vector<int32_t> train = tokenizer.encode(text.substr(0, d.split_byte));
-  std::vector<int32_t> val = tokenizer.encode(text.substr(d.split_byte));
+  d.split_byte = train_text.size();
+  std::vector<int32_t> train = tokenizer.encode(train_text);
+  std::vector<int32_t> val = tokenizer.encode(val_text);
   d.train_path = (fs::path(out_dir) / "train.bin").string();
   d.val_path = (fs::path(out_dir) / "val.bin").string();
   d.tokenizer_path = (fs::path(out_dir) / "tokenizer.json").string();

@@ -63,5 +63,8 @@ size_t split_point(std::string_view text, double val_fraction);
 // writes out_dir/train.bin, out_dir/val.bin and out_dir/tokenizer.json (creating out_dir).
 PreparedDataset prepare_dataset(std::string_view text, const Tokenizer& tokenizer,
                                 const std::string& out_dir, double val_fraction);
+// The same with the split given: train and validation texts tokenized and written separately.
+PreparedDataset prepare_dataset_split(std::string_view train_text, std::string_view val_text,
+                                      const Tokenizer& tokenizer, const std::string& out_dir);
 
 }  // namespace trireme::io

@@ -230,8 +230,14 @@ TrainSummary Trainer::run() {
   reset_peak_memory(Device::cpu());
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  sum.initial_val_loss = NAN;
+  if (s.start_step == 0 && cfg.train.eval_interval > 0) {
+    sum.initial_val_loss = evaluate(s, val_loader);
+    if (!s.options.quiet) progress.note(str_cat("step 0: val_loss ", sum.initial_val_loss, " (unigram baseline ", sum.unigram_entropy, ")"));
+  }
+  const int64_t last_step = s.options.stop_after > 0 ? std::min(s.options.stop_after, cfg.train.steps) : cfg.train.steps;
   int64_t step = s.start_step;
-  for (; step < cfg.train.steps; ++step) {
+  for (; step < last_step; ++step) {
     const double lr = s.schedule->lr(step);
     s.optimizer->set_lr(lr);
     // Dropout masks are a function of (seed, step, layer name): resuming reproduces them.
@@ -271,7 +277,7 @@ TrainSummary Trainer::run() {
     }
     metrics.write(m);
     if (!s.options.quiet) progress.update(done, loss_v, m.tokens_per_s, m.elapsed_s);
-    if ((cfg.train.checkpoint_interval > 0 && done % cfg.train.checkpoint_interval == 0) || done == cfg.train.steps) {
+    if ((cfg.train.checkpoint_interval > 0 && done % cfg.train.checkpoint_interval == 0) || done == last_step) {
       save(s, done, progress);
     }
   }

@@ -17,6 +17,8 @@ struct TrainOptions {
   bool resume = false;          // continue from out_dir/checkpoints/latest when present
   bool interactive = false;     // draw a live progress bar (default: plain log lines)
   bool quiet = false;           // no progress output (tests)
+  int64_t stop_after = 0;       // end this invocation after this global step (0 = train.steps),
+                                // checkpointing there: what an interrupted run leaves behind
 };
 
 struct TrainSummary {
@@ -25,6 +27,7 @@ struct TrainSummary {
   double seconds = 0;            // wall time of this invocation's loop
   double tokens_per_s = 0;
   double first_loss = 0, final_loss = 0;
+  double initial_val_loss = 0;   // before the first step of a fresh run (NaN when resuming)
   double best_val_loss = 0, final_val_loss = 0;
   double unigram_entropy = 0;    // nats/token of the training tokens' unigram distribution
   int64_t vocab_size = 0;

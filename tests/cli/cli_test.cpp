@@ -1,0 +1,104 @@
+// The trireme command line as a user meets it: help everywhere, one clear line for a bad flag or
+// a missing file, exit status 2 for configuration errors that name the key.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace {
+
+struct Result {
+  int status;
+  std::string out;  // stdout and stderr together
+};
+
+Result run(const std::string& args) {
+  std::string cmd = std::string(TRIREME_BINARY) + " " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  int st = ::pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out};
+}
+
+int lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+std::string temp_file(const std::string& name, const std::string& text) {
+  auto p = std::filesystem::temp_directory_path() / (name + std::to_string(::getpid()));
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+}  // namespace
+
+TEST(Cli, VersionAndHelpOnEverySubcommand) {
+  Result v = run("--version");
+  EXPECT_EQ(v.status, 0);
+  EXPECT_NE(v.out.find("trireme "), std::string::npos);
+  for (const char* sub : {"train", "generate", "prepare", "launch", "plot", "env"}) {
+    Result h = run(std::string(sub) + " --help");
+    EXPECT_EQ(h.status, 0) << sub << ": " << h.out;
+    EXPECT_NE(h.out.find("sage"), std::string::npos) << sub << ": " << h.out;  // "Usage" / "usage"
+  }
+  EXPECT_NE(run("train --help").out.find("optim.lr"), std::string::npos);  // config keys are listed
+}
+
+TEST(Cli, BadFlagsAndMissingFilesAreOneLine) {
+  Result r = run("train --no-such-flag");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(lines(r.out), 1) << r.out;
+  r = run("train --config /nonexistent/train.toml");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(lines(r.out), 1) << r.out;
+  EXPECT_NE(r.out.find("/nonexistent/train.toml"), std::string::npos);
+  r = run("generate --checkpoint /nonexistent --prompt x");
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(lines(r.out), 1) << r.out;
+  r = run("plot /nonexistent/metrics.jsonl");
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(lines(r.out), 1) << r.out;
+  r = run("no-such-command");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(lines(r.out), 1) << r.out;
+}
+
+TEST(Cli, ConfigErrorsNameTheKeyAndExit2) {
+  std::string unknown = temp_file("unknown.toml", "[optim]\nlrr = 0.1\n");
+  Result r = run("train --config " + unknown);
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("optim.lrr"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("optim.lr"), std::string::npos) << r.out;
+
+  r = run("train --set optim.lr=-1");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("optim.lr"), std::string::npos) << r.out;
+
+  std::string wrong_type = temp_file("type.toml", "[model]\nn_layer = \"four\"\n");
+  r = run("train --config " + wrong_type);
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("model.n_layer"), std::string::npos) << r.out;
+
+  std::string bad_toml = temp_file("bad.toml", "[model\n");
+  r = run("train --config " + bad_toml);
+  EXPECT_EQ(r.status, 2) << r.out;
+  std::filesystem::remove(unknown);
+  std::filesystem::remove(wrong_type);
+  std::filesystem::remove(bad_toml);
+}
+
+TEST(Cli, EnvReportsTheBuild) {
+  Result r = run("env --json");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("\"openblas\""), std::string::npos) << r.out;
+}
