@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
-  libopenblas-dev            # CPU GEMMs
+  libopenblas-openmp-dev     # CPU GEMMs (OpenMP flavour: one thread pool with our kernels)
   libgtest-dev libgmock-dev  # tests
   libbenchmark-dev           # bench/
   libgloo-dev                # CPU collectives

@@ -1,0 +1,46 @@
+// Rank discovery: who this process is in the job, read from the environment that a launcher
+// set (trireme launch / torchrun, mpirun, or Slurm's srun).
+//
+//   DistEnv env = dist_env_from_environment();
+//   // env.rank, env.world_size, env.local_rank, env.master_addr, env.master_port, env.token
+//   auto store = std::make_shared<StoreClient>(store_client_options(env));
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "trireme/dist/store.h"
+
+namespace trireme::dist {
+
+struct DistEnv {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;       // 0: unknown (a single process needs no store)
+  std::string token;         // TRIREME_STORE_TOKEN
+  int restart_count = 0;     // which attempt of the group this is (launch --max-restarts)
+  std::string source;        // "torchrun", "openmpi", "slurm" or "default": where the ranks came from
+};
+
+// Looks a variable up; nullopt when unset. The default reads the process environment.
+using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
+
+// Reads, in order of preference:
+//   RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE          (trireme launch, torchrun)
+//   OMPI_COMM_WORLD_RANK/_SIZE/_LOCAL_RANK/_LOCAL_SIZE       (Open MPI's mpirun)
+//   PMI_RANK/PMI_SIZE, MPI_LOCALRANKID/MPI_LOCALNRANKS       (MPICH / Intel MPI)
+//   SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE (srun)
+// and MASTER_ADDR / MASTER_PORT / TRIREME_STORE_TOKEN / TRIREME_RESTART_COUNT whichever found
+// the ranks. Without any of them: one process, rank 0. Throws on inconsistent values
+// (rank outside the world, a non-number).
+DistEnv dist_env_from_environment(const EnvLookup& lookup = {});
+
+// Options for a client of the job's store (MASTER_ADDR:MASTER_PORT, with this rank's token).
+StoreClientOptions store_client_options(const DistEnv& env, std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+}  // namespace trireme::dist

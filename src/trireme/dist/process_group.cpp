@@ -1,0 +1,48 @@
+// The backend-independent part of ProcessGroup: rank bookkeeping and "does not support" errors.
+#include "trireme/dist/process_group.h"
+
+namespace trireme::dist {
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return "sum";
+    case ReduceOp::avg: return "avg";
+    case ReduceOp::max: return "max";
+  }
+  return "?";
+}
+
+ProcessGroup::ProcessGroup(int rank, int size, std::vector<int> global_ranks)
+    : rank_(rank), size_(size), global_ranks_(std::move(global_ranks)) {
+  TRIREME_CHECK(size >= 1 && rank >= 0 && rank < size, "ProcessGroup: rank ", rank, " is outside a group of ", size);
+  if (global_ranks_.empty()) {
+    for (int r = 0; r < size; ++r) global_ranks_.push_back(r);
+  }
+  TRIREME_CHECK(static_cast<int>(global_ranks_.size()) == size, "ProcessGroup: ", global_ranks_.size(),
+                " global ranks for a group of ", size);
+}
+
+std::string ProcessGroup::describe_rank(int group_rank) const {
+  int global = global_rank(group_rank);
+  if (global == group_rank) return str_cat("rank ", group_rank);
+  return str_cat("rank ", global, " (rank ", group_rank, " of this ", size_, "-rank group)");
+}
+
+void ProcessGroup::unsupported(const std::string& what) const {
+  TRIREME_FAIL("backend ", backend_name(), " does not support ", what);
+}
+
+WorkPtr ProcessGroup::all_reduce(const Tensor&, const AllReduceOptions&) { unsupported("all_reduce"); }
+WorkPtr ProcessGroup::broadcast(const Tensor&, const BroadcastOptions&) { unsupported("broadcast"); }
+WorkPtr ProcessGroup::all_gather(const Tensor&, const Tensor&, const AllGatherOptions&) { unsupported("all_gather"); }
+WorkPtr ProcessGroup::reduce_scatter(const Tensor&, const Tensor&, const ReduceScatterOptions&) {
+  unsupported("reduce_scatter");
+}
+WorkPtr ProcessGroup::send(const Tensor&, int, const SendRecvOptions&) { unsupported("send"); }
+WorkPtr ProcessGroup::recv(const Tensor&, int, const SendRecvOptions&) { unsupported("recv"); }
+WorkPtr ProcessGroup::barrier(const BarrierOptions&) { unsupported("barrier"); }
+std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>&, const std::string&) {
+  unsupported("new_group");
+}
+
+}  // namespace trireme::dist

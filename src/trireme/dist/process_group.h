@@ -1,0 +1,109 @@
+// Process groups: one API for collectives over tensors (Gloo for CPU tensors, NCCL for CUDA
+// tensors). Every call takes an options struct and returns an async Work handle.
+//
+//   auto store = std::make_shared<StoreClient>(store_client_options(env));
+//   auto world = std::make_shared<ProcessGroupGloo>(store, env.rank, env.world_size);
+//   Tensor x = ...;                                           // contiguous, on the CPU
+//   world->all_reduce(x, {.op = ReduceOp::sum})->wait();      // in place: x = sum over ranks
+//   auto work = world->broadcast(x, {.root = 0});             // async: overlap, then
+//   work->wait();                                             // rethrows the op's error
+//
+// Collectives work in place on the tensors passed (Tensor is a handle: the Work keeps the
+// storage alive until the op is done). Every collective has a timeout: the option's, or the
+// group's default when the option is zero. A peer that dies turns into an error on the
+// survivors that names the op and the rank (Note [store liveness] in store.h).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trireme/core/tensor.h"
+
+namespace trireme::dist {
+
+using std::chrono::milliseconds;
+
+enum class ReduceOp { sum, avg, max };
+const char* reduce_op_name(ReduceOp op);
+
+// A timeout of zero means "the group's default timeout".
+struct AllReduceOptions {
+  ReduceOp op = ReduceOp::sum;
+  milliseconds timeout{0};
+};
+struct BroadcastOptions {
+  int root = 0;  // a rank of this group
+  milliseconds timeout{0};
+};
+struct AllGatherOptions {
+  milliseconds timeout{0};
+};
+struct ReduceScatterOptions {
+  ReduceOp op = ReduceOp::sum;
+  milliseconds timeout{0};
+};
+struct SendRecvOptions {
+  int tag = 0;  // matches a send with its recv between the same pair of ranks
+  milliseconds timeout{0};
+};
+struct BarrierOptions {
+  milliseconds timeout{0};
+};
+
+// A handle to a collective in flight.
+class Work {
+ public:
+  virtual ~Work() = default;
+  virtual bool is_completed() = 0;
+  // Blocks until the op finishes and rethrows its error (a trireme::Error naming the op, the
+  // ranks involved and the cause). With a nonzero timeout, throws if the op has not finished by
+  // then (the op itself keeps its own timeout and still ends by it).
+  virtual void wait(milliseconds timeout = milliseconds(0)) = 0;
+};
+using WorkPtr = std::shared_ptr<Work>;
+
+class ProcessGroup {
+ public:
+  // global_ranks[i]: the job-wide rank of this group's rank i (empty: the identity).
+  ProcessGroup(int rank, int size, std::vector<int> global_ranks = {});
+  virtual ~ProcessGroup() = default;
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::vector<int>& global_ranks() const { return global_ranks_; }
+  int global_rank(int group_rank) const { return global_ranks_.at(static_cast<size_t>(group_rank)); }
+  virtual std::string backend_name() const = 0;
+  // "rank 1 of 4 (gloo group 'world')": how errors name where they happened.
+  std::string describe_rank(int group_rank) const;
+
+  // x = op over ranks of x.
+  virtual WorkPtr all_reduce(const Tensor& tensor, const AllReduceOptions& options = {});
+  // tensor = root's tensor.
+  virtual WorkPtr broadcast(const Tensor& tensor, const BroadcastOptions& options = {});
+  // output (size() * input.numel() elements) = concatenation of every rank's input, in rank order.
+  virtual WorkPtr all_gather(const Tensor& output, const Tensor& input, const AllGatherOptions& options = {});
+  // output (input.numel() / size() elements) = this rank's chunk of op over ranks of input.
+  virtual WorkPtr reduce_scatter(const Tensor& output, const Tensor& input, const ReduceScatterOptions& options = {});
+  virtual WorkPtr send(const Tensor& tensor, int dst, const SendRecvOptions& options = {});
+  virtual WorkPtr recv(const Tensor& tensor, int src, const SendRecvOptions& options = {});
+  virtual WorkPtr barrier(const BarrierOptions& options = {});
+
+  // A group of some of this group's ranks (listed as ranks of this group, in the new group's
+  // rank order). Called by the members only; `name` must be the same on all of them and
+  // unique among the groups they create.
+  virtual std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks, const std::string& name);
+
+ protected:
+  // Throws "backend X does not support Y".
+  [[noreturn]] void unsupported(const std::string& what) const;
+
+  int rank_;
+  int size_;
+  std::vector<int> global_ranks_;
+};
+
+}  // namespace trireme::dist

@@ -1,0 +1,552 @@
+// The training config: schema table, TOML parsing and validation, overrides, to_toml.
+#include "trireme/io/config.h"
+
+#include <algorithm>
+#include <charconv>
+#include <fstream>
+#include <cmath>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "trireme/core/device.h"
+#include "trireme/io/utf8.h"
+
+namespace trireme::io {
+
+namespace {
+
+// ---- formatting -----------------------------------------------------------------------------
+
+// Shortest text that reads back to the same double.
+std::string format_number(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  // Plain decimals read better ("0.0003", not "3e-04") unless the exponent form is much shorter.
+  char fixed[400], sci[64];
+  auto f = std::to_chars(fixed, fixed + sizeof fixed, v, std::chars_format::fixed);
+  auto e = std::to_chars(sci, sci + sizeof sci, v, std::chars_format::scientific);
+  size_t nf = size_t(f.ptr - fixed), ne = size_t(e.ptr - sci);
+  return nf <= ne + 2 ? std::string(fixed, nf) : std::string(sci, ne);
+}
+
+// A TOML float literal: like format_number, but always with a '.' or an exponent.
+std::string toml_float(double v) {
+  std::string s = format_number(v);
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string toml_quote(std::string_view s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    unsigned char c = static_cast<unsigned char>(ch);
+    switch (ch) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (c < 0x20 || c == 0x7F) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04X", unsigned(c));
+          out += buf;
+        } else {
+          out += ch;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string format_value(const ConfigValue& v) {
+  return std::visit(
+      [](const auto& x) -> std::string {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, int64_t>) {
+          return std::to_string(x);
+        } else if constexpr (std::is_same_v<T, double>) {
+          return toml_float(x);
+        } else if constexpr (std::is_same_v<T, bool>) {
+          return x ? "true" : "false";
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          return toml_quote(x);
+        } else {
+          std::string out = "[";
+          for (size_t i = 0; i < x.size(); ++i) out += (i ? ", " : "") + toml_quote(x[i]);
+          return out + "]";
+        }
+      },
+      v);
+}
+
+// How a TOML value reads in an error message ("got -1", "got \"abc\"", "got a table").
+std::string describe(const toml::node& n) {
+  if (auto v = n.as_integer()) return std::to_string(v->get());
+  if (auto v = n.as_floating_point()) return toml_float(v->get());
+  if (auto v = n.as_boolean()) return v->get() ? "true" : "false";
+  if (auto v = n.as_string()) return toml_quote(v->get());
+  if (auto a = n.as_array()) {
+    std::string out = "[";
+    for (size_t i = 0; i < a->size(); ++i) out += (i ? ", " : "") + describe((*a)[i]);
+    return out + "]";
+  }
+  if (n.is_table()) return "a table";
+  return "a date/time";
+}
+
+std::string where(const toml::node& n, const std::string& source) {
+  return str_cat(" (", source, " line ", n.source().begin.line, ")");
+}
+
+// ---- the schema -------------------------------------------------------------------------------
+
+using Store = std::function<void(TrainConfig&, const ConfigValue&)>;
+
+template <class S, class F>
+Store field(S TrainConfig::*section, F S::*member) {
+  return [section, member](TrainConfig& c, const ConfigValue& v) { (c.*section).*member = std::get<F>(v); };
+}
+
+struct Range {
+  std::optional<double> min, max;
+  bool min_exclusive = false, max_exclusive = false;
+};
+Range at_least(double a) { return {a, std::nullopt, false, false}; }
+Range above(double a) { return {a, std::nullopt, true, false}; }
+Range closed(double a, double b) { return {a, b, false, false}; }
+Range half_open(double a, double b) { return {a, b, false, true}; }
+
+ConfigKey integer_key(std::string path, int64_t def, Range r, std::string help, Store store) {
+  return {std::move(path), ConfigType::integer, def, std::move(help), r.min, r.max, r.min_exclusive,
+          r.max_exclusive, {}, {}, {}, std::move(store)};
+}
+ConfigKey float_key(std::string path, double def, Range r, std::string help, Store store) {
+  return {std::move(path), ConfigType::floating, def, std::move(help), r.min, r.max, r.min_exclusive,
+          r.max_exclusive, {}, {}, {}, std::move(store)};
+}
+ConfigKey bool_key(std::string path, bool def, std::string help, Store store) {
+  return {std::move(path), ConfigType::boolean, def, std::move(help), {}, {}, false, false, {}, {}, {}, std::move(store)};
+}
+ConfigKey choice_key(std::string path, std::string def, std::vector<std::string> choices, std::string help,
+                     Store store) {
+  return {std::move(path), ConfigType::string, std::move(def), std::move(help), {}, {}, false, false,
+          std::move(choices), {}, {}, std::move(store)};
+}
+struct Check {
+  std::function<bool(const ConfigValue&)> ok;
+  std::string expects;
+};
+
+ConfigKey string_key(std::string path, ConfigType type, ConfigValue def, std::string help, Store store, Check check) {
+  return {std::move(path), type, std::move(def), std::move(help), {}, {}, false, false, {}, std::move(check.ok),
+          std::move(check.expects), std::move(store)};
+}
+
+const Check device_check{[](const ConfigValue& v) {
+                           try {
+                             Device::parse(std::get<std::string>(v));
+                             return true;
+                           } catch (const Error&) {
+                             return false;
+                           }
+                         },
+                         "\"cpu\", \"cuda\" or \"cuda:N\""};
+
+const Check nonempty_check{[](const ConfigValue& v) { return !std::get<std::string>(v).empty(); },
+                           "a non-empty string"};
+
+const Check corpus_check{[](const ConfigValue& v) {
+                           const auto& list = std::get<std::vector<std::string>>(v);
+                           return !list.empty() && std::none_of(list.begin(), list.end(),
+                                                                [](const std::string& s) { return s.empty(); });
+                         },
+                         "\"tang\" or a path, or a non-empty array of them"};
+
+std::vector<ConfigKey> build_schema() {
+  using T = TrainConfig;
+  return {
+      integer_key("model.d_model", 256, at_least(1), "width of the residual stream", field(&T::model, &ModelConfig::d_model)),
+      integer_key("model.n_layer", 4, at_least(1), "number of transformer blocks", field(&T::model, &ModelConfig::n_layer)),
+      integer_key("model.n_head", 4, at_least(1), "attention heads per block (must divide d_model)",
+                  field(&T::model, &ModelConfig::n_head)),
+      integer_key("model.block_size", 128, at_least(1), "context length T in tokens", field(&T::model, &ModelConfig::block_size)),
+      float_key("model.dropout", 0.0, half_open(0, 1), "dropout probability", field(&T::model, &ModelConfig::dropout)),
+      bool_key("model.bias", false, "biases in linear layers and norms", field(&T::model, &ModelConfig::bias)),
+      bool_key("model.tie_embeddings", true, "share the token embedding with the output projection",
+               field(&T::model, &ModelConfig::tie_embeddings)),
+
+      string_key("data.corpus", ConfigType::string_list, std::vector<std::string>{"tang"},
+                 "\"tang\" (the fortunes-zh Tang and Song poems) or UTF-8 text files and folders",
+                 field(&T::data, &DataConfig::corpus), corpus_check),
+      choice_key("data.tokenizer", "char", {"char", "bpe"}, "character-level or byte-level BPE",
+                 field(&T::data, &DataConfig::tokenizer)),
+      integer_key("data.bpe_vocab_size", 2000, closed(256, 1 << 20), "target BPE vocabulary size (256 byte tokens + merges)",
+                  field(&T::data, &DataConfig::bpe_vocab_size)),
+      float_key("data.val_fraction", 0.1, closed(0, 0.5), "share of the text held out for validation (the tail)",
+                field(&T::data, &DataConfig::val_fraction)),
+
+      choice_key("optim.name", "adamw", {"adamw", "sgd"}, "optimizer", field(&T::optim, &OptimConfig::name)),
+      float_key("optim.lr", 1e-3, above(0), "peak learning rate", field(&T::optim, &OptimConfig::lr)),
+      float_key("optim.weight_decay", 0.1, at_least(0), "decoupled weight decay (adamw) or L2 (sgd)",
+                field(&T::optim, &OptimConfig::weight_decay)),
+      float_key("optim.beta1", 0.9, half_open(0, 1), "adamw first-moment decay", field(&T::optim, &OptimConfig::beta1)),
+      float_key("optim.beta2", 0.95, half_open(0, 1), "adamw second-moment decay", field(&T::optim, &OptimConfig::beta2)),
+      float_key("optim.eps", 1e-8, above(0), "adamw denominator epsilon", field(&T::optim, &OptimConfig::eps)),
+      float_key("optim.momentum", 0.9, half_open(0, 1), "sgd momentum", field(&T::optim, &OptimConfig::momentum)),
+      float_key("optim.grad_clip", 1.0, at_least(0), "clip the global gradient norm to this (0 = off)",
+                field(&T::optim, &OptimConfig::grad_clip)),
+
+      choice_key("schedule.kind", "cosine", {"constant", "cosine"}, "learning-rate schedule after warm-up",
+                 field(&T::schedule, &ScheduleConfig::kind)),
+      integer_key("schedule.warmup_steps", 100, at_least(0), "linear warm-up steps (at most train.steps)",
+                  field(&T::schedule, &ScheduleConfig::warmup_steps)),
+      float_key("schedule.min_lr", 1e-4, at_least(0), "final learning rate of the cosine schedule (at most optim.lr)",
+                field(&T::schedule, &ScheduleConfig::min_lr)),
+
+      integer_key("train.steps", 1000, at_least(1), "optimizer steps", field(&T::train, &TrainLoopConfig::steps)),
+      integer_key("train.batch_size", 8, at_least(1), "global batch size in sequences", field(&T::train, &TrainLoopConfig::batch_size)),
+      integer_key("train.eval_interval", 100, at_least(0), "steps between validation runs (0 = never)",
+                  field(&T::train, &TrainLoopConfig::eval_interval)),
+      integer_key("train.eval_batches", 10, at_least(1), "batches per validation run", field(&T::train, &TrainLoopConfig::eval_batches)),
+      integer_key("train.checkpoint_interval", 500, at_least(0), "steps between checkpoints (0 = only at the end)",
+                  field(&T::train, &TrainLoopConfig::checkpoint_interval)),
+      integer_key("train.log_interval", 10, at_least(1), "steps between log lines", field(&T::train, &TrainLoopConfig::log_interval)),
+      integer_key("train.seed", 1337, at_least(0), "seed for initialisation, data order and dropout",
+                  field(&T::train, &TrainLoopConfig::seed)),
+      integer_key("train.threads", 0, at_least(0), "CPU threads (0 = all cores)", field(&T::train, &TrainLoopConfig::threads)),
+      string_key("train.out_dir", ConfigType::string, std::string("out/run"), "folder for checkpoints, logs and prepared data",
+                 field(&T::train, &TrainLoopConfig::out_dir), nonempty_check),
+      string_key("train.device", ConfigType::string, std::string("cpu"), "\"cpu\", \"cuda\" or \"cuda:N\"",
+                 field(&T::train, &TrainLoopConfig::device), device_check),
+  };
+}
+
+// Checks that involve several keys; each returns "" or an error starting with the key path.
+using CrossCheck = std::function<std::string(const Config&)>;
+const std::vector<CrossCheck>& cross_checks() {
+  static const std::vector<CrossCheck> checks = {
+      [](const Config& c) -> std::string {
+        int64_t d = c.get_int("model.d_model"), h = c.get_int("model.n_head");
+        return d % h == 0 ? "" : str_cat("model.n_head: expected a divisor of model.d_model = ", d, ", got ", h);
+      },
+      [](const Config& c) -> std::string {
+        int64_t w = c.get_int("schedule.warmup_steps"), s = c.get_int("train.steps");
+        return w <= s ? "" : str_cat("schedule.warmup_steps: expected at most train.steps = ", s, ", got ", w);
+      },
+      [](const Config& c) -> std::string {
+        double m = c.get_float("schedule.min_lr"), lr = c.get_float("optim.lr");
+        return m <= lr ? ""
+                       : str_cat("schedule.min_lr: expected at most optim.lr = ", format_number(lr), ", got ",
+                                 format_number(m));
+      },
+  };
+  return checks;
+}
+
+const ConfigKey* find_key(const std::string& path) {
+  for (const auto& k : train_config_schema()) {
+    if (k.path == path) return &k;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> section_names() {
+  std::vector<std::string> out;
+  for (const auto& k : train_config_schema()) {
+    std::string s = k.path.substr(0, k.path.find('.'));
+    if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+  }
+  return out;
+}
+
+bool is_section(const std::string& name) {
+  auto s = section_names();
+  return std::find(s.begin(), s.end(), name) != s.end();
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  // Optimal string alignment distance: edits plus swaps of neighbours ("modle" -> "model" is 1).
+  std::vector<size_t> pprev(b.size() + 1), prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) cur[j] = std::min(cur[j], pprev[j - 2] + 1);
+    }
+    std::swap(pprev, prev);
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string leaf(const std::string& path) {
+  size_t dot = path.rfind('.');
+  return dot == std::string::npos ? path : path.substr(dot + 1);
+}
+
+// The closest known name, compared both as a whole path and by the last component (so
+// `train.lr` suggests `optim.lr`), or "" when nothing is close.
+std::string suggest(const std::string& path, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_score = SIZE_MAX;
+  std::string l = leaf(path);
+  for (const auto& c : candidates) {
+    size_t score = std::min(edit_distance(path, c), edit_distance(l, leaf(c)));
+    size_t limit = std::max<size_t>(1, std::min<size_t>(2, l.size() / 3));
+    if (score <= limit && score < best_score) best = c, best_score = score;
+  }
+  return best;
+}
+
+std::string unknown_message(const std::string& path, bool as_section) {
+  std::vector<std::string> candidates;
+  if (as_section) {
+    candidates = section_names();
+  } else {
+    for (const auto& k : train_config_schema()) candidates.push_back(k.path);
+  }
+  std::string s = suggest(path, candidates);
+  std::string hint = s.empty() ? "" : (as_section ? " (did you mean [" + s + "]?)" : " (did you mean '" + s + "'?)");
+  return as_section ? "unknown section [" + path + "]" + hint : "unknown key '" + path + "'" + hint;
+}
+
+// Range, choices and custom check.
+bool value_ok(const ConfigKey& k, const ConfigValue& v) {
+  if (k.type == ConfigType::integer || k.type == ConfigType::floating) {
+    double x = k.type == ConfigType::integer ? double(std::get<int64_t>(v)) : std::get<double>(v);
+    if (!std::isfinite(x)) return false;
+    if (k.min && (k.min_exclusive ? !(x > *k.min) : !(x >= *k.min))) return false;
+    if (k.max && (k.max_exclusive ? !(x < *k.max) : !(x <= *k.max))) return false;
+  }
+  if (!k.choices.empty()) {
+    const auto& s = std::get<std::string>(v);
+    if (std::find(k.choices.begin(), k.choices.end(), s) == k.choices.end()) return false;
+  }
+  return !k.check || k.check(v);
+}
+
+std::string value_error(const ConfigKey& k, const std::string& got, const std::string& location) {
+  return k.path + ": expected " + k.expectation() + ", got " + got + location;
+}
+
+// Converts a TOML node to the key's type; nullopt when the type is wrong.
+std::optional<ConfigValue> convert(const ConfigKey& k, const toml::node& n) {
+  switch (k.type) {
+    case ConfigType::integer:
+      if (auto v = n.as_integer()) return ConfigValue(v->get());
+      break;
+    case ConfigType::floating:
+      if (auto v = n.as_floating_point()) return ConfigValue(v->get());
+      if (auto v = n.as_integer()) return ConfigValue(double(v->get()));
+      break;
+    case ConfigType::boolean:
+      if (auto v = n.as_boolean()) return ConfigValue(v->get());
+      break;
+    case ConfigType::string:
+      if (auto v = n.as_string()) return ConfigValue(v->get());
+      break;
+    case ConfigType::string_list:
+      if (auto v = n.as_string()) return ConfigValue(std::vector<std::string>{v->get()});
+      if (auto a = n.as_array()) {
+        std::vector<std::string> out;
+        for (const auto& e : *a) {
+          if (!e.is_string()) return std::nullopt;
+          out.push_back(e.as_string()->get());
+        }
+        return ConfigValue(std::move(out));
+      }
+      break;
+  }
+  return std::nullopt;
+}
+
+void walk(const toml::table& table, const std::string& prefix, const std::string& source,
+          std::map<std::string, ConfigValue>& values, std::vector<std::string>& errors) {
+  for (auto&& [key, node] : table) {
+    std::string path = prefix.empty() ? std::string(key.str()) : prefix + "." + std::string(key.str());
+    if (const ConfigKey* k = find_key(path)) {
+      auto v = convert(*k, node);
+      if (!v || !value_ok(*k, *v)) {
+        errors.push_back(value_error(*k, describe(node), where(node, source)));
+      } else {
+        values[path] = std::move(*v);
+      }
+    } else if (prefix.empty() && is_section(path)) {
+      if (auto t = node.as_table()) {
+        walk(*t, path, source, values, errors);
+      } else {
+        errors.push_back(str_cat(path, ": expected a table (section [", path, "]), got ", describe(node),
+                                 where(node, source)));
+      }
+    } else {
+      errors.push_back(unknown_message(path, node.is_table()) + where(node, source));
+    }
+  }
+}
+
+std::string trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return std::string(s);
+}
+
+// Reads `text` as one TOML value; nullopt when it is not valid TOML.
+std::optional<toml::table> parse_toml_value(const std::string& text) {
+  try {
+    return toml::parse(std::string_view("v = " + text), std::string_view("--set"));
+  } catch (const toml::parse_error&) {
+    return std::nullopt;
+  }
+}
+
+// Applies one "key=value" to values; returns "" or the error.
+std::string apply_override(const std::string& assignment, std::map<std::string, ConfigValue>& values) {
+  size_t eq = assignment.find('=');
+  if (eq == std::string::npos) return "--set expects key=value, got '" + assignment + "'";
+  std::string path = trim(std::string_view(assignment).substr(0, eq));
+  std::string text = trim(std::string_view(assignment).substr(eq + 1));
+  std::string location = " (--set " + assignment + ")";
+  const ConfigKey* k = find_key(path);
+  if (!k) return unknown_message(path, is_section(path)) + location;
+  if (!utf8_is_valid(text)) return path + ": the value is not valid UTF-8" + location;
+  std::optional<ConfigValue> v;
+  bool bare_string = (k->type == ConfigType::string || k->type == ConfigType::string_list) &&
+                     !(text.starts_with('"') || text.starts_with('\'') || text.starts_with('['));
+  if (bare_string) {
+    v = k->type == ConfigType::string ? ConfigValue(text) : ConfigValue(std::vector<std::string>{text});
+  } else if (auto t = parse_toml_value(text)) {
+    v = convert(*k, *t->get("v"));
+  }
+  if (!v || !value_ok(*k, *v)) return value_error(*k, text, location);
+  values[path] = std::move(*v);
+  return "";
+}
+
+[[noreturn]] void throw_errors(const std::vector<std::string>& errors) {
+  std::string msg;
+  for (size_t i = 0; i < errors.size(); ++i) msg += (i ? "\n" : "") + errors[i];
+  throw ConfigError(msg);
+}
+
+}  // namespace
+
+std::string ConfigKey::expectation() const {
+  std::string base;
+  switch (type) {
+    case ConfigType::integer: base = "an integer"; break;
+    case ConfigType::floating: base = "a float"; break;
+    case ConfigType::boolean: return "a boolean (true or false)";
+    case ConfigType::string: base = "a string"; break;
+    case ConfigType::string_list: base = "a string or an array of strings"; break;
+  }
+  if (!choices.empty()) {
+    std::string out = "one of ";
+    for (size_t i = 0; i < choices.size(); ++i) out += (i ? ", " : "") + toml_quote(choices[i]);
+    return out;
+  }
+  if (check) return check_expects;
+  if (min && max) {
+    return str_cat(base, " in ", min_exclusive ? "(" : "[", format_number(*min), ", ", format_number(*max),
+                   max_exclusive ? ")" : "]");
+  }
+  if (min) return str_cat(base, min_exclusive ? " > " : " >= ", format_number(*min));
+  if (max) return str_cat(base, max_exclusive ? " < " : " <= ", format_number(*max));
+  return base;
+}
+
+const std::vector<ConfigKey>& train_config_schema() {
+  static const std::vector<ConfigKey> schema = build_schema();
+  return schema;
+}
+
+Config::Config() {
+  for (const auto& k : train_config_schema()) values_[k.path] = k.default_value;
+}
+
+Config Config::parse(std::string_view toml_text, const std::string& source, const std::vector<std::string>& overrides) {
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, std::string_view(source));
+  } catch (const toml::parse_error& e) {
+    throw ConfigError(str_cat(source, " line ", e.source().begin.line, ", column ", e.source().begin.column,
+                              ": TOML syntax error: ", e.description()));
+  }
+  Config c;
+  std::vector<std::string> errors;
+  walk(root, "", source, c.values_, errors);
+  for (const auto& o : overrides) {
+    std::string e = apply_override(o, c.values_);
+    if (!e.empty()) errors.push_back(e);
+  }
+  if (errors.empty()) {
+    for (const auto& check : cross_checks()) {
+      std::string e = check(c);
+      if (!e.empty()) errors.push_back(e);
+    }
+  }
+  if (!errors.empty()) throw_errors(errors);
+  return c;
+}
+
+Config Config::load(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError("cannot open config file '" + path + "'");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return parse(ss.str(), path, overrides);
+}
+
+void Config::set(const std::string& assignment) {
+  Config next = *this;
+  std::string e = apply_override(assignment, next.values_);
+  if (!e.empty()) throw ConfigError(e);
+  std::vector<std::string> errors;
+  for (const auto& check : cross_checks()) {
+    std::string ce = check(next);
+    if (!ce.empty()) errors.push_back(ce);
+  }
+  if (!errors.empty()) throw_errors(errors);
+  *this = std::move(next);
+}
+
+const ConfigValue& Config::get(const std::string& path) const {
+  auto it = values_.find(path);
+  if (it == values_.end()) throw ConfigError(unknown_message(path, false));
+  return it->second;
+}
+
+TrainConfig Config::resolve() const {
+  TrainConfig tc;
+  for (const auto& k : train_config_schema()) k.store(tc, values_.at(k.path));
+  return tc;
+}
+
+std::string Config::to_toml() const {
+  std::string out = "# trireme training configuration: every key, resolved\n";
+  std::string section;
+  for (const auto& k : train_config_schema()) {
+    std::string s = k.path.substr(0, k.path.find('.'));
+    if (s != section) {
+      out += "\n[" + s + "]\n";
+      section = s;
+    }
+    std::string line = leaf(k.path) + " = " + format_value(values_.at(k.path));
+    if (line.size() < 32) line.append(32 - line.size(), ' ');
+    out += line + "  # " + k.help + "\n";
+  }
+  return out;
+}
+
+std::string config_help() {
+  std::ostringstream os;
+  os << "Configuration keys (TOML sections; override any with --set section.key=value):\n";
+  for (const auto& k : train_config_schema()) {
+    os << "  " << k.path << " = " << format_value(k.default_value) << "\n      " << k.help << "; "
+       << k.expectation() << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace trireme::io

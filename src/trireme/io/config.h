@@ -1,0 +1,136 @@
+// The training configuration: a TOML file checked against one schema table, plus
+// `--set key=value` overrides, resolved into typed structs.
+//
+// Note [config schema]
+// Every key is one row of train_config_schema(): its path ("optim.lr"), type, default, range
+// or choices, help text, and the struct field it fills. Parsing, validation, error messages,
+// defaults, `--set`, to_toml() and the help listing all read that table, so adding a section
+// (say [parallel]) is adding a struct and its rows. Checks that involve several keys
+// (n_head divides d_model) live in one list beside the table.
+//
+// Errors are ConfigError (a trireme::Error, so the CLI can exit with status 2). Every problem
+// is reported at once, one per line, each starting with the key path:
+//   optim.lr: expected a float > 0, got -1 (train.toml line 12)
+//   unknown key 'optim.lrr' (did you mean 'optim.lr'?) (train.toml line 13)
+//
+//   Config cfg = Config::load("train.toml", {"optim.lr=3e-4", "train.steps=2000"});
+//   TrainConfig tc = cfg.resolve();              // tc.optim.lr == 3e-4
+//   std::string saved = cfg.to_toml();           // Config::parse(saved) gives cfg back
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "trireme/core/error.h"
+
+namespace trireme::io {
+
+class ConfigError : public Error {
+ public:
+  using Error::Error;
+};
+
+struct ModelConfig {
+  int64_t d_model = 0, n_layer = 0, n_head = 0, block_size = 0;
+  double dropout = 0;
+  bool bias = false, tie_embeddings = false;
+};
+
+struct DataConfig {
+  std::vector<std::string> corpus;  // "tang" = the default poems; else files or folders
+  std::string tokenizer;            // "char" | "bpe"
+  int64_t bpe_vocab_size = 0;
+  double val_fraction = 0;
+};
+
+struct OptimConfig {
+  std::string name;  // "adamw" | "sgd"
+  double lr = 0, weight_decay = 0, beta1 = 0, beta2 = 0, eps = 0, momentum = 0, grad_clip = 0;
+};
+
+struct ScheduleConfig {
+  std::string kind;  // "constant" | "cosine"
+  int64_t warmup_steps = 0;
+  double min_lr = 0;
+};
+
+struct TrainLoopConfig {
+  int64_t steps = 0, batch_size = 0, eval_interval = 0, eval_batches = 0, checkpoint_interval = 0,
+          log_interval = 0, seed = 0, threads = 0;
+  std::string out_dir, device;
+};
+
+struct TrainConfig {
+  ModelConfig model;
+  DataConfig data;
+  OptimConfig optim;
+  ScheduleConfig schedule;
+  TrainLoopConfig train;
+};
+
+enum class ConfigType { integer, floating, boolean, string, string_list };
+using ConfigValue = std::variant<int64_t, double, bool, std::string, std::vector<std::string>>;
+
+// One row of the schema (Note [config schema]).
+struct ConfigKey {
+  std::string path;  // "section.key"
+  ConfigType type;
+  ConfigValue default_value;
+  std::string help;
+  // Range for integer and floating keys; exclusive bounds are strict.
+  std::optional<double> min, max;
+  bool min_exclusive = false, max_exclusive = false;
+  std::vector<std::string> choices;  // for string keys: the allowed values, when limited
+  // An extra check for what ranges and choices cannot say, and the expectation it stands for
+  // in error messages ("\"cpu\", \"cuda\" or \"cuda:N\"").
+  std::function<bool(const ConfigValue&)> check;
+  std::string check_expects;
+  std::function<void(TrainConfig&, const ConfigValue&)> store;  // writes the value into the struct
+
+  std::string expectation() const;  // "a float > 0", "one of \"adamw\", \"sgd\""
+};
+
+const std::vector<ConfigKey>& train_config_schema();
+
+class Config {
+ public:
+  Config();  // every key at its default
+
+  // Parses TOML text, then applies overrides ("key=value", as given to --set), then validates.
+  // `source` names the text in errors (the file name).
+  static Config parse(std::string_view toml_text, const std::string& source = "config",
+                      const std::vector<std::string>& overrides = {});
+  static Config load(const std::string& path, const std::vector<std::string>& overrides = {});
+
+  // Applies one "key=value" override and re-validates. The value is read as the key's type:
+  // TOML syntax for numbers and booleans; strings may be bare (out_dir=runs/a) or quoted; a
+  // string list is a TOML array (corpus=["a.txt","b/"]) or one bare string.
+  void set(const std::string& assignment);
+
+  const ConfigValue& get(const std::string& path) const;  // throws ConfigError on an unknown path
+  int64_t get_int(const std::string& path) const { return std::get<int64_t>(get(path)); }
+  double get_float(const std::string& path) const { return std::get<double>(get(path)); }
+  bool get_bool(const std::string& path) const { return std::get<bool>(get(path)); }
+  const std::string& get_string(const std::string& path) const { return std::get<std::string>(get(path)); }
+
+  TrainConfig resolve() const;
+  // The resolved config as TOML, every key in schema order with its help as a comment; it
+  // parses back to an equal Config (for checkpoints and run folders).
+  std::string to_toml() const;
+
+  bool operator==(const Config& other) const { return values_ == other.values_; }
+
+ private:
+  std::map<std::string, ConfigValue> values_;
+};
+
+// A listing of every key with type, default and help, for `trireme train --help`.
+std::string config_help();
+
+}  // namespace trireme::io

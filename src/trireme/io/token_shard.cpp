@@ -1,0 +1,177 @@
+// Token shard reader and writer, and dataset preparation (format in token_shard.h).
+#include "trireme/io/token_shard.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "trireme/core/error.h"
+#include "trireme/io/utf8.h"
+
+namespace trireme::io {
+
+// The header and tokens are copied with memcpy, which is little-endian only on a
+// little-endian host; every machine trireme targets (x86-64, aarch64 Linux) is one.
+static_assert(std::endian::native == std::endian::little, "token shards assume a little-endian host");
+
+namespace {
+
+template <class T>
+void put(std::string& out, T v) {
+  char buf[sizeof(T)];
+  std::memcpy(buf, &v, sizeof(T));
+  out.append(buf, sizeof(T));
+}
+
+template <class T>
+T get(std::string_view bytes, size_t offset) {
+  T v;
+  std::memcpy(&v, bytes.data() + offset, sizeof(T));
+  return v;
+}
+
+}  // namespace
+
+std::string serialize_token_shard(std::span<const int32_t> tokens, int64_t vocab_size) {
+  TRIREME_CHECK(vocab_size > 0 && vocab_size <= (int64_t(1) << 32), "token shard: vocab size ", vocab_size,
+                " is out of range");
+  uint32_t width = vocab_size <= 65536 ? 2 : 4;
+  std::string out;
+  out.reserve(kTokenShardHeaderBytes + tokens.size() * width);
+  out.append(kTokenShardMagic, 8);
+  put<uint32_t>(out, kTokenShardVersion);
+  put<uint32_t>(out, width);
+  put<uint64_t>(out, tokens.size());
+  put<uint64_t>(out, uint64_t(vocab_size));
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    int32_t t = tokens[i];
+    TRIREME_CHECK(t >= 0 && t < vocab_size, "token shard: token ", t, " at position ", i,
+                  " is outside the vocabulary [0, ", vocab_size, ")");
+    if (width == 2) {
+      put<uint16_t>(out, uint16_t(t));
+    } else {
+      put<uint32_t>(out, uint32_t(t));
+    }
+  }
+  return out;
+}
+
+void write_token_shard(const std::string& path, std::span<const int32_t> tokens, int64_t vocab_size) {
+  std::string bytes = serialize_token_shard(tokens, vocab_size);
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    TRIREME_CHECK(out, "token shard: cannot write '", tmp, "'");
+    out.write(bytes.data(), std::streamsize(bytes.size()));
+    out.flush();
+    TRIREME_CHECK(out.good(), "token shard: error writing '", tmp, "'");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  TRIREME_CHECK(!ec, "token shard: cannot rename '", tmp, "' to '", path, "': ", ec.message());
+}
+
+TokenShard parse_token_shard(std::string_view bytes, const std::string& what) {
+  // A short prefix of the magic is a truncated shard rather than a foreign file.
+  size_t m = std::min<size_t>(bytes.size(), 8);
+  TRIREME_CHECK(m > 0 && std::memcmp(bytes.data(), kTokenShardMagic, m) == 0, what,
+                ": not a trireme token shard (", bytes.empty() ? "the file is empty" : "it does not start with \"TRIRTOK1\"",
+                ")");
+  TRIREME_CHECK(bytes.size() >= kTokenShardHeaderBytes, what, ": truncated: expected a ",
+                kTokenShardHeaderBytes, "-byte header, found ", bytes.size(), " bytes");
+  uint32_t version = get<uint32_t>(bytes, 8);
+  TRIREME_CHECK(version == kTokenShardVersion, what, ": unsupported token shard version ", version,
+                " (this build reads version ", kTokenShardVersion, ")");
+  uint32_t width = get<uint32_t>(bytes, 12);
+  TRIREME_CHECK(width == 2 || width == 4, what, ": unsupported token dtype code ", width,
+                " (expected 2 for u16 or 4 for u32)");
+  uint64_t count = get<uint64_t>(bytes, 16);
+  uint64_t vocab = get<uint64_t>(bytes, 24);
+  TRIREME_CHECK(vocab > 0 && vocab <= (uint64_t(1) << 32), what, ": vocabulary size ", vocab, " is out of range");
+  // Compare counts before multiplying, so a corrupt huge count cannot overflow the size check.
+  uint64_t payload = bytes.size() - kTokenShardHeaderBytes;
+  TRIREME_CHECK(count <= payload / width, what, ": truncated: the header says ", count, " tokens, expected ",
+                kTokenShardHeaderBytes, " + ", count, " x ", width, " bytes, found ", bytes.size(), " bytes");
+  uint64_t expected = kTokenShardHeaderBytes + count * width;
+  TRIREME_CHECK(bytes.size() == expected, what, ": ", bytes.size() - expected,
+                " trailing bytes after the tokens (expected ", expected, " bytes, found ", bytes.size(), ")");
+  TokenShard shard;
+  shard.vocab_size = int64_t(vocab);
+  shard.dtype_bytes = width;
+  shard.tokens.resize(count);
+  const char* p = bytes.data() + kTokenShardHeaderBytes;
+  for (uint64_t i = 0; i < count; ++i) {
+    uint32_t t;
+    if (width == 2) {
+      uint16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      t = v;
+    } else {
+      std::memcpy(&t, p + 4 * i, 4);
+    }
+    TRIREME_CHECK(t < vocab, what, ": token ", t, " at position ", i, " is not below the vocabulary size ", vocab);
+    shard.tokens[i] = int32_t(t);
+  }
+  return shard;
+}
+
+TokenShard read_token_shard(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  TRIREME_CHECK(in, "token shard: cannot open '", path, "'");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return parse_token_shard(ss.str(), path);
+}
+
+size_t split_point(std::string_view text, double val_fraction) {
+  TRIREME_CHECK(val_fraction >= 0.0 && val_fraction < 1.0, "split_point: val_fraction must be in [0, 1), got ",
+                val_fraction);
+  if (val_fraction == 0.0 || text.empty()) return text.size();
+  size_t target = size_t(double(text.size()) * (1.0 - val_fraction));
+  // The boundary is just after the separator, so the validation part starts a document.
+  auto nearest = [&](std::string_view sep) -> size_t {
+    size_t after = text.find(sep, target);
+    size_t before = target >= sep.size() ? text.rfind(sep, target - sep.size()) : std::string_view::npos;
+    size_t a = after == std::string_view::npos ? std::string_view::npos : after + sep.size();
+    size_t b = before == std::string_view::npos ? std::string_view::npos : before + sep.size();
+    if (a >= text.size()) a = std::string_view::npos;  // a split that leaves validation empty
+    if (b == 0) b = std::string_view::npos;            // or train empty
+    if (a == std::string_view::npos) return b;
+    if (b == std::string_view::npos) return a;
+    return (a - target) < (target - b) ? a : b;
+  };
+  for (std::string_view sep : {std::string_view("\n\n"), std::string_view("\n")}) {
+    size_t p = nearest(sep);
+    if (p != std::string_view::npos) return p;
+  }
+  // No line breaks: back up to the start of the character at the target.
+  size_t p = std::max<size_t>(target, 1);
+  while (p < text.size() && (static_cast<unsigned char>(text[p]) & 0xC0) == 0x80) --p;
+  return p;
+}
+
+PreparedDataset prepare_dataset(std::string_view text, const Tokenizer& tokenizer, const std::string& out_dir,
+                                double val_fraction) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  TRIREME_CHECK(!ec, "prepare: cannot create '", out_dir, "': ", ec.message());
+  PreparedDataset d;
+  d.split_byte = split_point(text, val_fraction);
+  std::vector<int32_t> train = tokenizer.encode(text.substr(0, d.split_byte));
+  std::vector<int32_t> val = tokenizer.encode(text.substr(d.split_byte));
+  d.train_path = (fs::path(out_dir) / "train.bin").string();
+  d.val_path = (fs::path(out_dir) / "val.bin").string();
+  d.tokenizer_path = (fs::path(out_dir) / "tokenizer.json").string();
+  write_token_shard(d.train_path, train, tokenizer.vocab_size());
+  write_token_shard(d.val_path, val, tokenizer.vocab_size());
+  tokenizer.save(d.tokenizer_path);
+  d.train_tokens = int64_t(train.size());
+  d.val_tokens = int64_t(val.size());
+  return d;
+}
+
+}  // namespace trireme::io

@@ -1,0 +1,210 @@
+// CPU layer norm and RMS norm, forward and backward, over the last dim of a contiguous (R, D) x.
+// Rows run in parallel. Row statistics accumulate in double (vectorised with omp simd; D is small
+// next to the GEMMs around a norm, so the wider type costs little and keeps f32 statistics exact).
+// grad_weight/grad_bias sum over rows; they are computed by a column-blocked pass in which each
+// column is summed by one thread in row order, so the result does not depend on the thread count.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "trireme/kernels/cpu/loops.h"
+#include "trireme/kernels/nn.h"
+#include "trireme/kernels/registry.h"
+
+namespace trireme::cpu {
+namespace {
+
+// Columns per block of the weight-gradient pass: wide enough for vector loads along a row,
+// small enough that every thread gets blocks when D is a few hundred.
+constexpr int64_t kColumnBlock = 64;
+
+// Converts an optional (D) parameter to acc_t values, or fills `fill` when it is undefined.
+template <class T>
+std::vector<acc_t<T>> param_or(const Tensor& p, int64_t d, acc_t<T> fill) {
+  std::vector<acc_t<T>> out(size_t(d), fill);
+  if (p.defined()) {
+    const T* src = p.data<T>();
+    for (int64_t j = 0; j < d; ++j) out[size_t(j)] = acc_t<T>(src[j]);
+  }
+  return out;
+}
+
+template <class T>
+void layer_norm_cpu(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, Tensor& y,
+                    Tensor& mean, Tensor& rstd) {
+  using A = acc_t<T>;
+  const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
+  const T* px = x.data<T>();
+  T* py = y.data<T>();
+  A* pm = mean.data<A>();
+  A* pr = rstd.data<A>();
+  const auto w = param_or<T>(weight, d, A(1));
+  const auto b = param_or<T>(bias, d, A(0));
+  parallel_for(rows, 4 * d, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* xr = px + r * d;
+      // Two passes over a row that sits in L1: the mean, then the centred second moment
+      // (no cancellation, unlike E[x²] - E[x]² in one pass).
+      double s = 0;
+#pragma omp simd reduction(+ : s)
+      for (int64_t j = 0; j < d; ++j) s += double(A(xr[j]));
+      const double mu = s / double(d);
+      double ss = 0;
+#pragma omp simd reduction(+ : ss)
+      for (int64_t j = 0; j < d; ++j) {
+        double c = double(A(xr[j])) - mu;
+        ss += c * c;
+      }
+      const double inv = 1.0 / std::sqrt(ss / double(d) + eps);
+      pm[r] = A(mu);
+      pr[r] = A(inv);
+      const A m = A(mu), ri = A(inv);
+      T* yr = py + r * d;
+      for (int64_t j = 0; j < d; ++j) yr[j] = T((A(xr[j]) - m) * ri * w[size_t(j)] + b[size_t(j)]);
+    }
+  });
+}
+
+// grad_weight[j] = Σ_r g[r, j] * xhat[r, j] and grad_bias[j] = Σ_r g[r, j], where
+// xhat[r, j] = (x[r, j] - mean[r]) * rstd[r] (mean = null for RMS norm: xhat = x * rstd).
+template <class T>
+void param_grads(const T* pg, const T* px, const acc_t<T>* pm, const acc_t<T>* pr, int64_t rows, int64_t d,
+                 Tensor& grad_weight, Tensor& grad_bias) {
+  using A = acc_t<T>;
+  const bool want_w = grad_weight.defined(), want_b = grad_bias.defined();
+  if (!want_w && !want_b) return;
+  T* gw = want_w ? grad_weight.data<T>() : nullptr;
+  T* gb = want_b ? grad_bias.data<T>() : nullptr;
+  const int64_t blocks = (d + kColumnBlock - 1) / kColumnBlock;
+  parallel_for(blocks, rows * kColumnBlock, [&](int64_t b0, int64_t b1) {
+    std::vector<A> acc_w(static_cast<size_t>(kColumnBlock)), acc_b(static_cast<size_t>(kColumnBlock));
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      const int64_t c0 = blk * kColumnBlock, n = std::min(kColumnBlock, d - c0);
+      std::fill(acc_w.begin(), acc_w.end(), A(0));
+      std::fill(acc_b.begin(), acc_b.end(), A(0));
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* gr = pg + r * d + c0;
+        const T* xr = px + r * d + c0;
+        const A m = pm ? pm[r] : A(0), ri = pr[r];
+        for (int64_t j = 0; j < n; ++j) {
+          A g = A(gr[j]);
+          acc_w[size_t(j)] += g * ((A(xr[j]) - m) * ri);
+          acc_b[size_t(j)] += g;
+        }
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        if (gw) gw[c0 + j] = T(acc_w[size_t(j)]);
+        if (gb) gb[c0 + j] = T(acc_b[size_t(j)]);
+      }
+    }
+  });
+}
+
+// With xhat = (x - mean) * rstd and gy = grad * w:
+//   grad_x = rstd * (gy - mean_j(gy) - xhat * mean_j(gy * xhat)).
+template <class T>
+void layer_norm_backward_cpu(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                             const Tensor& rstd, Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias) {
+  using A = acc_t<T>;
+  const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
+  const T* pg = grad.data<T>();
+  const T* px = x.data<T>();
+  const A* pm = mean.data<A>();
+  const A* pr = rstd.data<A>();
+  const auto w = param_or<T>(weight, d, A(1));
+  if (grad_x.defined()) {
+    T* pgx = grad_x.data<T>();
+    parallel_for(rows, 6 * d, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const T* gr = pg + r * d;
+        const T* xr = px + r * d;
+        const A m = pm[r], ri = pr[r];
+        double s_gy = 0, s_gyx = 0;
+#pragma omp simd reduction(+ : s_gy, s_gyx)
+        for (int64_t j = 0; j < d; ++j) {
+          A gy = A(gr[j]) * w[size_t(j)];
+          s_gy += double(gy);
+          s_gyx += double(gy * ((A(xr[j]) - m) * ri));
+        }
+        const A a = A(s_gy / double(d)), c = A(s_gyx / double(d));
+        T* out = pgx + r * d;
+        for (int64_t j = 0; j < d; ++j) {
+          A xhat = (A(xr[j]) - m) * ri;
+          out[j] = T(ri * (A(gr[j]) * w[size_t(j)] - a - xhat * c));
+        }
+      }
+    });
+  }
+  param_grads<T>(pg, px, pm, pr, rows, d, grad_weight, grad_bias);
+}
+
+template <class T>
+void rms_norm_cpu(const Tensor& x, const Tensor& weight, double eps, Tensor& y, Tensor& rstd) {
+  using A = acc_t<T>;
+  const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
+  const T* px = x.data<T>();
+  T* py = y.data<T>();
+  A* pr = rstd.data<A>();
+  const auto w = param_or<T>(weight, d, A(1));
+  parallel_for(rows, 3 * d, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* xr = px + r * d;
+      double ss = 0;
+#pragma omp simd reduction(+ : ss)
+      for (int64_t j = 0; j < d; ++j) {
+        double v = double(A(xr[j]));
+        ss += v * v;
+      }
+      const A ri = A(1.0 / std::sqrt(ss / double(d) + eps));
+      pr[r] = ri;
+      T* yr = py + r * d;
+      for (int64_t j = 0; j < d; ++j) yr[j] = T(A(xr[j]) * ri * w[size_t(j)]);
+    }
+  });
+}
+
+// With xhat = x * rstd and gy = grad * w:  grad_x = rstd * (gy - xhat * mean_j(gy * xhat)).
+template <class T>
+void rms_norm_backward_cpu(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                           Tensor& grad_x, Tensor& grad_weight) {
+  using A = acc_t<T>;
+  const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
+  const T* pg = grad.data<T>();
+  const T* px = x.data<T>();
+  const A* pr = rstd.data<A>();
+  const auto w = param_or<T>(weight, d, A(1));
+  if (grad_x.defined()) {
+    T* pgx = grad_x.data<T>();
+    parallel_for(rows, 5 * d, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const T* gr = pg + r * d;
+        const T* xr = px + r * d;
+        const A ri = pr[r];
+        double s_gyx = 0;
+#pragma omp simd reduction(+ : s_gyx)
+        for (int64_t j = 0; j < d; ++j) s_gyx += double(A(gr[j]) * w[size_t(j)] * (A(xr[j]) * ri));
+        const A c = A(s_gyx / double(d));
+        T* out = pgx + r * d;
+        for (int64_t j = 0; j < d; ++j) out[j] = T(ri * (A(gr[j]) * w[size_t(j)] - A(xr[j]) * ri * c));
+      }
+    });
+  }
+  Tensor no_bias;
+  param_grads<T>(pg, px, nullptr, pr, rows, d, grad_weight, no_bias);
+}
+
+}  // namespace
+
+TRIREME_REGISTER_KERNELS(cpu_norm) {
+  constexpr auto cpu = DeviceType::cpu;
+  registry.add_each<LayerNormKernel, double, float, bf16_t, f16_t>(
+      "layer_norm", cpu, []<class T>() { return &layer_norm_cpu<T>; });
+  registry.add_each<LayerNormBackwardKernel, double, float, bf16_t, f16_t>(
+      "layer_norm_backward", cpu, []<class T>() { return &layer_norm_backward_cpu<T>; });
+  registry.add_each<RmsNormKernel, double, float, bf16_t, f16_t>(
+      "rms_norm", cpu, []<class T>() { return &rms_norm_cpu<T>; });
+  registry.add_each<RmsNormBackwardKernel, double, float, bf16_t, f16_t>(
+      "rms_norm_backward", cpu, []<class T>() { return &rms_norm_backward_cpu<T>; });
+}
+
+}  // namespace trireme::cpu

@@ -1,0 +1,66 @@
+// Signatures of the neural-network kernel families: norms, softmax, cross-entropy, dropout,
+// attention and rotary embeddings (shared by the CPU and CUDA backends).
+//
+// Conventions: kernels are registered by the dtype of their floating input (f64, f32, bf16, f16).
+// "stat" tensors (saved means, reciprocal standard deviations, log-sum-exps, attention
+// probabilities, per-row losses) hold the accumulation type: f64 for f64 inputs, f32 otherwise.
+// Ops hand kernels contiguous tensors unless a signature says otherwise.
+#pragma once
+
+#include <cstdint>
+
+#include "trireme/core/tensor.h"
+
+namespace trireme {
+
+// The dtype of the stat tensors for inputs of dtype t.
+inline DType stat_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
+
+// ---- norms over the last dim: x (R, D) ----
+// layer_norm: y = (x - mean) * rstd * w + b; mean, rstd (R) stat. weight/bias (D) may be undefined.
+using LayerNormKernel = void (*)(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                                 Tensor& y, Tensor& mean, Tensor& rstd);
+// grad (R, D). Writes grad_x (R, D); grad_weight/grad_bias (D) when defined (in x's dtype).
+using LayerNormBackwardKernel = void (*)(const Tensor& grad, const Tensor& x, const Tensor& weight,
+                                         const Tensor& mean, const Tensor& rstd, Tensor& grad_x,
+                                         Tensor& grad_weight, Tensor& grad_bias);
+// rms_norm: y = x * rstd * w with rstd = 1 / sqrt(mean(x²) + eps); rstd (R) stat.
+using RmsNormKernel = void (*)(const Tensor& x, const Tensor& weight, double eps, Tensor& y, Tensor& rstd);
+using RmsNormBackwardKernel = void (*)(const Tensor& grad, const Tensor& x, const Tensor& weight,
+                                       const Tensor& rstd, Tensor& grad_x, Tensor& grad_weight);
+
+// ---- softmax over the last dim: x (R, D) ----
+using SoftmaxKernel = void (*)(const Tensor& x, Tensor& y);  // softmax or log_softmax
+// grad_x from the output y and its gradient.
+using SoftmaxBackwardKernel = void (*)(const Tensor& grad, const Tensor& y, Tensor& grad_x);
+
+// ---- cross-entropy: logits (N, C), targets (N) i64/i32 ----
+// Writes each row's loss (N, stat; 0 for ignored rows) and log-sum-exp (N, stat); returns the
+// number of rows not ignored. Throws on a target outside [0, C) that is not ignore_index.
+using CrossEntropyKernel = int64_t (*)(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                                       Tensor& losses, Tensor& lse);
+// grad_logits[r, c] = (softmax[r, c] - [c == target_r]) * grad[r] * scale; zero rows where ignored.
+// grad (N) may have any stride (stride 0 broadcasts a scalar gradient).
+using CrossEntropyBackwardKernel = void (*)(const Tensor& logits, const Tensor& targets, const Tensor& lse,
+                                            const Tensor& grad, double scale, int64_t ignore_index,
+                                            Tensor& grad_logits);
+
+// ---- dropout: x contiguous, element i kept iff rng_uniform(seed, stream, offset + i) >= p ----
+using DropoutKernel = void (*)(const Tensor& x, double p, uint64_t seed, uint64_t stream, uint64_t offset,
+                               Tensor& y);
+
+// ---- attention: q (B, H, Tq, hd), k and v (B, H, Tk, hd) ----
+// Inputs and outputs may have any strides as long as the last dim has stride 1 (so the
+// (B, T, H, hd) layout that splitting a fused QKV projection gives needs no copy).
+// probs (B, H, Tq, Tk) stat, contiguous: the softmax, saved for backward.
+using AttentionKernel = void (*)(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, Tensor& out,
+                                 Tensor& probs);
+using AttentionBackwardKernel = void (*)(const Tensor& grad, const Tensor& q, const Tensor& k, const Tensor& v,
+                                         const Tensor& probs, bool causal, Tensor& grad_q, Tensor& grad_k,
+                                         Tensor& grad_v);
+
+// ---- rotary embedding: x (B, H, T, hd) with last-dim stride 1, out contiguous ----
+// inverse = true rotates by the negated angles (the backward).
+using RotaryKernel = void (*)(const Tensor& x, double base, int64_t position_offset, bool inverse, Tensor& out);
+
+}  // namespace trireme

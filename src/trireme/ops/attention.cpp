@@ -1,0 +1,77 @@
+// scaled_dot_product_attention: checks, the fused kernel, and its backward.
+//
+// Note [attention layouts]
+// The output and the input gradients are allocated as (B, T, H, hd) in memory and returned as
+// (B, H, T, hd) views: a model transposes attention's output back to (B, T, H, hd) and merges the
+// heads, which is then free, and the gradients of q, k, v (usually head views of one fused QKV
+// projection) land in the layout that projection's backward wants. Kernels accept any strides
+// with a unit last stride, so these views need no copies either way.
+#include "trireme/autograd/node.h"
+#include "trireme/kernels/nn.h"
+#include "trireme/kernels/registry.h"
+#include "trireme/ops/elementwise.h"
+#include "trireme/ops/nn_functional.h"
+
+namespace trireme {
+
+using autograd::any_requires_grad;
+using autograd::record;
+using autograd::SavedTensor;
+using autograd::TensorList;
+
+namespace {
+
+// A (B, H, T, hd) tensor that kernels can read: last stride 1 and rows that do not overlap.
+Tensor kernel_layout(const Tensor& t) {
+  const bool unit_last = t.stride(3) == 1 || t.size(3) <= 1;
+  const bool rows_apart = t.size(2) <= 1 || t.stride(2) >= t.size(3);
+  return unit_last && rows_apart ? t.detach() : contiguous(t.detach());
+}
+
+// See Note [attention layouts].
+Tensor empty_bthd(int64_t b, int64_t h, int64_t t, int64_t hd, DType dtype, Device device) {
+  Tensor buf = Tensor::empty({b, t, h, hd}, dtype, device);
+  return buf.alias({b, h, t, hd}, {t * h * hd, hd, h * hd, 1}, buf.offset());
+}
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
+  const char* op = "scaled_dot_product_attention";
+  TRIREME_CHECK(q.defined() && k.defined() && v.defined(), op, ": q, k or v is undefined");
+  TRIREME_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, op, ": q, k, v must be (B, H, T, hd), got shapes ",
+                q.sizes(), ", ", k.sizes(), " and ", v.sizes());
+  TRIREME_CHECK(q.size(0) == k.size(0) && q.size(0) == v.size(0) && q.size(1) == k.size(1) && q.size(1) == v.size(1) &&
+                    q.size(3) == k.size(3) && q.size(3) == v.size(3),
+                op, ": q ", q.sizes(), ", k ", k.sizes(), " and v ", v.sizes(),
+                " must agree on batch, heads and head dim (B, H, _, hd)");
+  TRIREME_CHECK(k.size(2) == v.size(2), op, ": k ", k.sizes(), " and v ", v.sizes(), " have different lengths");
+  TRIREME_CHECK(!causal || q.size(2) == k.size(2), op, ": causal attention needs as many queries as keys, got q ",
+                q.sizes(), " and k ", k.sizes());
+  TRIREME_CHECK(q.dtype() == k.dtype() && q.dtype() == v.dtype(), op, ": q, k, v have dtypes ", q.dtype(), ", ",
+                k.dtype(), " and ", v.dtype());
+  TRIREME_CHECK(q.device() == k.device() && q.device() == v.device(), op, ": q, k, v are on different devices");
+  TRIREME_CHECK(is_floating(q.dtype()), op, ": needs floating inputs, got ", q.dtype());
+  const int64_t nb = q.size(0), nh = q.size(1), tq = q.size(2), tk = k.size(2), hd = q.size(3);
+  Tensor qc = kernel_layout(q), kc = kernel_layout(k), vc = kernel_layout(v);
+  Tensor out = empty_bthd(nb, nh, tq, hd, q.dtype(), q.device());
+  Tensor probs = Tensor::empty({nb, nh, tq, tk}, stat_dtype(q.dtype()), q.device());
+  find_kernel<AttentionKernel>(op, q.device(), q.dtype())(qc, kc, vc, causal, out, probs);
+  if (any_requires_grad({&q, &k, &v})) {
+    record(op, {&q, &k, &v}, {&out},
+           [=, sq = SavedTensor(qc), sk = SavedTensor(kc), sv = SavedTensor(vc)](const TensorList& g) -> TensorList {
+             const Tensor& qv = sq.unpack(op);
+             const Tensor& kv = sk.unpack(op);
+             const Tensor& vv = sv.unpack(op);
+             Tensor gq = empty_bthd(nb, nh, tq, hd, qv.dtype(), qv.device());
+             Tensor gk = empty_bthd(nb, nh, tk, hd, qv.dtype(), qv.device());
+             Tensor gv = empty_bthd(nb, nh, tk, hd, qv.dtype(), qv.device());
+             find_kernel<AttentionBackwardKernel>("scaled_dot_product_attention_backward", qv.device(), qv.dtype())(
+                 kernel_layout(g[0]), qv, kv, vv, probs, causal, gq, gk, gv);
+             return {gq, gk, gv};
+           });
+  }
+  return out;
+}
+
+}  // namespace trireme

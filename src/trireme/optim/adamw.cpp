@@ -1,0 +1,49 @@
+// AdamW: bias corrections in f64, then the fused per-dtype kernel.
+#include "trireme/optim/adamw.h"
+
+#include <cmath>
+
+#include "trireme/kernels/optim.h"
+#include "trireme/kernels/registry.h"
+#include "trireme/ops/copy.h"
+#include "trireme/ops/factory.h"
+
+namespace trireme::optim {
+
+AdamW::AdamW(NamedParams params, const AdamWOptions& o) : Optimizer(std::move(params), o.lr, "AdamW"), options_(o) {
+  TRIREME_CHECK(o.betas.first >= 0 && o.betas.first < 1 && o.betas.second >= 0 && o.betas.second < 1,
+                "AdamW: betas must be in [0, 1), got (", o.betas.first, ", ", o.betas.second, ")");
+  TRIREME_CHECK(o.eps >= 0 && o.weight_decay >= 0, "AdamW: eps and weight_decay must be non-negative");
+  for (const auto& [name, p] : this->params()) {
+    TRIREME_CHECK(is_floating(p.dtype()), "AdamW: parameter '", name, "' is ", p.dtype(), ", not floating");
+  }
+}
+
+void AdamW::update(const std::string& name, Tensor& param, const Tensor& grad, int64_t step) {
+  TRIREME_CHECK(grad.sizes() == param.sizes() && grad.dtype() == param.dtype() && grad.device() == param.device(),
+                "AdamW: gradient ", grad.str(), " does not match parameter '", name, "' ", param.str());
+  const DType state_dtype = (param.dtype() == DType::bf16 || param.dtype() == DType::f16) ? DType::f32 : param.dtype();
+  Tensor& m = state_or_init(name, "exp_avg", [&] { return zeros(param.sizes(), state_dtype, param.device()); });
+  Tensor& v = state_or_init(name, "exp_avg_sq", [&] { return zeros(param.sizes(), state_dtype, param.device()); });
+  AdamWHyper h;
+  h.lr = lr();
+  h.beta1 = options_.betas.first;
+  h.beta2 = options_.betas.second;
+  h.eps = options_.eps;
+  h.weight_decay = options_.weight_decay;
+  h.bias_correction1 = 1.0 - std::pow(h.beta1, double(step));
+  h.bias_correction2 = 1.0 - std::pow(h.beta2, double(step));
+  auto kernel = find_kernel<AdamWKernel>("adamw", param.device(), param.dtype());
+  Tensor g = contiguous(grad);
+  if (param.is_contiguous()) {
+    kernel(param, g, m, v, h);
+  } else {  // update a contiguous copy, then write it back through the view
+    Tensor p = clone(param.detach());
+    kernel(p, g, m, v, h);
+    Tensor dst = param;
+    copy_(dst, p);
+  }
+  param.bump_version();
+}
+
+}  // namespace trireme::optim

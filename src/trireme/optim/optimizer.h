@@ -1,0 +1,75 @@
+// Optimizer: the base of SGD and AdamW. Holds named parameters, a step count, the learning rate,
+// and per-parameter state tensors, and saves/restores all of it as named tensors so that a
+// checkpoint resumes training exactly.
+//
+//   optim::AdamW opt(model.named_parameters(), {.lr = 3e-4, .weight_decay = 0.1});
+//   for (int64_t step = 0; step < steps; ++step) {
+//     opt.zero_grad();
+//     model.loss(x, y).backward();
+//     optim::clip_grad_norm(opt.params(), 1.0);
+//     opt.set_lr(schedule.lr(step));
+//     opt.step();
+//   }
+//   io::save_safetensors("opt.safetensors", opt.state_dict());
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trireme/core/tensor.h"
+
+namespace trireme::optim {
+
+using NamedParams = std::vector<std::pair<std::string, Tensor>>;
+
+class Optimizer {
+ public:
+  Optimizer(NamedParams params, double lr, std::string type_name);
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // One update of every parameter that has a gradient (others are skipped), with grad mode off.
+  void step();
+  void zero_grad(bool set_to_none = true);
+
+  double lr() const { return lr_; }
+  void set_lr(double lr) { lr_ = lr; }
+  int64_t step_count() const { return step_count_; }  // completed steps
+  const NamedParams& params() const { return params_; }
+
+  // Named tensors: "step" (i64, one element), "lr" (f64, one element) and
+  // "state.<param name>.<key>" for each state tensor (e.g. "state.h.0.ln_1.weight.exp_avg").
+  // The state tensors are copies.
+  std::vector<std::pair<std::string, Tensor>> state_dict() const;
+  // Restores what state_dict() saved. Errors name unknown parameters and state keys, and
+  // shape mismatches.
+  void load_state_dict(const std::map<std::string, Tensor>& state);
+
+  // A parameter's state tensor (undefined if it has none yet).
+  Tensor state(const std::string& param_name, const std::string& key) const;
+
+ protected:
+  // Updates one parameter (in place) from its gradient; `step` counts from 1.
+  virtual void update(const std::string& name, Tensor& param, const Tensor& grad, int64_t step) = 0;
+  // The state tensor `key` of a parameter, created by `make` on first use.
+  template <class Make>
+  Tensor& state_or_init(const std::string& name, const std::string& key, Make&& make) {
+    Tensor& t = state_[name][key];
+    if (!t.defined()) t = make();
+    return t;
+  }
+
+  std::string type_name_;
+
+ private:
+  NamedParams params_;
+  double lr_;
+  int64_t step_count_ = 0;
+  std::map<std::string, std::map<std::string, Tensor>> state_;
+};
+
+}  // namespace trireme::optim
