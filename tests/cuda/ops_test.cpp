@@ -7,6 +7,7 @@
 
 #include "cuda_test_util.h"
 #include "trireme/ops/elementwise.h"
+#include "trireme/ops/linalg.h"
 #include "trireme/ops/reduce.h"
 #include "trireme/ops/view.h"
 
@@ -163,6 +164,21 @@ TEST(CudaOps, Reductions) {
       {"max_dim_last", {kWide}, [](const std::vector<Tensor>& x) { return max(x[0], -1).first; }},
       {"max_dim_first", {kOdd}, [](const std::vector<Tensor>& x) { return max(x[0], 0, true).first; }},
       {"max_all", {kOdd}, [](const std::vector<Tensor>& x) { return max(x[0]); }},
+  };
+  for (const OpCase& c : cases) check_cuda_op(c);
+}
+
+TEST(CudaOps, MatmulAndLinear) {
+  TRIREME_REQUIRE_GPU();
+  std::vector<OpCase> cases = {
+      {"matmul_2d", {{13, 37}, {37, 21}}, binary(&matmul)},
+      {"matmul_vec", {{37}, {37, 5}}, binary(&matmul)},
+      {"matmul_batched", {{3, 9, 17}, {3, 17, 6}}, binary(&matmul)},
+      {"matmul_broadcast_b", {{2, 3, 9, 17}, {17, 6}}, binary(&matmul)},
+      {"matmul_broadcast_batch", {{2, 1, 9, 17}, {3, 17, 6}}, binary(&matmul)},
+      {"linear_bias", {{4, 7, 33}, {19, 33}, {19}},
+       [](const std::vector<Tensor>& x) { return linear(x[0], x[1], x[2]); }},
+      {"linear", {{5, 33}, {19, 33}}, [](const std::vector<Tensor>& x) { return linear(x[0], x[1]); }},
   };
   for (const OpCase& c : cases) check_cuda_op(c);
 }
