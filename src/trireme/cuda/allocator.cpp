@@ -26,7 +26,8 @@ class CachingAllocator final : public Allocator {
  public:
   void* allocate(size_t nbytes, Device device) override {
     const int d = device.index;
-    TRIREME_CHECK(d >= 0 && d < device_count(), "CUDA allocation on ", device, ": no such device (",
+    TRIREME_CHECK(is_available(), "cannot allocate on ", device, ": no usable GPU (", unavailable_reason(), ")");
+    TRIREME_CHECK(d >= 0 && d < device_count(), "cannot allocate on ", device, ": no such device (",
                   device_count(), " usable CUDA devices)");
     const size_t size = allocation_size_class(nbytes);
     CUstream_st* stream = current_stream(d).handle();

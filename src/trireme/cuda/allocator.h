@@ -1,4 +1,4 @@
-// The CUDA caching allocator: device memory kept in size-class free lists per device and stream,
+// The CUDA caching allocator (installed for DeviceType::cuda when libtrireme loads): device memory kept in size-class free lists per device and stream,
 // so steady-state training allocates nothing from the driver (cudaMalloc/cudaFree synchronize
 // and cost microseconds to milliseconds each).
 //
@@ -20,7 +20,7 @@
 
 namespace trireme::cuda {
 
-Allocator& caching_allocator();  // the one installed for DeviceType::cuda when a GPU is usable
+Allocator& caching_allocator();  // the one installed for DeviceType::cuda
 
 // Returns the cached (free) blocks of a device to the driver (-1: every device). Waits for the
 // device first, as cudaFree does.
