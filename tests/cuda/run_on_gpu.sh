@@ -38,8 +38,10 @@ test_rc=$?
 t2=$(date +%s)
 grep -E "^\[  (FAILED|SKIPPED) |Failure|error|differ" "$out/test_cuda.log" | head -60
 
+# The out-of-memory test is left out: the failing cudaMalloc it provokes on purpose would be
+# reported as an API error (seen on 2026-11-30: those were memcheck's only 4 reports).
 timeout 240 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 \
-  build-gpu/tests/test_cuda --gtest_brief=1 > "$out/memcheck.log" 2>&1
+  build-gpu/tests/test_cuda --gtest_brief=1 --gtest_filter=-CudaAllocator.OutOfMemoryIsAnError > "$out/memcheck.log" 2>&1
 mem_rc=$?
 t3=$(date +%s)
 tail -4 "$out/memcheck.log"
