@@ -12,6 +12,7 @@ struct MemoryStats {
   int64_t allocated_bytes = 0;  // live now
   int64_t peak_bytes = 0;       // high-water mark since the last reset
   int64_t num_allocs = 0;
+  int64_t reserved_bytes = 0;   // held from the device, live or cached (caching allocators)
 };
 
 class Allocator {

@@ -1,0 +1,146 @@
+// The CUDA caching allocator (see allocator.h and Note [allocator streams]).
+#include "trireme/cuda/allocator.h"
+
+#include <bit>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "trireme/cuda/check.h"
+#include "trireme/cuda/device.h"
+#include "trireme/cuda/stream.h"
+
+namespace trireme::cuda {
+
+size_t allocation_size_class(size_t nbytes) {
+  constexpr size_t kSmall = size_t(1) << 20, kStep = 512;
+  if (nbytes <= kSmall) return std::max<size_t>(kStep, (nbytes + kStep - 1) / kStep * kStep);
+  const size_t step = std::bit_floor(nbytes) / 4;
+  return (nbytes + step - 1) / step * step;
+}
+
+namespace {
+
+class CachingAllocator final : public Allocator {
+ public:
+  void* allocate(size_t nbytes, Device device) override {
+    const int d = device.index;
+    TRIREME_CHECK(is_available(), "cannot allocate on ", device, ": no usable GPU (", unavailable_reason(), ")");
+    TRIREME_CHECK(d >= 0 && d < device_count(), "cannot allocate on ", device, ": no such device (",
+                  device_count(), " usable CUDA devices)");
+    const size_t size = allocation_size_class(nbytes);
+    CUstream_st* stream = current_stream(d).handle();
+    std::lock_guard lock(mu_);
+    DeviceState& st = state(d);
+    void* p = nullptr;
+    auto it = st.free.find({stream, size});
+    if (it != st.free.end() && !it->second.empty()) {
+      p = it->second.back();
+      it->second.pop_back();
+    } else {
+      p = malloc_from_driver(d, size, nbytes, st);
+    }
+    live_[p] = Block{size, stream};
+    st.allocated += int64_t(nbytes);
+    st.peak = std::max(st.peak, st.allocated);
+    ++st.num_allocs;
+    return p;
+  }
+
+  void deallocate(void* ptr, size_t nbytes, Device device) override {
+    std::lock_guard lock(mu_);
+    auto it = live_.find(ptr);
+    if (it == live_.end()) return;  // not ours: never happens unless memory is corrupt
+    DeviceState& st = state(device.index);
+    st.free[{it->second.stream, it->second.size}].push_back(ptr);
+    st.allocated -= int64_t(nbytes);
+    live_.erase(it);
+  }
+
+  MemoryStats stats(Device device) const override {
+    std::lock_guard lock(mu_);
+    if (size_t(device.index) >= devices_.size()) return {};
+    const DeviceState& st = devices_[size_t(device.index)];
+    return {st.allocated, st.peak, st.num_allocs, st.reserved};
+  }
+
+  void reset_peak(Device device) override {
+    std::lock_guard lock(mu_);
+    DeviceState& st = state(device.index);
+    st.peak = st.allocated;
+  }
+
+  void empty_cache(int device) {
+    std::lock_guard lock(mu_);
+    for (size_t d = 0; d < devices_.size(); ++d) {
+      if (device < 0 || size_t(device) == d) release_cached(int(d), devices_[d]);
+    }
+  }
+
+ private:
+  struct Block {
+    size_t size;
+    CUstream_st* stream;
+  };
+  struct DeviceState {
+    std::map<std::pair<CUstream_st*, size_t>, std::vector<void*>> free;  // (stream, size class) -> blocks
+    int64_t allocated = 0, peak = 0, reserved = 0, num_allocs = 0;
+  };
+
+  DeviceState& state(int d) {
+    if (size_t(d) >= devices_.size()) devices_.resize(size_t(d) + 1);
+    return devices_[size_t(d)];
+  }
+
+  void* malloc_from_driver(int d, size_t size, size_t nbytes, DeviceState& st) {
+    DeviceGuard g(d);
+    void* p = nullptr;
+    cudaError_t err = cudaMalloc(&p, size);
+    if (err == cudaErrorMemoryAllocation) {
+      // Cached blocks of other sizes or streams may be what is missing: give them back, retry.
+      cudaGetLastError();
+      release_cached(d, st);
+      err = cudaMalloc(&p, size);
+    }
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      size_t free_b = 0, total_b = 0;
+      cudaMemGetInfo(&free_b, &total_b);
+      TRIREME_FAIL("out of CUDA memory on cuda:", d, " allocating ", nbytes, " bytes (", cudaGetErrorString(err),
+                   "): ", st.allocated, " bytes in tensors, ", st.reserved, " reserved by trireme, ", free_b,
+                   " free of ", total_b, " on the device");
+    }
+    st.reserved += int64_t(size);
+    return p;
+  }
+
+  void release_cached(int d, DeviceState& st) {
+    DeviceGuard g(d);
+    for (auto& [key, blocks] : st.free) {
+      for (void* p : blocks) {
+        cudaFree(p);
+        st.reserved -= int64_t(key.second);
+      }
+    }
+    st.free.clear();
+  }
+
+  mutable std::mutex mu_;
+  std::unordered_map<void*, Block> live_;
+  std::vector<DeviceState> devices_;
+};
+
+CachingAllocator& instance() {
+  // Never destroyed: tensors in static storage are freed after static destructors ran, and
+  // cudaFree at exit would race the runtime's own teardown.
+  static CachingAllocator* a = new CachingAllocator();
+  return *a;
+}
+
+}  // namespace
+
+Allocator& caching_allocator() { return instance(); }
+void empty_cache(int device) { instance().empty_cache(device); }
+
+}  // namespace trireme::cuda

@@ -1,0 +1,226 @@
+// CUDA elementwise kernels: unary, binary, comparison, where and the activation backwards,
+// the twins of kernels/cpu/elementwise.cpp. One kernel per dtype and family takes the op as a
+// run-time code (uniform across the grid, so the switch costs little next to the memory
+// traffic) instead of one kernel per (op, dtype): that keeps nvcc's compile time low.
+#include "trireme/kernels/cuda/launch.cuh"
+#include "trireme/kernels/cuda/math.cuh"
+#include "trireme/kernels/elementwise.h"
+#include "trireme/kernels/registry.h"
+
+namespace trireme::cuda_kernels {
+namespace {
+
+enum UnaryOp : int {
+  u_neg, u_exp, u_log, u_sqrt, u_rsqrt, u_abs, u_tanh, u_sigmoid, u_relu, u_silu, u_gelu_erf, u_gelu_tanh,
+  u_add_scalar, u_mul_scalar, u_pow_scalar, u_rsub_scalar, u_rdiv_scalar,
+};
+
+enum BinaryOp : int {
+  b_add, b_sub, b_mul, b_div, b_pow, b_maximum, b_tanh_backward, b_sigmoid_backward, b_relu_backward,
+  b_silu_backward, b_gelu_erf_backward, b_gelu_tanh_backward,
+};
+
+enum CompareOp : int { c_eq, c_ne, c_lt, c_le, c_gt, c_ge };
+
+template <class A>
+__device__ __forceinline__ A apply_unary(int op, A x, A alpha) {
+  if constexpr (std::is_floating_point_v<A>) {
+    switch (op) {
+      case u_neg: return -x;
+      case u_exp: return m_exp(x);
+      case u_log: return m_log(x);
+      case u_sqrt: return m_sqrt(x);
+      case u_rsqrt: return A(1) / m_sqrt(x);
+      case u_abs: return m_abs(x);
+      case u_tanh: return m_tanh(x);
+      case u_sigmoid: return A(1) / (A(1) + m_exp(-x));
+      case u_relu: return x > A(0) ? x : A(0);
+      case u_silu: return x / (A(1) + m_exp(-x));
+      case u_gelu_erf: return A(0.5) * x * (A(1) + m_erf(x * A(0.7071067811865476)));
+      case u_gelu_tanh: return A(0.5) * x * (A(1) + m_tanh(A(0.7978845608028654) * (x + A(0.044715) * x * x * x)));
+      case u_pow_scalar: return alpha == A(2) ? x * x : m_pow(x, alpha);
+      case u_rsub_scalar: return alpha - x;
+      case u_rdiv_scalar: return alpha / x;
+      default: break;
+    }
+  }
+  switch (op) {
+    case u_add_scalar: return x + alpha;
+    case u_mul_scalar: return x * alpha;
+    default: return x;
+  }
+}
+
+template <class A>
+__device__ __forceinline__ A apply_binary(int op, A a, A b) {
+  if constexpr (std::is_floating_point_v<A>) {
+    switch (op) {
+      case b_div: return a / b;
+      case b_pow: return m_pow(a, b);
+      case b_maximum: return a > b ? a : b;
+      case b_tanh_backward: return a * (A(1) - b * b);
+      case b_sigmoid_backward: return a * b * (A(1) - b);
+      case b_relu_backward: return b > A(0) ? a : A(0);
+      case b_silu_backward: {
+        const A s = A(1) / (A(1) + m_exp(-b));
+        return a * s * (A(1) + b * (A(1) - s));
+      }
+      case b_gelu_erf_backward:
+        return a * (A(0.5) * (A(1) + m_erf(b * A(0.7071067811865476))) +
+                    b * A(0.3989422804014327) * m_exp(A(-0.5) * b * b));
+      case b_gelu_tanh_backward: {
+        const A k = A(0.7978845608028654), c = A(0.044715);
+        const A t = m_tanh(k * (b + c * b * b * b));
+        const A dinner = k * (A(1) + A(3) * c * b * b);
+        return a * (A(0.5) * (A(1) + t) + A(0.5) * b * (A(1) - t * t) * dinner);
+      }
+      default: break;
+    }
+  }
+  switch (op) {
+    case b_add: return a + b;
+    case b_sub: return a - b;
+    case b_mul: return a * b;
+    default: return a;
+  }
+}
+
+template <class A>
+__device__ __forceinline__ bool apply_compare(int op, A a, A b) {
+  switch (op) {
+    case c_eq: return a == b;
+    case c_ne: return a != b;
+    case c_lt: return a < b;
+    case c_le: return a <= b;
+    case c_gt: return a > b;
+    default: return a >= b;
+  }
+}
+
+// ---- launchers: one per (family, dtype); the op arrives as a value ----
+template <class T>
+void unary_launch(int op, const Tensor& in, Tensor& out, double alpha) {
+  using D = device_t<T>;
+  using A = dacc_t<D>;
+  LaunchContext ctx(out);
+  const D* x = dptr<T>(in);
+  D* o = dptr<T>(out);
+  const A al = A(alpha);
+  launch_elementwise<2>(ctx, out.sizes(), {&out.strides(), &in.strides()}, [=] __device__(const int64_t(&off)[2]) {
+    o[off[0]] = from_acc<D>(apply_unary<A>(op, to_acc(x[off[1]]), al));
+  });
+}
+
+template <class T>
+void binary_launch(int op, const Tensor& a, const Tensor& b, Tensor& out) {
+  using D = device_t<T>;
+  using A = dacc_t<D>;
+  LaunchContext ctx(out);
+  const D* x = dptr<T>(a);
+  const D* y = dptr<T>(b);
+  D* o = dptr<T>(out);
+  launch_elementwise<3>(ctx, out.sizes(), {&out.strides(), &a.strides(), &b.strides()},
+                        [=] __device__(const int64_t(&off)[3]) {
+                          o[off[0]] = from_acc<D>(apply_binary<A>(op, to_acc(x[off[1]]), to_acc(y[off[2]])));
+                        });
+}
+
+template <class T>
+void compare_launch(int op, const Tensor& a, const Tensor& b, Tensor& out) {
+  using D = device_t<T>;
+  using A = dacc_t<D>;
+  LaunchContext ctx(out);
+  const D* x = dptr<T>(a);
+  const D* y = dptr<T>(b);
+  bool* o = out.data<bool>();
+  launch_elementwise<3>(ctx, out.sizes(), {&out.strides(), &a.strides(), &b.strides()},
+                        [=] __device__(const int64_t(&off)[3]) {
+                          o[off[0]] = apply_compare<A>(op, to_acc(x[off[1]]), to_acc(y[off[2]]));
+                        });
+}
+
+// where moves bits: one kernel per element size serves every dtype.
+template <class Bits>
+void where_launch(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out) {
+  LaunchContext ctx(out);
+  const bool* c = cond.data<bool>();
+  const Bits* x = static_cast<const Bits*>(a.data_ptr());
+  const Bits* y = static_cast<const Bits*>(b.data_ptr());
+  Bits* o = static_cast<Bits*>(out.data_ptr());
+  launch_elementwise<4>(ctx, out.sizes(), {&out.strides(), &cond.strides(), &a.strides(), &b.strides()},
+                        [=] __device__(const int64_t(&off)[4]) { o[off[0]] = c[off[1]] ? x[off[2]] : y[off[3]]; });
+}
+
+template <class T>
+using bits_t = std::conditional_t<sizeof(T) == 8, uint64_t,
+               std::conditional_t<sizeof(T) == 4, uint32_t, std::conditional_t<sizeof(T) == 2, uint16_t, uint8_t>>>;
+
+// ---- the registered kernels: thin wrappers that fix the op ----
+template <class T, int Op>
+void unary_cuda(const Tensor& in, Tensor& out, double alpha) { unary_launch<T>(Op, in, out, alpha); }
+template <class T, int Op>
+void binary_cuda(const Tensor& a, const Tensor& b, Tensor& out) { binary_launch<T>(Op, a, b, out); }
+template <class T, int Op>
+void compare_cuda(const Tensor& a, const Tensor& b, Tensor& out) { compare_launch<T>(Op, a, b, out); }
+template <class T>
+void where_cuda(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out) { where_launch<bits_t<T>>(cond, a, b, out); }
+
+}  // namespace
+
+TRIREME_REGISTER_KERNELS(cuda_elementwise) {
+  constexpr auto cuda = DeviceType::cuda;
+#define FLOAT_UNARY(name, Op) \
+  registry.add_each<UnaryKernel, double, float, bf16_t, f16_t>(name, cuda, []<class T>() { return &unary_cuda<T, Op>; })
+#define FLOAT_BINARY(name, Op) \
+  registry.add_each<BinaryKernel, double, float, bf16_t, f16_t>(name, cuda, []<class T>() { return &binary_cuda<T, Op>; })
+#define ALL_COMPARE(name, Op)                                                          \
+  registry.add_each<BinaryKernel, double, float, bf16_t, f16_t, int64_t, int32_t, bool>( \
+      name, cuda, []<class T>() { return &compare_cuda<T, Op>; })
+  FLOAT_UNARY("neg", u_neg);
+  FLOAT_UNARY("exp", u_exp);
+  FLOAT_UNARY("log", u_log);
+  FLOAT_UNARY("sqrt", u_sqrt);
+  FLOAT_UNARY("rsqrt", u_rsqrt);
+  FLOAT_UNARY("abs", u_abs);
+  FLOAT_UNARY("tanh", u_tanh);
+  FLOAT_UNARY("sigmoid", u_sigmoid);
+  FLOAT_UNARY("relu", u_relu);
+  FLOAT_UNARY("silu", u_silu);
+  FLOAT_UNARY("gelu_erf", u_gelu_erf);
+  FLOAT_UNARY("gelu_tanh", u_gelu_tanh);
+  FLOAT_UNARY("pow_scalar", u_pow_scalar);
+  FLOAT_UNARY("rsub_scalar", u_rsub_scalar);
+  FLOAT_UNARY("rdiv_scalar", u_rdiv_scalar);
+  registry.add_each<UnaryKernel, double, float, bf16_t, f16_t, int64_t, int32_t>(
+      "add_scalar", cuda, []<class T>() { return &unary_cuda<T, u_add_scalar>; });
+  registry.add_each<UnaryKernel, double, float, bf16_t, f16_t, int64_t, int32_t>(
+      "mul_scalar", cuda, []<class T>() { return &unary_cuda<T, u_mul_scalar>; });
+  registry.add_each<BinaryKernel, double, float, bf16_t, f16_t, int64_t, int32_t>(
+      "add", cuda, []<class T>() { return &binary_cuda<T, b_add>; });
+  registry.add_each<BinaryKernel, double, float, bf16_t, f16_t, int64_t, int32_t>(
+      "sub", cuda, []<class T>() { return &binary_cuda<T, b_sub>; });
+  registry.add_each<BinaryKernel, double, float, bf16_t, f16_t, int64_t, int32_t>(
+      "mul", cuda, []<class T>() { return &binary_cuda<T, b_mul>; });
+  FLOAT_BINARY("div", b_div);
+  FLOAT_BINARY("pow", b_pow);
+  FLOAT_BINARY("maximum", b_maximum);
+  FLOAT_BINARY("tanh_backward", b_tanh_backward);
+  FLOAT_BINARY("sigmoid_backward", b_sigmoid_backward);
+  FLOAT_BINARY("relu_backward", b_relu_backward);
+  FLOAT_BINARY("silu_backward", b_silu_backward);
+  FLOAT_BINARY("gelu_erf_backward", b_gelu_erf_backward);
+  FLOAT_BINARY("gelu_tanh_backward", b_gelu_tanh_backward);
+  ALL_COMPARE("eq", c_eq);
+  ALL_COMPARE("ne", c_ne);
+  ALL_COMPARE("lt", c_lt);
+  ALL_COMPARE("le", c_le);
+  ALL_COMPARE("gt", c_gt);
+  ALL_COMPARE("ge", c_ge);
+  registry.add_each<WhereKernel, double, float, bf16_t, f16_t, int64_t, int32_t, bool>(
+      "where", cuda, []<class T>() { return &where_cuda<T>; });
+#undef FLOAT_UNARY
+#undef FLOAT_BINARY
+#undef ALL_COMPARE
+}
+
+}  // namespace trireme::cuda_kernels

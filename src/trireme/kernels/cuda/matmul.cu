@@ -1,0 +1,249 @@
+// CUDA matrix products through cuBLASLt: one wrapper for f64/f32/bf16/f16 (f32 compute for the
+// 16-bit types, f64 for f64) with the bias added in the GEMM's epilogue when one is given.
+// cuBLASLt is column-major; a row-major out (M, N) is the column-major (N, M) product
+// b^T · a^T, so `b` goes in cuBLAS's A slot and `a` in its B slot, each transposed or not
+// according to which of its last two dims has unit stride (a transposed view costs no copy).
+#include <cublasLt.h>
+
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "trireme/kernels/cuda/launch.cuh"
+#include "trireme/kernels/elementwise.h"
+#include "trireme/kernels/linalg.h"
+#include "trireme/kernels/registry.h"
+
+namespace trireme::cuda_kernels {
+namespace {
+
+#define TRIREME_CUBLAS_CHECK(expr)                                                                       \
+  do {                                                                                                   \
+    cublasStatus_t trireme_st_ = (expr);                                                                 \
+    TRIREME_CHECK(trireme_st_ == CUBLAS_STATUS_SUCCESS, "cuBLASLt error ", int(trireme_st_), " (",       \
+                  cublasLtGetStatusString(trireme_st_), ") in ", #expr);                                 \
+  } while (0)
+
+constexpr size_t kWorkspaceBytes = size_t(32) << 20;  // what cuBLAS recommends for Hopper
+
+// Per device: the handle; per (device, stream): a workspace (streams may run GEMMs at once).
+struct BlasState {
+  std::mutex mu;
+  std::map<int, cublasLtHandle_t> handles;
+  std::map<std::pair<int, cudaStream_t>, void*> workspaces;
+  std::unordered_map<std::string, cublasLtMatmulAlgo_t> algos;  // heuristic results by problem
+};
+
+BlasState& blas_state() {
+  static BlasState* s = new BlasState();  // never destroyed: see the allocator's note on exit
+  return *s;
+}
+
+// A matrix operand as cuBLASLt sees it: rows x cols column-major with leading dim ld.
+struct Layout {
+  bool transpose = false;
+  int64_t rows = 0, cols = 0, ld = 0;
+  int64_t batch_stride = 0;
+};
+
+// How logical row-major (r, c) with strides (sr, sc) maps to column-major memory: as the
+// (c, r) matrix untransposed when rows are contiguous, else as the (r, c) matrix transposed.
+// Returns false when neither dim has unit stride (the caller copies).
+bool layout_for(int64_t r, int64_t c, int64_t sr, int64_t sc, Layout& l) {
+  if ((sc == 1 || c == 1) && (sr >= c || r == 1)) {
+    l.transpose = false;
+    l.rows = c;
+    l.cols = r;
+    l.ld = std::max<int64_t>(r == 1 ? c : sr, std::max<int64_t>(c, 1));
+    return true;
+  }
+  if ((sr == 1 || r == 1) && (sc >= r || c == 1)) {
+    l.transpose = true;
+    l.rows = r;
+    l.cols = c;
+    l.ld = std::max<int64_t>(c == 1 ? r : sc, std::max<int64_t>(r, 1));
+    return true;
+  }
+  return false;
+}
+
+// The one stride that steps through the flattened batch dims, if there is one.
+bool batch_stride_for(const Tensor& t, int64_t& stride) {
+  const int64_t nb = t.dim() - 2;
+  int64_t expect = -1;
+  stride = 0;
+  for (int64_t d = nb - 1; d >= 0; --d) {
+    const int64_t size = t.sizes()[size_t(d)], s = t.strides()[size_t(d)];
+    if (size == 1) continue;
+    if (expect < 0) {
+      stride = s;
+    } else if (s != expect) {
+      return false;
+    }
+    expect = s * size;
+  }
+  return true;
+}
+
+Tensor contiguous_copy(const Tensor& t) {
+  Tensor c = Tensor::empty(t.sizes(), t.dtype(), t.device());
+  find_kernel<CopyKernel>("copy", t.device(), t.dtype())(t, c);
+  return c;
+}
+
+size_t alignment_of(const void* p) {
+  const auto v = reinterpret_cast<uintptr_t>(p);
+  size_t a = 256;
+  while (a > 1 && v % a != 0) a /= 2;
+  return a;
+}
+
+template <class T>
+constexpr cudaDataType_t cuda_dtype() {
+  if constexpr (std::is_same_v<T, double>) return CUDA_R_64F;
+  if constexpr (std::is_same_v<T, float>) return CUDA_R_32F;
+  if constexpr (std::is_same_v<T, bf16_t>) return CUDA_R_16BF;
+  return CUDA_R_16F;
+}
+
+struct MatrixLayoutHandle {
+  cublasLtMatrixLayout_t h = nullptr;
+  MatrixLayoutHandle(cudaDataType_t type, const Layout& l, int64_t batch) {
+    TRIREME_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&h, type, uint64_t(l.rows), uint64_t(l.cols), l.ld));
+    if (batch > 1) {
+      int32_t count = int32_t(batch);
+      TRIREME_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(h, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+      TRIREME_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(h, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                            &l.batch_stride, sizeof(l.batch_stride)));
+    }
+  }
+  ~MatrixLayoutHandle() { cublasLtMatrixLayoutDestroy(h); }
+};
+
+template <class T>
+void matmul_cuda(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, Tensor& out) {
+  const int64_t M = out.size(-2), N = out.size(-1), K = a_in.size(-1);
+  const int64_t batch = shape_numel(Shape(out.sizes().begin(), out.sizes().end() - 2));
+  if (out.numel() == 0) return;
+  LaunchContext ctx(out);
+  const bool f64 = std::is_same_v<T, double>;
+  const bool bias_in_epilogue = bias.defined() && !f64;  // cuBLASLt has no f64 bias epilogue
+  if (K == 0) {
+    find_kernel<FillKernel>("fill", out.device(), out.dtype())(out, 0.0);
+  } else {
+    Tensor a = a_in, b = b_in;
+    Layout la, lb;
+    int64_t sa = 0, sb = 0;
+    if (!layout_for(M, K, a.stride(-2), a.stride(-1), la) || !batch_stride_for(a, sa)) {
+      a = contiguous_copy(a);
+      layout_for(M, K, a.stride(-2), a.stride(-1), la);
+      batch_stride_for(a, sa);
+    }
+    if (!layout_for(K, N, b.stride(-2), b.stride(-1), lb) || !batch_stride_for(b, sb)) {
+      b = contiguous_copy(b);
+      layout_for(K, N, b.stride(-2), b.stride(-1), lb);
+      batch_stride_for(b, sb);
+    }
+    la.batch_stride = sa;
+    lb.batch_stride = sb;
+    Layout lo;
+    lo.rows = N;
+    lo.cols = M;
+    lo.ld = N;
+    lo.batch_stride = M * N;
+
+    const cudaDataType_t type = cuda_dtype<T>();
+    const cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+    const cudaDataType_t scale_type = f64 ? CUDA_R_64F : CUDA_R_32F;
+    cublasLtMatmulDesc_t desc = nullptr;
+    TRIREME_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, compute, scale_type));
+    struct DescGuard {
+      cublasLtMatmulDesc_t d;
+      ~DescGuard() { cublasLtMatmulDescDestroy(d); }
+    } desc_guard{desc};
+    // cuBLAS's A is our b (an N x K operand), its B is our a (K x M).
+    const cublasOperation_t op_a = lb.transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t op_b = la.transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
+    TRIREME_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+    TRIREME_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+    cublasLtEpilogue_t epilogue = bias_in_epilogue ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    TRIREME_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    const void* bias_ptr = bias_in_epilogue ? bias.data_ptr() : nullptr;
+    if (bias_in_epilogue) {
+      TRIREME_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr,
+                                                          sizeof(bias_ptr)));
+    }
+    MatrixLayoutHandle desc_a(type, lb, batch), desc_b(type, la, batch), desc_d(type, lo, batch);
+
+    BlasState& st = blas_state();
+    cublasLtHandle_t handle = nullptr;
+    void* workspace = nullptr;
+    cublasLtMatmulAlgo_t algo;
+    const int dev = out.device().index;
+    {
+      std::lock_guard lock(st.mu);
+      auto& h = st.handles[dev];
+      if (!h) TRIREME_CUBLAS_CHECK(cublasLtCreate(&h));
+      handle = h;
+      auto& w = st.workspaces[{dev, ctx.stream}];
+      if (!w) TRIREME_CUDA_CHECK(cudaMalloc(&w, kWorkspaceBytes));
+      workspace = w;
+      // The heuristic query costs tens of microseconds: remember its answer per problem.
+      const int64_t key_parts[] = {dev, int64_t(type), op_a, op_b, lb.rows, lb.cols, lb.ld, la.rows, la.cols, la.ld,
+                                   lo.ld, batch, lb.batch_stride, la.batch_stride, epilogue,
+                                   int64_t(alignment_of(b.data_ptr())), int64_t(alignment_of(a.data_ptr())),
+                                   int64_t(alignment_of(out.data_ptr())),
+                                   int64_t(bias_in_epilogue ? alignment_of(bias_ptr) : 0)};
+      std::string key(reinterpret_cast<const char*>(key_parts), sizeof(key_parts));
+      auto it = st.algos.find(key);
+      if (it == st.algos.end()) {
+        cublasLtMatmulPreference_t pref = nullptr;
+        TRIREME_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+        uint64_t ws = kWorkspaceBytes;
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+        // Views may start anywhere: tell the heuristic the real alignment so it never picks an
+        // algorithm that assumes more.
+        uint32_t al_a = uint32_t(alignment_of(b.data_ptr())), al_b = uint32_t(alignment_of(a.data_ptr())),
+                 al_d = uint32_t(alignment_of(out.data_ptr()));
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a));
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof(al_b));
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof(al_d));
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof(al_d));
+        cublasLtMatmulHeuristicResult_t result{};
+        int found = 0;
+        cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(handle, desc, desc_a.h, desc_b.h, desc_d.h, desc_d.h, pref,
+                                                           1, &result, &found);
+        cublasLtMatmulPreferenceDestroy(pref);
+        TRIREME_CHECK(hs == CUBLAS_STATUS_SUCCESS && found > 0, "matmul (CUDA): cuBLASLt found no algorithm for ",
+                      a_in.sizes(), " x ", b_in.sizes(), " in ", dtype_name(dtype_v<T>), " (status ", int(hs), ")");
+        it = st.algos.emplace(std::move(key), result.algo).first;
+      }
+      algo = it->second;
+    }
+    const double alpha64 = 1.0, beta64 = 0.0;
+    const float alpha32 = 1.f, beta32 = 0.f;
+    const void* alpha = f64 ? static_cast<const void*>(&alpha64) : static_cast<const void*>(&alpha32);
+    const void* beta = f64 ? static_cast<const void*>(&beta64) : static_cast<const void*>(&beta32);
+    TRIREME_CUBLAS_CHECK(cublasLtMatmul(handle, desc, alpha, b.data_ptr(), desc_a.h, a.data_ptr(), desc_b.h, beta,
+                                        out.data_ptr(), desc_d.h, out.data_ptr(), desc_d.h, &algo, workspace,
+                                        kWorkspaceBytes, ctx.stream));
+  }
+  if (bias.defined() && (!bias_in_epilogue || K == 0)) {
+    const Shape& shape = out.sizes();
+    Shape bias_strides(shape.size(), 0);
+    bias_strides.back() = bias.stride(0);
+    Tensor bias_view = bias.alias(shape, bias_strides, bias.offset());
+    find_kernel<BinaryKernel>("add", out.device(), out.dtype())(out, bias_view, out);
+  }
+}
+
+}  // namespace
+
+TRIREME_REGISTER_KERNELS(cuda_matmul) {
+  registry.add_each<MatmulKernel, double, float, bf16_t, f16_t>(
+      "matmul", DeviceType::cuda, []<class T>() { return &matmul_cuda<T>; });
+}
+
+}  // namespace trireme::cuda_kernels

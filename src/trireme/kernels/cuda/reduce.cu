@@ -1,0 +1,180 @@
+// CUDA reductions: sum over any dims, max along one dim and its backward, the twins of
+// kernels/cpu/reduce.cpp. Sums accumulate in f32 (f64 for f64, i64 for integers) with a fixed
+// reduction order per launch shape, so results are deterministic run to run.
+#include <vector>
+
+#include "trireme/kernels/cuda/launch.cuh"
+#include "trireme/kernels/reduce.h"
+#include "trireme/kernels/registry.h"
+
+namespace trireme::cuda_kernels {
+namespace {
+
+template <class D> struct sum_acc { using type = dacc_t<D>; };
+template <> struct sum_acc<int32_t> { using type = int64_t; };
+
+// Kept dims index (input, output); reduced dims index the input.
+struct ReducePlan {
+  Shape kept_sizes, kept_in, kept_out, red_sizes, red_in;
+  int64_t num_out = 1, num_red = 1;
+};
+
+ReducePlan plan_reduce(const Tensor& in, const Tensor& out) {
+  ReducePlan p;
+  for (int64_t d = 0; d < in.dim(); ++d) {
+    const int64_t s = in.sizes()[size_t(d)];
+    if (s == 1) continue;
+    if (out.sizes()[size_t(d)] == 1) {
+      p.red_sizes.push_back(s);
+      p.red_in.push_back(in.strides()[size_t(d)]);
+      p.num_red *= s;
+    } else {
+      p.kept_sizes.push_back(s);
+      p.kept_in.push_back(in.strides()[size_t(d)]);
+      p.kept_out.push_back(out.strides()[size_t(d)]);
+      p.num_out *= s;
+    }
+  }
+  return p;
+}
+
+// One block per output: threads stride over the reduced elements, then a tree in shared
+// memory. For reductions whose inner dim is contiguous in the input (rows of a matrix).
+template <class D, class A>
+__global__ void sum_rows_kernel(const D* x, D* o, int64_t num_red, OffsetCalc<2> kept, OffsetCalc<1> red, bool red_contig) {
+  __shared__ A partial[kBlock];
+  int64_t offs[2];
+  kept.get(blockIdx.x, offs);
+  A acc = A(0);
+  for (int64_t r = threadIdx.x; r < num_red; r += blockDim.x) {
+    int64_t ro[1] = {r};
+    if (!red_contig) red.get(r, ro);
+    acc += A(to_acc(x[offs[0] + ro[0]]));
+  }
+  partial[threadIdx.x] = acc;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (int(threadIdx.x) < s) partial[threadIdx.x] += partial[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) o[offs[1]] = from_acc<D>(dacc_t<D>(partial[0]));
+}
+
+// One thread per output walking the reduced elements: coalesced when the kept dims are the
+// inner ones (column sums such as bias gradients).
+template <class D, class A>
+__global__ void sum_cols_kernel(const D* x, D* o, int64_t num_out, int64_t num_red, OffsetCalc<2> kept, OffsetCalc<1> red) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= num_out) return;
+  int64_t offs[2];
+  kept.get(i, offs);
+  A acc = A(0);
+  for (int64_t r = 0; r < num_red; ++r) {
+    int64_t ro[1];
+    red.get(r, ro);
+    acc += A(to_acc(x[offs[0] + ro[0]]));
+  }
+  o[offs[1]] = from_acc<D>(dacc_t<D>(acc));
+}
+
+template <class T>
+void sum_cuda(const Tensor& in, Tensor& out) {
+  using D = device_t<T>;
+  using A = typename sum_acc<D>::type;
+  if (out.numel() == 0) return;
+  LaunchContext ctx(out);
+  const ReducePlan p = plan_reduce(in, out);
+  bool unused = false;
+  OffsetCalc<2> kept = make_offset_calc<2>(p.kept_sizes, {&p.kept_in, &p.kept_out}, unused);
+  bool red_contig = false;
+  OffsetCalc<1> red = make_offset_calc<1>(p.red_sizes, {&p.red_in}, red_contig);
+  const bool inner_reduced = !p.red_in.empty() && p.red_in.back() == 1 &&
+                             (p.kept_in.empty() || p.kept_in.back() != 1);
+  if (p.num_red == 0) {  // an empty reduction: zeros
+    TRIREME_CUDA_CHECK(cudaMemsetAsync(out.data_ptr(), 0, size_t(out.numel()) * sizeof(T), ctx.stream));
+  } else if (inner_reduced || p.num_out < 1024) {
+    sum_rows_kernel<D, A><<<unsigned(p.num_out), kBlock, 0, ctx.stream>>>(dptr<T>(in), dptr<T>(out), p.num_red, kept,
+                                                                           red, red_contig);
+  } else {
+    sum_cols_kernel<D, A><<<unsigned((p.num_out + kBlock - 1) / kBlock), kBlock, 0, ctx.stream>>>(
+        dptr<T>(in), dptr<T>(out), p.num_out, p.num_red, kept, red);
+  }
+  TRIREME_CUDA_CHECK_LAUNCH();
+}
+
+// One thread per output row along `dim`; NaN wins and the first maximum wins, as on the CPU.
+template <class D>
+__global__ void max_dim_kernel(const D* x, D* v, int64_t* ix, int64_t outer, int64_t n, int64_t stride, OffsetCalc<3> oc) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= outer) return;
+  int64_t off[3];
+  oc.get(i, off);
+  auto best = to_acc(x[off[0]]);
+  int64_t best_j = 0;
+  for (int64_t j = 1; j < n; ++j) {
+    auto val = to_acc(x[off[0] + j * stride]);
+    if (val > best || (val != val && best == best)) {
+      best = val;
+      best_j = j;
+    }
+  }
+  v[off[1]] = from_acc<D>(best);
+  ix[off[2]] = best_j;
+}
+
+template <class T>
+void max_dim_cuda(const Tensor& in, int64_t dim, Tensor& values, Tensor& indices) {
+  using D = device_t<T>;
+  Shape outer_sizes, in_s, v_s, i_s;
+  for (int64_t d = 0; d < in.dim(); ++d) {
+    if (d == dim) continue;
+    outer_sizes.push_back(in.sizes()[size_t(d)]);
+    in_s.push_back(in.strides()[size_t(d)]);
+    v_s.push_back(values.strides()[size_t(d)]);
+    i_s.push_back(indices.strides()[size_t(d)]);
+  }
+  const int64_t outer = shape_numel(outer_sizes);
+  if (outer == 0) return;
+  LaunchContext ctx(values);
+  bool unused = false;
+  OffsetCalc<3> oc = make_offset_calc<3>(outer_sizes, {&in_s, &v_s, &i_s}, unused);
+  max_dim_kernel<D><<<unsigned((outer + kBlock - 1) / kBlock), kBlock, 0, ctx.stream>>>(
+      dptr<T>(in), dptr<T>(values), indices.data<int64_t>(), outer, in.sizes()[size_t(dim)],
+      in.strides()[size_t(dim)], oc);
+  TRIREME_CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void max_backward_cuda(const Tensor& grad, const Tensor& indices, int64_t dim, Tensor& grad_in) {
+  using D = device_t<T>;
+  Shape outer_sizes, g_s, i_s, gi_s;
+  for (int64_t d = 0; d < grad_in.dim(); ++d) {
+    if (d == dim) continue;
+    outer_sizes.push_back(grad_in.sizes()[size_t(d)]);
+    g_s.push_back(grad.strides()[size_t(d)]);
+    i_s.push_back(indices.strides()[size_t(d)]);
+    gi_s.push_back(grad_in.strides()[size_t(d)]);
+  }
+  LaunchContext ctx(grad_in);
+  const D* g = dptr<T>(grad);
+  const int64_t* ix = indices.data<int64_t>();
+  D* gi = dptr<T>(grad_in);
+  const int64_t stride = grad_in.strides()[size_t(dim)];
+  launch_elementwise<3>(ctx, outer_sizes, {&g_s, &i_s, &gi_s}, [=] __device__(const int64_t(&off)[3]) {
+    gi[off[2] + ix[off[1]] * stride] = g[off[0]];
+  });
+}
+
+}  // namespace
+
+TRIREME_REGISTER_KERNELS(cuda_reduce) {
+  constexpr auto cuda = DeviceType::cuda;
+  registry.add_each<SumKernel, double, float, bf16_t, f16_t, int64_t, int32_t>(
+      "sum", cuda, []<class T>() { return &sum_cuda<T>; });
+  registry.add_each<MaxDimKernel, double, float, bf16_t, f16_t, int64_t, int32_t>(
+      "max_dim", cuda, []<class T>() { return &max_dim_cuda<T>; });
+  registry.add_each<MaxBackwardKernel, double, float, bf16_t, f16_t>(
+      "max_backward", cuda, []<class T>() { return &max_backward_cuda<T>; });
+}
+
+}  // namespace trireme::cuda_kernels

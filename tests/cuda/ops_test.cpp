@@ -1,0 +1,229 @@
+// Every op with a CUDA kernel against the CPU kernel on the same random inputs: forward and
+// backward (through the public ops and autograd), each float dtype, odd shapes, and inputs that
+// are transposed views rather than contiguous tensors.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "cuda_test_util.h"
+#include "trireme/ops/elementwise.h"
+#include "trireme/ops/linalg.h"
+#include "trireme/ops/reduce.h"
+#include "trireme/ops/view.h"
+
+namespace trireme {
+namespace {
+
+using testing::expect_close;
+using testing::tolerance_for;
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+enum class Domain { any, positive };
+
+struct OpCase {
+  std::string name;
+  std::vector<Shape> shapes;
+  Fn fn;
+  Domain domain = Domain::any;
+  bool backward = true;
+};
+
+// Inputs made on the CPU from one generator, then copied: both devices see the same values.
+// Transposed inputs are made in the swapped shape and transposed on each device separately,
+// so the CUDA kernel really receives a strided view.
+struct Inputs {
+  std::vector<Tensor> leaves, views;
+};
+
+Inputs make_inputs(const OpCase& c, DType dtype, Device device, bool transposed, uint64_t seed) {
+  Generator gen(seed);
+  Inputs in;
+  for (const Shape& s : c.shapes) {
+    const bool swap = transposed && s.size() >= 2;
+    Shape made = s;
+    if (swap) std::swap(made[made.size() - 1], made[made.size() - 2]);
+    Tensor x = randn(made, gen, DType::f64);
+    if (c.domain == Domain::positive) x = add(abs(x), 0.5);
+    x = to_device(to_dtype(x, dtype), device).detach();
+    x.set_requires_grad(c.backward);
+    in.leaves.push_back(x);
+    in.views.push_back(swap ? transpose(x, -1, -2) : x);
+  }
+  return in;
+}
+
+void check_cuda_op(const OpCase& c) {
+  for (DType dtype : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
+    for (bool transposed : {false, true}) {
+      const std::string what = c.name + " " + std::string(dtype_name(dtype)) + (transposed ? " transposed" : "");
+      SCOPED_TRACE(what);
+      Inputs cpu = make_inputs(c, dtype, Device::cpu(), transposed, 11);
+      Inputs gpu = make_inputs(c, dtype, Device::cuda(0), transposed, 11);
+      Tensor y_cpu = c.fn(cpu.views), y_gpu = c.fn(gpu.views);
+      const double tol = tolerance_for(dtype);
+      expect_close(y_gpu, y_cpu, tol, what + " forward");
+      if (!c.backward || !y_cpu.requires_grad()) continue;
+      // loss = sum(y * w) with a random w: every output element gets its own gradient.
+      Generator gw(99);
+      Tensor w = to_dtype(randn(y_cpu.sizes(), gw, DType::f64), dtype);
+      sum(mul(y_cpu, w)).backward();
+      sum(mul(y_gpu, to_device(w, Device::cuda(0)))).backward();
+      for (size_t i = 0; i < cpu.leaves.size(); ++i) {
+        // Inputs reached only through non-differentiable ops (a where's condition) get none.
+        ASSERT_EQ(gpu.leaves[i].grad().defined(), cpu.leaves[i].grad().defined()) << what << " input " << i;
+        if (!cpu.leaves[i].grad().defined()) continue;
+        expect_close(gpu.leaves[i].grad(), cpu.leaves[i].grad(), 4 * tol, what + " grad of input " + std::to_string(i));
+      }
+    }
+  }
+}
+
+Fn unary(Tensor (*f)(const Tensor&)) {
+  return [f](const std::vector<Tensor>& x) { return f(x[0]); };
+}
+Fn binary(Tensor (*f)(const Tensor&, const Tensor&)) {
+  return [f](const std::vector<Tensor>& x) { return f(x[0], x[1]); };
+}
+
+const Shape kOdd = {3, 5, 7};
+const Shape kWide = {19, 261};  // more than a block of 256 along the inner dim
+
+TEST(CudaOps, Unary) {
+  TRIREME_REQUIRE_GPU();
+  std::vector<OpCase> cases = {
+      {"neg", {kOdd}, unary(&neg)},
+      {"exp", {kOdd}, unary(&exp)},
+      {"log", {kOdd}, unary(&log), Domain::positive},
+      {"sqrt", {kOdd}, unary(&sqrt), Domain::positive},
+      {"rsqrt", {kOdd}, unary(&rsqrt), Domain::positive},
+      {"abs", {kOdd}, unary(&abs)},
+      {"tanh", {kWide}, unary(&tanh)},
+      {"sigmoid", {kOdd}, unary(&sigmoid)},
+      {"relu", {kOdd}, unary(&relu)},
+      {"silu", {kWide}, unary(&silu)},
+      {"gelu_tanh", {kWide}, [](const std::vector<Tensor>& x) { return gelu(x[0], GeluApprox::tanh); }},
+      {"gelu_erf", {kOdd}, [](const std::vector<Tensor>& x) { return gelu(x[0], GeluApprox::none); }},
+      {"add_scalar", {kOdd}, [](const std::vector<Tensor>& x) { return x[0] + 1.5; }},
+      {"mul_scalar", {kOdd}, [](const std::vector<Tensor>& x) { return x[0] * -3.0; }},
+      {"pow_scalar", {kOdd}, [](const std::vector<Tensor>& x) { return pow(x[0], 2.0); }},
+      {"pow_scalar_frac", {kOdd}, [](const std::vector<Tensor>& x) { return pow(x[0], 1.5); }, Domain::positive},
+      {"rsub", {kOdd}, [](const std::vector<Tensor>& x) { return 2.0 - x[0]; }},
+      {"rdiv", {kOdd}, [](const std::vector<Tensor>& x) { return 2.0 / x[0]; }, Domain::positive},
+  };
+  for (const OpCase& c : cases) check_cuda_op(c);
+}
+
+TEST(CudaOps, BinaryWithBroadcasting) {
+  TRIREME_REQUIRE_GPU();
+  std::vector<OpCase> cases = {
+      {"add", {kOdd, kOdd}, binary(&add)},
+      {"add_broadcast", {{3, 1, 7}, {5, 1}}, binary(&add)},
+      {"sub_broadcast", {{4, 9}, {9}}, binary(&sub)},
+      {"mul", {kWide, kWide}, binary(&mul)},
+      {"mul_broadcast", {{2, 3, 5, 7}, {3, 1, 7}}, binary(&mul)},
+      {"div", {kOdd, {5, 7}}, binary(&div), Domain::positive},
+      {"pow", {kOdd, kOdd}, binary(&pow), Domain::positive},
+      {"maximum", {kOdd, kOdd}, binary(&maximum)},
+  };
+  for (const OpCase& c : cases) check_cuda_op(c);
+}
+
+TEST(CudaOps, WhereAndMaskedFill) {
+  TRIREME_REQUIRE_GPU();
+  check_cuda_op({"where", {kOdd, kOdd, {5, 7}},
+                 [](const std::vector<Tensor>& x) { return where(gt(x[0], 0.0), x[1], x[2]); }});
+  check_cuda_op({"masked_fill", {kOdd, {5, 1}},
+                 [](const std::vector<Tensor>& x) { return masked_fill(x[0], lt(x[1], 0.0), -7.0); }});
+}
+
+TEST(CudaOps, Comparisons) {
+  TRIREME_REQUIRE_GPU();
+  using CmpFn = Tensor (*)(const Tensor&, const Tensor&);
+  for (auto [name, f] : std::vector<std::pair<std::string, CmpFn>>{
+           {"eq", &eq}, {"ne", &ne}, {"lt", &lt}, {"le", &le}, {"gt", &gt}, {"ge", &ge}}) {
+    // Rounded values so that equal elements occur.
+    check_cuda_op({name, {kOdd, {5, 7}},
+                   [f](const std::vector<Tensor>& x) {
+                     Tensor a = to_dtype(to_dtype(mul(x[0], 2.0), DType::i32), x[0].dtype());
+                     Tensor b = to_dtype(to_dtype(mul(x[1], 2.0), DType::i32), x[1].dtype());
+                     return f(a, b);
+                   },
+                   Domain::any, false});
+  }
+}
+
+TEST(CudaOps, Reductions) {
+  TRIREME_REQUIRE_GPU();
+  std::vector<OpCase> cases = {
+      {"sum_all", {kWide}, [](const std::vector<Tensor>& x) { return sum(x[0]); }},
+      {"sum_last", {kWide}, [](const std::vector<Tensor>& x) { return sum(x[0], {-1}); }},
+      {"sum_first", {{1030, 3}}, [](const std::vector<Tensor>& x) { return sum(x[0], {0}); }},
+      {"sum_cols_many", {{37, 2050}}, [](const std::vector<Tensor>& x) { return sum(x[0], {0}, true); }},
+      {"sum_middle", {kOdd}, [](const std::vector<Tensor>& x) { return sum(x[0], {1}); }},
+      {"sum_outer_inner", {kOdd}, [](const std::vector<Tensor>& x) { return sum(x[0], {0, 2}); }},
+      {"mean", {kOdd}, [](const std::vector<Tensor>& x) { return mean(x[0], {-1}, true); }},
+      {"var", {kWide}, [](const std::vector<Tensor>& x) { return var(x[0], {1}); }},
+      {"max_dim_last", {kWide}, [](const std::vector<Tensor>& x) { return max(x[0], -1).first; }},
+      {"max_dim_first", {kOdd}, [](const std::vector<Tensor>& x) { return max(x[0], 0, true).first; }},
+      {"max_all", {kOdd}, [](const std::vector<Tensor>& x) { return max(x[0]); }},
+  };
+  for (const OpCase& c : cases) check_cuda_op(c);
+}
+
+TEST(CudaOps, MatmulAndLinear) {
+  TRIREME_REQUIRE_GPU();
+  std::vector<OpCase> cases = {
+      {"matmul_2d", {{13, 37}, {37, 21}}, binary(&matmul)},
+      {"matmul_vec", {{37}, {37, 5}}, binary(&matmul)},
+      {"matmul_batched", {{3, 9, 17}, {3, 17, 6}}, binary(&matmul)},
+      {"matmul_broadcast_b", {{2, 3, 9, 17}, {17, 6}}, binary(&matmul)},
+      {"matmul_broadcast_batch", {{2, 1, 9, 17}, {3, 17, 6}}, binary(&matmul)},
+      {"linear_bias", {{4, 7, 33}, {19, 33}, {19}},
+       [](const std::vector<Tensor>& x) { return linear(x[0], x[1], x[2]); }},
+      {"linear", {{5, 33}, {19, 33}}, [](const std::vector<Tensor>& x) { return linear(x[0], x[1]); }},
+  };
+  for (const OpCase& c : cases) check_cuda_op(c);
+}
+
+TEST(CudaOps, MaxIndicesMatch) {
+  TRIREME_REQUIRE_GPU();
+  Generator gen(5);
+  Tensor x = to_dtype(to_dtype(mul(randn({17, 33}, gen), 3.0), DType::i32), DType::f32);  // ties
+  auto [v_cpu, i_cpu] = max(x, 1);
+  auto [v_gpu, i_gpu] = max(to_device(x, Device::cuda(0)), 1);
+  expect_close(i_gpu, i_cpu, 0.0, "indices, first maximum wins");
+  expect_close(v_gpu, v_cpu, 0.0, "values");
+}
+
+TEST(CudaOps, IntegerKernels) {
+  TRIREME_REQUIRE_GPU();
+  Generator gen(6);
+  for (DType dt : {DType::i64, DType::i32}) {
+    Tensor a = to_dtype(mul(randn({7, 9}, gen), 100.0), dt), b = to_dtype(mul(randn({9}, gen), 100.0), dt);
+    Tensor ga = to_device(a, Device::cuda(0)), gb = to_device(b, Device::cuda(0));
+    expect_close(add(ga, gb), add(a, b), 0.0, "int add");
+    expect_close(sub(ga, gb), sub(a, b), 0.0, "int sub");
+    expect_close(mul(ga, gb), mul(a, b), 0.0, "int mul");
+    expect_close(add(ga, 3.0), add(a, 3.0), 0.0, "int add_scalar");
+    expect_close(sum(ga, {0}), sum(a, {0}), 0.0, "int sum");
+    expect_close(max(ga, 1).first, max(a, 1).first, 0.0, "int max");
+  }
+}
+
+TEST(CudaOps, InPlaceOnStridedViews) {
+  TRIREME_REQUIRE_GPU();
+  Generator gen(4);
+  Tensor base = randn({6, 8}, gen);
+  Tensor g = to_device(base, Device::cuda(0));
+  Tensor c = clone(base);
+  Tensor gv = slice(g, 1, 1, 8, 2), cv = slice(c, 1, 1, 8, 2);  // every other column
+  Tensor upd = randn({6, 4}, gen);
+  add_(gv, to_device(upd, Device::cuda(0)), 0.5);
+  add_(cv, upd, 0.5);
+  mul_(gv, 3.0);
+  mul_(cv, 3.0);
+  expect_close(g, c, 1e-6, "in-place ops through a strided view");
+}
+
+}  // namespace
+}  // namespace trireme

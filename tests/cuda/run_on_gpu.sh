@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# On the GPU machine: unpacks .gpu_deps (scripts/gpu_deps.sh), builds libtrireme and the CUDA
+# tests, runs them, then runs them again under compute-sanitizer memcheck. Logs go to $OUT (or
+# out/gpu); a short summary is printed last.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+out=${OUT:-out/gpu}
+mkdir -p "$out"
+export PATH=/opt/torch/.venv/bin:/usr/local/cuda/bin:$PATH
+deps=$PWD/.gpu_deps
+if [ -f "$deps/deps.tar.xz" ] && [ ! -d "$deps/usr" ]; then tar -xJf "$deps/deps.tar.xz" -C "$deps"; fi
+ml=$deps/usr/lib/x86_64-linux-gnu
+export LD_LIBRARY_PATH=$ml:$ml/openblas-openmp:$deps/usr/lib:${LD_LIBRARY_PATH:-}
+
+{
+  nvidia-smi; g++ --version | head -1; cmake --version | head -1; nvcc --version | tail -2
+  echo "--- system libraries the build could use:"
+  ldconfig -p | grep -E "openblas|gloo|gtest|libfmt|gfortran|tomlplusplus|cublasLt" || true
+  ls -d /usr/include/{nlohmann,CLI,toml++,gtest,fmt,gloo} /usr/src/googletest 2>&1
+  which compute-sanitizer
+} > "$out/env.txt" 2>&1
+
+t0=$(date +%s)
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRIREME_DEPS_PREFIX="$deps/usr" \
+  -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DTRIREME_BUILD_BENCH=OFF > "$out/build.log" 2>&1 &&
+  ninja -C build-gpu test_cuda >> "$out/build.log" 2>&1
+build_rc=$?
+t1=$(date +%s)
+if [ $build_rc -ne 0 ]; then
+  tail -60 "$out/build.log"
+  echo "BUILD FAILED after $((t1 - t0)) s"
+  exit 1
+fi
+
+build-gpu/tests/test_cuda > "$out/test_cuda.log" 2>&1
+test_rc=$?
+t2=$(date +%s)
+grep -E "^\[  (FAILED|SKIPPED) |Failure|error|differ" "$out/test_cuda.log" | head -60
+
+# The out-of-memory test is left out: the failing cudaMalloc it provokes on purpose would be
+# reported as an API error (seen on 2026-11-30: those were memcheck's only 4 reports).
+timeout 240 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 \
+  build-gpu/tests/test_cuda --gtest_brief=1 --gtest_filter=-CudaAllocator.OutOfMemoryIsAnError > "$out/memcheck.log" 2>&1
+mem_rc=$?
+t3=$(date +%s)
+tail -4 "$out/memcheck.log"
+
+echo
+echo "| step | result | seconds |"
+echo "|---|---|---|"
+echo "| build (libtrireme + test_cuda) | ok | $((t1 - t0)) |"
+echo "| test_cuda | rc=$test_rc, $(grep -E '^\[  PASSED  \]' "$out/test_cuda.log" | tr -d '[]') $(grep -cE '^\[  FAILED  \] [A-Z]' "$out/test_cuda.log") failed | $((t2 - t1)) |"
+echo "| compute-sanitizer memcheck | rc=$mem_rc ($(grep -E 'ERROR SUMMARY' "$out/memcheck.log" | tail -1)) | $((t3 - t2)) |"
