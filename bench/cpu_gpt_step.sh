@@ -5,6 +5,7 @@
 #   bench/cpu_gpt_step.sh            # prints a table, logs JSON to out/bench/
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scripts/setup.sh --peer
 peer=${TORCH_PEER:-../shared/peer/torch_gpt_bench.py}
 mkdir -p out/bench
 log=out/bench/cpu_gpt_step.jsonl

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs trireme's build and test dependencies from Debian 12 packages, when missing.
 # Used by the README's commands, .ci/run and the container image. Idempotent and quiet.
+#   scripts/setup.sh           # build + tests + main job
+#   scripts/setup.sh --peer    # also Debian's PyTorch: the CPU peer of bench/ and the fixture script
 set -euo pipefail
 
 packages=(
@@ -13,9 +15,11 @@ packages=(
   libcli11-dev               # command line
   nlohmann-json3-dev libfmt-dev
   fortunes-zh                # the default corpus: Tang and Song poems
-  python3 python3-numpy python3-torch  # the PyTorch peer and the parity-fixture script
   time                       # bench/: peak memory of each side
 )
+if [ "${1:-}" = "--peer" ]; then
+  packages+=(python3 python3-numpy python3-torch)  # the PyTorch peer and scripts/make_gpt_fixture.py
+fi
 
 missing=()
 for p in "${packages[@]}"; do
