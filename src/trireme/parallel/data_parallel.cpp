@@ -192,6 +192,7 @@ Reducer::~Reducer() {
 
 const std::vector<BucketLayout>& Reducer::buckets() const { return state_->layout; }
 const ReducerStats& Reducer::stats() const { return state_->stats; }
+void Reducer::reset_stats() { state_->stats = {}; }
 
 const Tensor& Reducer::shard_grad(size_t bucket) const {
   TRIREME_CHECK(options_.zero1, "Reducer::shard_grad: the reducer was not built with zero1");

@@ -86,6 +86,7 @@ class Reducer {
   // zero1: this rank's averaged chunk of bucket b's gradients (numel / dp elements), after finish().
   const Tensor& shard_grad(size_t bucket) const;
   const ReducerStats& stats() const;
+  void reset_stats();
 
   struct State;  // shared with the hooks and the completion watcher (data_parallel.cpp)
 
