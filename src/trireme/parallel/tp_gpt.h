@@ -1,0 +1,124 @@
+// TensorParallelGPT: models::GPT with its attention heads, MLP and vocabulary split over the
+// tensor-parallel ranks (Megatron-style), under the single-process parameter names.
+//
+// Per block, as the single-process GPT but:
+//   attn.c_attn   ColumnParallelLinear(d, 3d, blocks = 3): rank r holds its heads' q | k | v rows
+//   attn.c_proj   RowParallelLinear(d, d)            -> one all-reduce forward, one backward
+//   mlp.c_fc      ColumnParallelLinear(d, 4d)
+//   mlp.c_proj    RowParallelLinear(4d, d)           -> one all-reduce forward, one backward
+//   ln_1, ln_2    replicated (their inputs are replicated)
+// and transformer.wte is a VocabParallelEmbedding; the head (tied to wte, or lm_head) gives each
+// rank its vocabulary slice of the logits, and loss() is vocab_parallel_cross_entropy, so the
+// full (B, T, V) logits never exist. n_head must be divisible by tp; a vocabulary that tp does not
+// divide is padded with zero rows that never win and never change the loss.
+//
+// Every shard is initialised as its slice of the single-process GPT's parameter (same seed,
+// same names), so before the first step the model equals models::GPT(config, seed) whatever the
+// layout. Dropout layers sit on replicated tensors (after the row-parallel all-reduces), where
+// every tp rank draws the single-process mask from the same (seed, name, counter).
+//
+//   ParallelContext ctx(world, {.tp = 2});
+//   auto gpt = std::make_shared<TensorParallelGPT>(cfg, ctx, /*seed=*/1337);
+//   Tensor loss = gpt->loss(ids, targets);          // the same value on every tp rank
+//   loss.backward();
+//   nn::NamedTensors full = gpt->full_state_dict();  // collective over tp: single-process tensors
+//   gpt->load_full_state_dict(full);                 // each rank takes its slices
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "trireme/models/gpt.h"
+#include "trireme/nn/dropout.h"
+#include "trireme/nn/embedding.h"
+#include "trireme/nn/layer_list.h"
+#include "trireme/nn/layer_norm.h"
+#include "trireme/parallel/context.h"
+#include "trireme/parallel/tp_layers.h"
+
+namespace trireme::parallel {
+
+class TensorParallelAttention : public nn::Module {
+ public:
+  TensorParallelAttention(int64_t d_model, int64_t n_head, bool bias, double dropout, TpGroup tp);
+  Tensor forward(const Tensor& x);  // (B, T, d) replicated -> (B, T, d) replicated
+
+  int64_t d_model, n_head, n_head_local;
+  std::shared_ptr<ColumnParallelLinear> c_attn;  // d -> 3d, this rank's q | k | v columns
+  std::shared_ptr<RowParallelLinear> c_proj;     // d -> d
+  std::shared_ptr<nn::Dropout> resid_dropout;
+};
+
+class TensorParallelMLP : public nn::Module {
+ public:
+  TensorParallelMLP(int64_t d_model, bool bias, double dropout, GeluApprox gelu, TpGroup tp);
+  Tensor forward(const Tensor& x);
+
+  GeluApprox gelu_approx;
+  std::shared_ptr<ColumnParallelLinear> c_fc;  // d -> 4d
+  std::shared_ptr<RowParallelLinear> c_proj;   // 4d -> d
+  std::shared_ptr<nn::Dropout> dropout;
+};
+
+class TensorParallelDecoderLayer : public nn::Module {
+ public:
+  TensorParallelDecoderLayer(const models::GPTConfig& config, TpGroup tp);
+  Tensor forward(const Tensor& x);
+
+  std::shared_ptr<nn::LayerNorm> ln_1;
+  std::shared_ptr<TensorParallelAttention> attn;
+  std::shared_ptr<nn::LayerNorm> ln_2;
+  std::shared_ptr<TensorParallelMLP> mlp;
+};
+
+class TensorParallelTransformer : public nn::Module {
+ public:
+  TensorParallelTransformer(const models::GPTConfig& config, TpGroup tp);
+  std::shared_ptr<VocabParallelEmbedding> wte;
+  std::shared_ptr<nn::Embedding> wpe;
+  std::shared_ptr<nn::Dropout> drop;
+  std::shared_ptr<nn::LayerList> h;  // of TensorParallelDecoderLayer
+  std::shared_ptr<nn::LayerNorm> ln_f;
+};
+
+class TensorParallelGPT : public nn::Module {
+ public:
+  TensorParallelGPT(const models::GPTConfig& config, const ParallelContext& ctx, uint64_t seed = 0);
+  // For tests and tools that build one rank's shards without a process group (no forward then).
+  TensorParallelGPT(const models::GPTConfig& config, TpGroup tp, uint64_t seed = 0);
+
+  // ids (B, T) -> this rank's vocabulary slice of the logits (B, T, V_p / tp), padding columns
+  // included (see vocab_shard()).
+  Tensor forward_local_logits(const Tensor& ids);
+  // Mean cross-entropy over the full vocabulary; targets == -100 are ignored. Same on every tp rank.
+  Tensor loss(const Tensor& ids, const Tensor& targets);
+
+  // GPT-2 initialisation exactly as models::GPT::init_weights, each shard its slice.
+  void init_weights(uint64_t seed);
+  void reset_parameters(uint64_t seed) override { init_weights(seed); }
+
+  const models::GPTConfig& config() const { return config_; }
+  const TpGroup& tp() const { return tp_; }
+  const Tensor& lm_head_weight() const;
+  VocabShard vocab_shard() const;
+  // The ShardSpec of every sharded parameter by name (absent: replicated over tp).
+  const std::map<std::string, ShardSpec>& shard_specs() const { return specs_; }
+
+  // Every parameter whole, under its single-process name (a collective over tp: all ranks call it).
+  nn::NamedTensors full_state_dict() const;
+  // Loads single-process tensors (a models::GPT state dict): each rank copies in its slices.
+  void load_full_state_dict(const std::map<std::string, Tensor>& full);
+
+  std::shared_ptr<TensorParallelTransformer> transformer;
+  std::shared_ptr<ColumnParallelLinear> lm_head;  // untied only: (V_p / tp, d), padded, no bias
+
+ private:
+  void build(uint64_t seed);
+
+  models::GPTConfig config_;
+  TpGroup tp_;
+  std::map<std::string, ShardSpec> specs_;
+};
+
+}  // namespace trireme::parallel

@@ -1,0 +1,116 @@
+// Tensor-parallel region mappings: the collectives with their conjugate backwards.
+#include "trireme/parallel/tp_mappings.h"
+
+#include "trireme/autograd/grad_mode.h"
+#include "trireme/autograd/node.h"
+#include "trireme/ops/copy.h"
+#include "trireme/ops/view.h"
+#include "trireme/parallel/context.h"
+
+namespace trireme::parallel {
+
+using autograd::any_requires_grad;
+using autograd::record;
+using autograd::TensorList;
+
+TpGroup TpGroup::of(const ParallelContext& ctx) {
+  return {ctx.tp_group(), ctx.layout().tp, ctx.tp_rank()};
+}
+
+namespace {
+
+bool active(const TpGroup& tp) { return tp.size > 1; }
+
+dist::ProcessGroup& group_of(const TpGroup& tp, const char* op) {
+  TRIREME_CHECK(tp.group != nullptr && tp.group->size() == tp.size, op, ": tensor-parallel size ", tp.size,
+                " needs its process group");
+  return *tp.group;
+}
+
+// A fresh contiguous copy reduced over the group (the input may be a view or shared by autograd).
+Tensor all_reduced(const Tensor& x, const TpGroup& tp, const char* op) {
+  NoGradGuard no_grad;
+  Tensor y = clone(x.detach());
+  group_of(tp, op).all_reduce(y)->wait();
+  return y;
+}
+
+// x (..., m) -> (..., m * size), rank r's chunk at columns [r m, (r+1) m).
+Tensor all_gathered_last_dim(const Tensor& x, const TpGroup& tp, const char* op) {
+  NoGradGuard no_grad;
+  Tensor in = contiguous(x.detach());
+  const int64_t m = in.dim() ? in.size(-1) : 1;
+  Tensor all = Tensor::empty({int64_t(tp.size) * in.numel()}, in.dtype(), in.device());
+  group_of(tp, op).all_gather(all, in)->wait();
+  // all holds the ranks' chunks one after another; rank k's goes to columns [k m, (k+1) m).
+  Shape out_shape = in.sizes();
+  out_shape.back() = m * tp.size;
+  Tensor out = Tensor::empty(out_shape, in.dtype(), in.device());
+  for (int k = 0; k < tp.size; ++k) {
+    Tensor dst = narrow(out, -1, k * m, m);
+    copy_(dst, view(narrow(all, 0, k * in.numel(), in.numel()), in.sizes()));
+  }
+  return out;
+}
+
+}  // namespace
+
+void tp_all_reduce_(const Tensor& t, const TpGroup& tp, dist::ReduceOp op) {
+  if (!active(tp)) return;
+  TRIREME_CHECK(t.is_contiguous(), "tp_all_reduce_: the tensor ", t.sizes(), " must be contiguous");
+  group_of(tp, "tp_all_reduce_").all_reduce(t, {.op = op})->wait();
+}
+
+Tensor copy_to_tp_region(const Tensor& x, const TpGroup& tp) {
+  if (!active(tp)) return x;
+  Tensor y = x.detach();  // identity: an alias with its own autograd record
+  if (any_requires_grad({&x})) {
+    record("copy_to_tp_region", {&x}, {&y}, [tp](const TensorList& g) -> TensorList {
+      return {all_reduced(g[0], tp, "copy_to_tp_region backward")};
+    });
+  }
+  return y;
+}
+
+Tensor reduce_from_tp_region(const Tensor& x, const TpGroup& tp) {
+  if (!active(tp)) return x;
+  Tensor y = all_reduced(x, tp, "reduce_from_tp_region");
+  if (any_requires_grad({&x})) {
+    record("reduce_from_tp_region", {&x}, {&y}, [](const TensorList& g) -> TensorList { return {g[0]}; });
+  }
+  return y;
+}
+
+namespace {
+Tensor my_chunk(const Tensor& x, const TpGroup& tp, const char* op) {
+  const int64_t n = x.size(-1);
+  TRIREME_CHECK(n % tp.size == 0, op, ": the last dim of ", x.sizes(), " is not divisible by tp size ", tp.size);
+  const int64_t m = n / tp.size;
+  NoGradGuard no_grad;
+  return contiguous(narrow(x.detach(), -1, tp.rank * m, m));
+}
+}  // namespace
+
+Tensor scatter_to_tp_region(const Tensor& x, const TpGroup& tp) {
+  if (!active(tp)) return x;
+  Tensor y = my_chunk(x, tp, "scatter_to_tp_region");
+  if (any_requires_grad({&x})) {
+    record("scatter_to_tp_region", {&x}, {&y}, [tp](const TensorList& g) -> TensorList {
+      return {all_gathered_last_dim(g[0], tp, "scatter_to_tp_region backward")};
+    });
+  }
+  return y;
+}
+
+Tensor gather_from_tp_region(const Tensor& x, const TpGroup& tp) {
+  if (!active(tp)) return x;
+  Tensor y = all_gathered_last_dim(x, tp, "gather_from_tp_region");
+  if (any_requires_grad({&x})) {
+    record("gather_from_tp_region", {&x}, {&y}, [tp](const TensorList& g) -> TensorList {
+      return {my_chunk(g[0], tp, "gather_from_tp_region backward")};
+    });
+  }
+  return y;
+}
+
+}  // namespace trireme::parallel

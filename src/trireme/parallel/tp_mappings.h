@@ -1,0 +1,52 @@
+// The autograd-aware collectives of tensor parallelism, as conjugate pairs: each op's backward is
+// the other op's forward, so a layer that enters a tensor-parallel region with one leaves it with
+// its partner and the gradients come out right.
+//
+//   op                       forward                      backward
+//   copy_to_tp_region        identity                     all-reduce (sum) over tp
+//   reduce_from_tp_region    all-reduce (sum) over tp     identity
+//   scatter_to_tp_region     keep my chunk of the last dim all-gather along the last dim
+//   gather_from_tp_region    all-gather along the last dim keep my chunk of the last dim
+//
+// Why copy_to_tp_region's backward is an all-reduce: its input X is replicated on every rank and
+// feeds rank r's shard of a column-parallel layer, Y_r = X A_r. The loss depends on X through
+// every rank's Y_r, so dL/dX = sum_r dL/dY_r A_rᵀ: each rank computes one term and the sum is an
+// all-reduce. reduce_from_tp_region is its transpose: Y = sum_r Y_r, so dL/dY_r = dL/dY on every
+// rank, with no communication.
+//
+//   TpGroup tp = TpGroup::of(ctx);                 // my tensor-parallel group, size and rank
+//   Tensor x_in = copy_to_tp_region(x, tp);        // entering: x (B, T, d) replicated
+//   Tensor y = reduce_from_tp_region(partial, tp); // leaving: partial sums -> the full result
+//
+// With size 1 (or no group) every op is the identity and records nothing.
+#pragma once
+
+#include "trireme/core/tensor.h"
+#include "trireme/dist/process_group.h"
+
+namespace trireme::parallel {
+
+class ParallelContext;
+
+// A tensor-parallel group as the layers see it. `group` may be null only when size == 1 (or in
+// tests that build one rank's shards without communicating: then a collective is an error).
+struct TpGroup {
+  dist::ProcessGroup* group = nullptr;
+  int size = 1;
+  int rank = 0;
+  static TpGroup of(const ParallelContext& ctx);
+  static TpGroup single() { return {}; }
+};
+
+Tensor copy_to_tp_region(const Tensor& x, const TpGroup& tp);
+Tensor reduce_from_tp_region(const Tensor& x, const TpGroup& tp);
+// x (..., n) replicated -> (..., n / size): this rank's chunk of the last dim.
+Tensor scatter_to_tp_region(const Tensor& x, const TpGroup& tp);
+// x (..., m) -> (..., m * size): every rank's chunk concatenated along the last dim in rank order.
+Tensor gather_from_tp_region(const Tensor& x, const TpGroup& tp);
+
+// In place: t = sum over the tp group (no autograd). For layers and losses that reduce
+// statistics (max, sum of exponentials) inside their own forward.
+void tp_all_reduce_(const Tensor& t, const TpGroup& tp, dist::ReduceOp op = dist::ReduceOp::sum);
+
+}  // namespace trireme::parallel

@@ -1,0 +1,125 @@
+// ZeroOptimizer: AdamW on this dp rank's chunks of the gradient buckets, then an all-gather.
+#include "trireme/parallel/zero.h"
+
+#include "trireme/autograd/grad_mode.h"
+#include "trireme/ops/copy.h"
+#include "trireme/ops/elementwise.h"
+#include "trireme/ops/factory.h"
+#include "trireme/ops/view.h"
+
+namespace trireme::parallel {
+
+ZeroOptimizer::ZeroOptimizer(Reducer& reducer, const optim::AdamWOptions& options) : reducer_(reducer) {
+  TRIREME_CHECK(reducer.zero1(), "ZeroOptimizer: the Reducer must be built with zero1 = true");
+  const int D = reducer.dp_size(), k = reducer.dp_rank();
+  const auto& params = reducer.params();
+  optim::NamedParams named;
+  for (size_t b = 0; b < reducer.buckets().size(); ++b) {
+    const BucketLayout& L = reducer.buckets()[b];
+    const int64_t chunk = L.numel / D, lo = int64_t(k) * chunk, hi = lo + chunk;
+    gather_out_.push_back(zeros({L.numel}, L.dtype, reducer.shard_grad(b).device()));
+    for (const BucketSlot& slot : L.slots) {
+      // The part of this parameter inside my chunk [lo, hi) of the bucket.
+      const int64_t a = std::max(lo, slot.offset), e = std::min(hi, slot.offset + slot.numel);
+      if (a >= e) continue;
+      const Tensor& p = params[slot.param].second;
+      TRIREME_CHECK(p.is_contiguous(), "ZeroOptimizer: parameter '", params[slot.param].first,
+                    "' must be contiguous");
+      const int64_t begin = a - slot.offset, end = e - slot.offset;
+      Tensor master = p.detach().alias({end - begin}, {1}, p.offset() + begin);  // shares p's storage
+      master.set_requires_grad(true);
+      master.set_grad(reducer.shard_grad(b).alias({end - begin}, {1}, reducer.shard_grad(b).offset() + (a - lo)));
+      std::string name = str_cat(params[slot.param].first, "[", begin, ":", end, "]");
+      pieces_.push_back({slot.param, name, master});
+      named.emplace_back(name, master);
+    }
+  }
+  adamw_ = std::make_unique<optim::AdamW>(named, options);
+}
+
+void ZeroOptimizer::step() {
+  adamw_->step();  // updates my elements of the parameters in place
+  const int D = reducer_.dp_size(), k = reducer_.dp_rank();
+  const auto& params = reducer_.params();
+  NoGradGuard no_grad;
+  std::vector<dist::WorkPtr> works;
+  std::vector<Tensor> inputs;
+  for (size_t b = 0; b < reducer_.buckets().size(); ++b) {
+    const BucketLayout& L = reducer_.buckets()[b];
+    const int64_t chunk = L.numel / D;
+    Tensor& out = gather_out_[b];
+    // Pack the parameters into the bucket's layout (my chunk is what the others need).
+    for (const BucketSlot& slot : L.slots) {
+      Tensor dst = narrow(out, 0, slot.offset, slot.numel);
+      copy_(dst, reshape(params[slot.param].second.detach(), {slot.numel}));
+    }
+    if (reducer_.dp_group() && D > 1) {
+      inputs.push_back(clone(narrow(out, 0, int64_t(k) * chunk, chunk)));
+      works.push_back(reducer_.dp_group()->all_gather(out, inputs.back()));
+    }
+  }
+  for (auto& w : works) w->wait();
+  if (D == 1) return;
+  for (size_t b = 0; b < reducer_.buckets().size(); ++b) {
+    for (const BucketSlot& slot : reducer_.buckets()[b].slots) {
+      Tensor p = params[slot.param].second.detach();
+      copy_(p, view(narrow(gather_out_[b], 0, slot.offset, slot.numel), p.sizes()));
+    }
+  }
+}
+
+void ZeroOptimizer::zero_grad() {
+  NoGradGuard no_grad;
+  for (const auto& [name, p] : reducer_.params()) {
+    if (!p.grad().defined()) continue;
+    Tensor g = p.grad();
+    zero_(g);
+  }
+  for (size_t b = 0; b < reducer_.buckets().size(); ++b) {
+    Tensor g = reducer_.shard_grad(b);
+    zero_(g);
+  }
+}
+
+std::vector<GradPiece> ZeroOptimizer::grad_pieces(const std::map<std::string, ShardSpec>& tp_specs) const {
+  std::vector<GradPiece> out;
+  for (const Piece& p : pieces_) {
+    auto it = tp_specs.find(reducer_.params()[p.param].first);
+    out.push_back({p.master.grad(), it != tp_specs.end() && it->second.size > 1, /*dp_sharded=*/true});
+  }
+  return out;
+}
+
+int64_t ZeroOptimizer::shard_numel() const {
+  int64_t n = 0;
+  for (const Piece& p : pieces_) n += p.master.numel();
+  return n;
+}
+
+std::vector<std::pair<std::string, Tensor>> ZeroOptimizer::state_dict() const {
+  auto out = adamw_->state_dict();
+  Tensor rank = Tensor::empty({1}, DType::i64), size = Tensor::empty({1}, DType::i64);
+  rank.data<int64_t>()[0] = reducer_.dp_rank();
+  size.data<int64_t>()[0] = reducer_.dp_size();
+  out.emplace_back("zero.dp_rank", rank);
+  out.emplace_back("zero.dp_size", size);
+  return out;
+}
+
+void ZeroOptimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
+  auto get = [&](const char* key) {
+    auto it = state.find(key);
+    TRIREME_CHECK(it != state.end(), "ZeroOptimizer::load_state_dict: '", key, "' is missing (not a ZeRO-1 state?)");
+    return int64_t(it->second.item());
+  };
+  const int64_t rank = get("zero.dp_rank"), size = get("zero.dp_size");
+  TRIREME_CHECK(rank == reducer_.dp_rank() && size == reducer_.dp_size(), "ZeroOptimizer::load_state_dict: the state ",
+                "is dp rank ", rank, " of ", size, "'s shard, but this is dp rank ", reducer_.dp_rank(), " of ",
+                reducer_.dp_size());
+  std::map<std::string, Tensor> rest(state);
+  rest.erase("zero.dp_rank");
+  rest.erase("zero.dp_size");
+  adamw_->load_state_dict(rest);
+}
+
+}  // namespace trireme::parallel

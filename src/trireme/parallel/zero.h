@@ -1,0 +1,73 @@
+// ZeroOptimizer: ZeRO stage 1 — AdamW whose state is sharded over the data-parallel ranks.
+//
+// The Reducer (built with zero1) reduce-scatters each gradient bucket, so dp rank k holds the
+// averaged chunk k of every bucket. ZeroOptimizer runs AdamW on just those elements — written in
+// place into the parameters, through 1-D views of the slices of each parameter that fall in
+// rank k's chunks — and then all-gathers every bucket's parameter values so each rank has the
+// whole updated model again. Each rank thus keeps exp_avg / exp_avg_sq for about 1/dp of the
+// parameters; the update of each element is exactly AdamW's, so training matches unsharded AdamW.
+//
+//   Reducer reducer(model.named_parameters(), ctx.dp_group(), {.bucket_bytes = 1 << 20, .zero1 = true});
+//   ZeroOptimizer opt(reducer, {.lr = 3e-4, .weight_decay = 0.1});
+//   reducer.prepare_backward();
+//   model.loss(x, y).backward();
+//   reducer.finish();                                   // shard gradients ready
+//   clip_global_grad_norm(opt.grad_pieces(specs), 1.0, ctx);  // norm over every rank's shard
+//   opt.step();                                         // update my shard, all-gather parameters
+//   opt.zero_grad();
+//
+// Checkpoints: state_dict() holds only this rank's shard. Its optimizer entries are named by
+// parameter and element range, "state.<param>[<begin>:<end>].exp_avg" (a flat range of the
+// parameter as this process holds it, i.e. of its tp shard), next to "zero.dp_rank" and
+// "zero.dp_size"; a checkpoint therefore has one optimizer file per dp rank, and
+// load_state_dict() refuses a file written by another rank or dp size.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trireme/optim/adamw.h"
+#include "trireme/parallel/data_parallel.h"
+#include "trireme/parallel/grad_norm.h"
+#include "trireme/parallel/shard.h"
+
+namespace trireme::parallel {
+
+class ZeroOptimizer {
+ public:
+  ZeroOptimizer(Reducer& reducer, const optim::AdamWOptions& options);
+
+  // AdamW on this rank's shard (after reducer.finish()), then all-gather the parameters over dp.
+  void step();
+  // Zeroes the gradient buckets and the shard gradients in place (the parameters' grads stay
+  // views of the buckets).
+  void zero_grad();
+
+  double lr() const { return adamw_->lr(); }
+  void set_lr(double lr) { adamw_->set_lr(lr); }
+  int64_t step_count() const { return adamw_->step_count(); }
+
+  // This rank's shard gradients, as pieces for the global norm (dp-sharded; tp-sharded when the
+  // parameter is, per `tp_specs`, the model's shard specs).
+  std::vector<GradPiece> grad_pieces(const std::map<std::string, ShardSpec>& tp_specs = {}) const;
+  // Elements of optimizer state this rank keeps (2 per element it owns): for memory reports.
+  int64_t shard_numel() const;
+
+  std::vector<std::pair<std::string, Tensor>> state_dict() const;
+  void load_state_dict(const std::map<std::string, Tensor>& state);
+
+ private:
+  struct Piece {
+    size_t param;
+    std::string name;   // "<param>[begin:end]"
+    Tensor master;      // 1-D view of the parameter's elements [begin, end), a leaf for AdamW
+  };
+  Reducer& reducer_;
+  std::vector<Piece> pieces_;
+  std::vector<Tensor> gather_out_;  // per bucket: the all-gathered parameter values
+  std::unique_ptr<optim::AdamW> adamw_;
+};
+
+}  // namespace trireme::parallel
