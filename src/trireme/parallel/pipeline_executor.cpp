@@ -1,0 +1,198 @@
+// PipelineExecutor: one step of a rank's schedule table over the pp process group (see
+// pipeline_executor.h).
+#include "trireme/parallel/pipeline_executor.h"
+
+#include <chrono>
+#include <cmath>
+#include <map>
+
+#include "trireme/autograd/engine.h"
+#include "trireme/autograd/grad_mode.h"
+#include "trireme/core/error.h"
+#include "trireme/ops/copy.h"
+#include "trireme/ops/elementwise.h"
+#include "trireme/ops/factory.h"
+#include "trireme/ops/view.h"
+#include "trireme/optim/clip_grad.h"
+
+namespace trireme::parallel {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+}  // namespace
+
+PipelineExecutor::PipelineExecutor(std::shared_ptr<PipelineStage> stage, dist::ProcessGroup* pp_group,
+                                   PipelineOptions options)
+    : stage_(std::move(stage)), pp_(pp_group), options_(options) {
+  TRIREME_CHECK(stage_ != nullptr, "PipelineExecutor: no stage");
+  stages_ = stage_->stages();
+  rank_ = stage_->rank();
+  if (stages_ > 1) {
+    TRIREME_CHECK(pp_ != nullptr, "PipelineExecutor: ", stages_, " stages need a pipeline process group");
+    TRIREME_CHECK(pp_->size() == stages_ && pp_->rank() == rank_, "PipelineExecutor: the stage is rank ", rank_,
+                  " of ", stages_, " but the pipeline group is ", pp_->describe_rank(pp_->rank()), " of ",
+                  pp_->size());
+  }
+  const int v = stage_->virtual_stages();
+  TRIREME_CHECK(v == 1 || options_.schedule == ScheduleKind::interleaved, "PipelineExecutor: a stage with ", v,
+                " chunks needs the interleaved schedule, not ", schedule_kind_name(options_.schedule));
+  table_ = pipeline_schedule(stages_, options_.micro_batches, options_.schedule, v);
+  pipeline_schedule_require(table_, options_.micro_batches, v);
+  // Note [pipeline tied embeddings]: the two holders of the tied weight share a group.
+  if (stage_->tied_weight().defined() && stages_ > 2)
+    tied_group_ = pp_->new_group({0, stages_ - 1}, "pipeline_tied_embedding");
+}
+
+PipelineExecutor::PipelineExecutor(std::shared_ptr<PipelineStage> stage, const ParallelContext& ctx)
+    : PipelineExecutor(std::move(stage), ctx.pp_group(),
+                       PipelineOptions{.micro_batches = ctx.layout().micro_batches,
+                                       .schedule = schedule_kind_from_name(ctx.layout().schedule)}) {}
+
+int PipelineExecutor::tag_of(int direction, int micro_batch, int sender_virtual_stage) const {
+  return (sender_virtual_stage * options_.micro_batches + micro_batch) * 2 + direction;
+}
+
+double PipelineExecutor::step(const Tensor& ids, const Tensor& targets) {
+  const auto step_start = Clock::now();
+  stats_ = {};
+  const int m = options_.micro_batches;
+  TRIREME_CHECK(ids.dim() == 2 && targets.sizes() == ids.sizes(), "PipelineExecutor.step: ids ", ids.sizes(),
+                " and targets ", targets.sizes(), " must be the same (B, T)");
+  const int64_t B = ids.size(0), T = ids.size(1), d = stage_->config().d_model;
+  TRIREME_CHECK(B % m == 0, "PipelineExecutor.step: batch ", B, " does not split into ", m, " micro-batches");
+  const int64_t b = B / m;
+  const DType act_dtype = stage_->blocks.front().front()->ln_1->weight.dtype();
+
+  // State of one (micro-batch, chunk) between its actions.
+  struct Slot {
+    Tensor input;         // received activations (a leaf that requires grad), non-first stages
+    dist::WorkPtr input_work;
+    Tensor output;        // activations or the scaled loss
+    Tensor grad;          // received gradient of output
+    dist::WorkPtr grad_work;
+    Tensor input_grad;    // gradient to send upstream
+  };
+  std::map<std::pair<int, int>, Slot> slots;
+  std::vector<dist::WorkPtr> sends;
+  double loss_sum = 0.0;
+
+  auto wait = [&](const dist::WorkPtr& work) {
+    const auto t = Clock::now();
+    work->wait();
+    stats_.wait += seconds_since(t);
+  };
+
+  for (const Action& a : table_[size_t(rank_)]) {
+    Slot& s = slots[{a.micro_batch, a.chunk}];
+    const int vs = stage_->virtual_stage(a.chunk);
+    switch (a.kind) {
+      case ActionKind::recv_activation:
+        s.input = Tensor::empty({b, T, d}, act_dtype);
+        s.input_work = pp_->recv(s.input, a.peer, {.tag = tag_of(0, a.micro_batch, vs - 1)});
+        break;
+      case ActionKind::recv_grad:
+        s.grad = Tensor::empty({b, T, d}, act_dtype);
+        s.grad_work = pp_->recv(s.grad, a.peer, {.tag = tag_of(1, a.micro_batch, vs + 1)});
+        break;
+      case ActionKind::forward: {
+        Tensor input;
+        if (stage_->is_first(a.chunk)) {
+          input = narrow(ids, 0, a.micro_batch * b, b);
+        } else {
+          wait(s.input_work);
+          s.input.set_requires_grad(true);
+          input = s.input;
+        }
+        const auto t = Clock::now();
+        Tensor out = stage_->forward(a.chunk, input);
+        if (stage_->is_last(a.chunk)) {
+          Tensor loss = stage_->loss(out, narrow(targets, 0, a.micro_batch * b, b));
+          loss_sum += loss.item();
+          out = mul(loss, 1.0 / m);  // every micro-batch weighs 1/m of the batch's mean
+        }
+        s.output = out;
+        stats_.compute += seconds_since(t);
+        break;
+      }
+      case ActionKind::send_activation:
+        sends.push_back(pp_->send(contiguous(s.output.detach()), a.peer, {.tag = tag_of(0, a.micro_batch, vs)}));
+        break;
+      case ActionKind::backward: {
+        if (!stage_->is_last(a.chunk)) wait(s.grad_work);
+        const auto t = Clock::now();
+        if (stage_->is_last(a.chunk)) {
+          autograd::backward({s.output});
+        } else {
+          autograd::backward({s.output}, {s.grad});
+        }
+        if (!stage_->is_first(a.chunk)) {
+          TRIREME_CHECK(s.input.grad().defined(), "PipelineExecutor: virtual stage ", vs,
+                        " produced no gradient for its input of micro-batch ", a.micro_batch);
+          s.input_grad = contiguous(s.input.grad());
+        }
+        s.output = Tensor();  // the graph is spent; free what it held
+        s.grad = Tensor();
+        stats_.compute += seconds_since(t);
+        break;
+      }
+      case ActionKind::send_grad:
+        sends.push_back(pp_->send(s.input_grad, a.peer, {.tag = tag_of(1, a.micro_batch, vs)}));
+        break;
+    }
+  }
+  for (const auto& w : sends) wait(w);
+
+  const auto t = Clock::now();
+  if (Tensor tied = stage_->tied_weight(); tied.defined()) {
+    // Note [pipeline tied embeddings]. A copy with no gradient (no use reached it) adds zeros.
+    if (!tied.grad().defined()) tied.set_grad(zeros_like(tied));
+    dist::ProcessGroup* group = tied_group_ ? tied_group_.get() : pp_;
+    group->all_reduce(tied.grad())->wait();
+  }
+  double loss = loss_sum / m;
+  if (stages_ > 1) {
+    Tensor l = Tensor::empty({1}, DType::f64);
+    l.data<double>()[0] = loss;
+    pp_->broadcast(l, {.root = stages_ - 1})->wait();
+    loss = l.data<double>()[0];
+  }
+  stats_.wait += seconds_since(t);
+  stats_.total = seconds_since(step_start);
+  return loss;
+}
+
+double PipelineExecutor::grad_norm() {
+  std::vector<Tensor> params;
+  Tensor tied = stage_->tied_weight();
+  for (auto& [name, p] : stage_->named_parameters()) {
+    // The tied weight's summed gradient lives on rank 0 and the last rank: count it once.
+    if (tied.defined() && rank_ == stages_ - 1 && p.impl() == tied.impl()) continue;
+    params.push_back(p);
+  }
+  const double local = optim::grad_norm(params);
+  if (stages_ == 1) return local;
+  Tensor sq = Tensor::empty({1}, DType::f64);
+  sq.data<double>()[0] = local * local;
+  pp_->all_reduce(sq)->wait();
+  return std::sqrt(sq.data<double>()[0]);
+}
+
+double PipelineExecutor::clip_grad_norm(double max_norm) {
+  TRIREME_CHECK(max_norm > 0, "PipelineExecutor.clip_grad_norm: max_norm must be positive, got ", max_norm);
+  const double norm = grad_norm();
+  const double coef = max_norm / (norm + 1e-6);
+  if (coef < 1.0) {
+    NoGradGuard no_grad;
+    for (auto& [name, p] : stage_->named_parameters()) {
+      if (!p.grad().defined()) continue;
+      Tensor g = p.grad();
+      mul_(g, coef);
+    }
+  }
+  return norm;
+}
+
+}  // namespace trireme::parallel

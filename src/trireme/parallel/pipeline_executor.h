@@ -1,0 +1,81 @@
+// PipelineExecutor: runs this rank's schedule table for one optimizer step, moving activations
+// and gradients through the pipeline process group.
+//
+//   auto stage = PipelineStage::build(cfg, ctx, seed);
+//   PipelineExecutor pipe(stage, ctx);                       // pp group, micro-batches, schedule
+//   optim::AdamW opt(stage->named_parameters(), {.lr = 3e-4});
+//   for (...) {
+//     opt.zero_grad();
+//     double loss = pipe.step(ids, targets);   // (B, T) each: the batch of this data-parallel rank
+//     pipe.clip_grad_norm(1.0);                 // optional: the norm over every stage
+//     opt.step();
+//   }
+//
+// step() splits the batch into m micro-batches of B / m rows, runs forward and backward of each
+// as the table says (the last stage scales each micro-batch's mean loss by 1/m, so the
+// accumulated gradients are those of the whole batch's mean loss when every target counts), sums
+// the tied embedding's gradient between the first and last stage (Note [pipeline tied
+// embeddings]), and returns the batch's mean loss on every pipeline rank.
+//
+// Communication uses only ProcessGroup send/recv/all_reduce/broadcast: a send is posted when the
+// table says and waited for at the end of the step; a receive is posted when the table says and
+// waited for just before the computation that needs it. Tags name the message: (sender's virtual
+// stage, micro-batch, direction), unique within a step.
+#pragma once
+
+#include <memory>
+
+#include "trireme/dist/process_group.h"
+#include "trireme/parallel/context.h"
+#include "trireme/parallel/pipeline_schedule.h"
+#include "trireme/parallel/pipeline_stage.h"
+
+namespace trireme::parallel {
+
+struct PipelineOptions {
+  int micro_batches = 1;
+  ScheduleKind schedule = ScheduleKind::one_f_one_b;
+};
+
+// Where one step's time went on this rank (seconds).
+struct PipelineStepStats {
+  double total = 0;    // the whole step()
+  double compute = 0;  // forward and backward computations
+  double wait = 0;     // blocked on receives, sends, and the end-of-step reductions
+};
+
+class PipelineExecutor {
+ public:
+  // pp_group: the stage's pipeline group (rank i holds stage i); may be null for one stage.
+  PipelineExecutor(std::shared_ptr<PipelineStage> stage, dist::ProcessGroup* pp_group, PipelineOptions options);
+  // From ctx: its pp group, layout().micro_batches and layout().schedule.
+  PipelineExecutor(std::shared_ptr<PipelineStage> stage, const ParallelContext& ctx);
+
+  // One step's forwards and backwards; accumulates into the stage parameters' .grad. Returns the
+  // mean loss over the batch (the last stage's, broadcast to every pipeline rank).
+  double step(const Tensor& ids, const Tensor& targets);
+
+  // The global L2 norm of the gradients over every stage (the tied weight counted once), and
+  // clip_grad_norm scales them by max_norm / (norm + 1e-6) when it exceeds max_norm. Every
+  // pipeline rank calls them together.
+  double grad_norm();
+  double clip_grad_norm(double max_norm);
+
+  const ScheduleTable& table() const { return table_; }
+  const std::vector<Action>& actions() const { return table_[size_t(rank_)]; }
+  const PipelineStepStats& last_stats() const { return stats_; }
+  PipelineStage& stage() { return *stage_; }
+
+ private:
+  int tag_of(int direction, int micro_batch, int sender_virtual_stage) const;
+
+  std::shared_ptr<PipelineStage> stage_;
+  dist::ProcessGroup* pp_;
+  PipelineOptions options_;
+  int rank_ = 0, stages_ = 1;
+  ScheduleTable table_;
+  std::shared_ptr<dist::ProcessGroup> tied_group_;  // first and last rank, when p > 2
+  PipelineStepStats stats_;
+};
+
+}  // namespace trireme::parallel
