@@ -8,9 +8,42 @@
 #include <cstdint>
 #include <string_view>
 
+// Host and device (CUDA kernels include this header too).
+#if defined(__CUDACC__)
+#define TRIREME_HOST_DEVICE __host__ __device__
+#else
+#define TRIREME_HOST_DEVICE
+#endif
+
 namespace trireme {
 
-std::array<uint32_t, 4> philox4x32(uint64_t seed, uint64_t stream, uint64_t index);
+// Philox-4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC 2011):
+// counter (index, stream), key seed. Inline and branch-free so that kernels drawing one value per
+// element (dropout) vectorise on the CPU and run per thread on the GPU, bit-identical on both.
+struct Philox4 {
+  uint32_t v[4];
+};
+TRIREME_HOST_DEVICE inline Philox4 philox4x32_10(uint64_t seed, uint64_t stream, uint64_t index) {
+  uint32_t c0 = uint32_t(index), c1 = uint32_t(index >> 32), c2 = uint32_t(stream), c3 = uint32_t(stream >> 32);
+  uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    const uint64_t p0 = uint64_t(0xD2511F53u) * c0, p1 = uint64_t(0xCD9E8D57u) * c2;
+    const uint32_t n0 = uint32_t(p1 >> 32) ^ c1 ^ k0, n1 = uint32_t(p1);
+    const uint32_t n2 = uint32_t(p0 >> 32) ^ c3 ^ k1, n3 = uint32_t(p0);
+    c0 = n0;
+    c1 = n1;
+    c2 = n2;
+    c3 = n3;
+    k0 += 0x9E3779B9u;  // Weyl sequence constants of the key schedule
+    k1 += 0xBB67AE85u;
+  }
+  return {{c0, c1, c2, c3}};
+}
+
+inline std::array<uint32_t, 4> philox4x32(uint64_t seed, uint64_t stream, uint64_t index) {
+  Philox4 r = philox4x32_10(seed, stream, index);
+  return {r.v[0], r.v[1], r.v[2], r.v[3]};
+}
 
 // Uniform in [0, 1) with 24 random bits; standard normal by Box-Muller over one Philox block.
 float rng_uniform(uint64_t seed, uint64_t stream, uint64_t index);
