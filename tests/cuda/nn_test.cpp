@@ -140,6 +140,8 @@ TEST(CudaNn, AdamWStepsMatchTheCpu) {
     Tensor p_cpu = to_dtype(randn({37, 41}, gen), dt).detach();
     Tensor p_gpu = to_device(p_cpu, Device::cuda(0)).detach();
     p_cpu = clone(p_cpu);
+    p_cpu.set_requires_grad(true);
+    p_gpu.set_requires_grad(true);
     optim::AdamWOptions o{.lr = 1e-2, .betas = {0.9, 0.95}, .eps = 1e-8, .weight_decay = 0.1};
     optim::AdamW opt_cpu({{"p", p_cpu}}, o), opt_gpu({{"p", p_gpu}}, o);
     for (int step = 0; step < 3; ++step) {
