@@ -1,7 +1,11 @@
-// Times one full training step (forward, backward, AdamW) of a GPT on the CPU and prints one
-// JSON line in the same shape as ../shared/peer/torch_gpt_bench.py, so the two sit side by side.
+// Times one full training step (forward, backward, AdamW) of a GPT on the CPU or one GPU and
+// prints one JSON line in the same shape as ../shared/peer/torch_gpt_bench.py, so the two sit
+// side by side. --dtype bf16 stores the parameters (and so every activation) in bf16 with f32
+// optimizer state: pure bf16 training, not the peer's autocast (trireme has no autocast yet).
+// MFU uses the peer's formula: tokens/s · (6·N + 12·L·d·T) / 989 TFLOP/s (H100/H200 dense bf16).
 //
 //   build/bench/gpt_train_step --model tiny --batch 8 --threads 1
+//   build/bench/gpt_train_step --model gpt2-124m --batch 16 --device cuda --dtype f32
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -16,6 +20,7 @@
 #include <omp.h>
 
 #include "trireme/core/allocator.h"
+#include "trireme/cuda/device.h"
 #include "trireme/models/gpt.h"
 #include "trireme/optim/adamw.h"
 
@@ -23,6 +28,7 @@ using namespace trireme;
 
 int main(int argc, char** argv) {
   std::string model = "tiny";
+  std::string device_name = "cpu", dtype_name_arg = "f32";
   int64_t batch = 8, threads = 0, warmup = 3, iters = 10;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i];
@@ -31,6 +37,8 @@ int main(int argc, char** argv) {
     else if (k == "--threads") threads = std::atoll(argv[i + 1]);
     else if (k == "--warmup") warmup = std::atoll(argv[i + 1]);
     else if (k == "--iters") iters = std::atoll(argv[i + 1]);
+    else if (k == "--device") device_name = argv[i + 1];
+    else if (k == "--dtype") dtype_name_arg = argv[i + 1];
     else {
       std::fprintf(stderr, "gpt_train_step: unknown flag %s\n", k.c_str());
       return 2;
@@ -45,12 +53,28 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gpt_train_step: unknown model %s (tiny, gpt2-124m)\n", model.c_str());
     return 2;
   }
+  if (device_name != "cpu" && device_name != "cuda") {
+    std::fprintf(stderr, "gpt_train_step: unknown device %s (cpu, cuda)\n", device_name.c_str());
+    return 2;
+  }
+  if (dtype_name_arg != "f32" && dtype_name_arg != "bf16") {
+    std::fprintf(stderr, "gpt_train_step: unknown dtype %s (f32, bf16)\n", dtype_name_arg.c_str());
+    return 2;
+  }
+  const bool on_gpu = device_name == "cuda";
+  if (on_gpu && !cuda::is_available()) {
+    std::fprintf(stderr, "gpt_train_step: --device cuda, but %s\n", cuda::unavailable_reason().c_str());
+    return 2;
+  }
+  const Device device = on_gpu ? Device::cuda(0) : Device::cpu();
   if (threads > 0) {
     omp_set_num_threads(int(threads));
     openblas_set_num_threads(int(threads));
   }
   models::GPTConfig cfg{.vocab_size = s->V, .block_size = s->T, .n_layer = s->L, .n_head = s->h, .d_model = s->d};
   models::GPT gpt(cfg, 0);
+  if (dtype_name_arg == "bf16") gpt.to(DType::bf16);
+  gpt.to(device);
   optim::AdamW opt(gpt.named_parameters(), {.lr = 1e-4});
   Generator gen(0);
   std::vector<int64_t> ids(size_t(batch * s->T)), tgt(ids.size());
@@ -58,7 +82,11 @@ int main(int argc, char** argv) {
     ids[i] = int64_t(rng_uniform(1, 0, i) * float(s->V)) % s->V;
     tgt[i] = int64_t(rng_uniform(1, 1, i) * float(s->V)) % s->V;
   }
-  Tensor x = from_vector(ids, {batch, s->T}), y = from_vector(tgt, {batch, s->T});
+  Tensor x = from_vector(ids, {batch, s->T}, device), y = from_vector(tgt, {batch, s->T}, device);
+  // The GPU runs ahead of the host: wait for it at both ends of each timed step.
+  auto sync = [&] {
+    if (on_gpu) cuda::synchronize(0);
+  };
   auto step = [&] {
     Tensor loss = gpt.loss(x, y);
     loss.backward();
@@ -66,23 +94,28 @@ int main(int argc, char** argv) {
     opt.zero_grad(true);
   };
   for (int64_t i = 0; i < warmup; ++i) step();
-  reset_peak_memory(Device::cpu());
+  sync();
+  reset_peak_memory(device);
   std::vector<double> ts;
   for (int64_t i = 0; i < iters; ++i) {
     auto t0 = std::chrono::steady_clock::now();
     step();
+    sync();
     ts.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(ts.begin(), ts.end());
   double t = ts[ts.size() / 2];
+  const double tokens_per_s = double(batch * s->T) / t;
+  const double flops_per_token = 6.0 * double(gpt.num_parameters()) + 12.0 * double(s->L * s->d * s->T);
+  const double peak_mib = double(memory_stats(device).peak_bytes) / (1 << 20);
   struct rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   std::printf(
-      "{\"impl\": \"trireme-%s\", \"model\": \"%s\", \"device\": \"cpu\", \"batch\": %lld, \"seq\": %lld, "
-      "\"params\": %lld, \"step_ms\": %.3f, \"tokens_per_s\": %.1f, \"threads\": %d, "
-      "\"peak_tensor_MiB\": %.1f, \"max_rss_MiB\": %.1f}\n",
-      TRIREME_VERSION, s->name, (long long)batch, (long long)s->T, (long long)gpt.num_parameters(), t * 1e3,
-      double(batch * s->T) / t, omp_get_max_threads(), double(memory_stats(Device::cpu()).peak_bytes) / (1 << 20),
-      double(ru.ru_maxrss) / 1024.0);
+      "{\"impl\": \"trireme-%s\", \"model\": \"%s\", \"device\": \"%s\", \"dtype\": \"%s\", \"batch\": %lld, "
+      "\"seq\": %lld, \"params\": %lld, \"step_ms\": %.3f, \"tokens_per_s\": %.1f, \"mfu\": %.4f, \"threads\": %d, "
+      "\"peak_tensor_MiB\": %.1f, \"peak_mem_GiB\": %.3f, \"max_rss_MiB\": %.1f}\n",
+      TRIREME_VERSION, s->name, device_name.c_str(), dtype_name_arg.c_str(), (long long)batch, (long long)s->T,
+      (long long)gpt.num_parameters(), t * 1e3, tokens_per_s, tokens_per_s * flops_per_token / 989e12,
+      omp_get_max_threads(), peak_mib, peak_mib / 1024.0, double(ru.ru_maxrss) / 1024.0);
   return 0;
 }

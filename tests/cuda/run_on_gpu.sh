@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine: unpacks .gpu_deps (scripts/gpu_deps.sh), builds libtrireme and the CUDA
-# tests, runs them, then runs them again under compute-sanitizer memcheck. Logs go to $OUT (or
-# out/gpu); a short summary is printed last.
+# tests, runs them, then runs them again (all but the GPT ones, too slow there) under
+# compute-sanitizer memcheck, unless TRIREME_MEMCHECK=0; MEMCHECK_TIMEOUT (s) bounds that run.
+# Logs go to $OUT (or out/gpu); a short summary is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -36,13 +37,18 @@ fi
 build-gpu/tests/test_cuda > "$out/test_cuda.log" 2>&1
 test_rc=$?
 t2=$(date +%s)
-grep -E "^\[  (FAILED|SKIPPED) |Failure|error|differ" "$out/test_cuda.log" | head -60
+grep -E "^\[  (FAILED|SKIPPED) |Failure|error|differ|^\[ (parity|training)" "$out/test_cuda.log" | head -60
 
 # The out-of-memory test is left out: the failing cudaMalloc it provokes on purpose would be
 # reported as an API error (seen on 2026-11-30: those were memcheck's only 4 reports).
-timeout 240 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 \
-  build-gpu/tests/test_cuda --gtest_brief=1 --gtest_filter=-CudaAllocator.OutOfMemoryIsAnError > "$out/memcheck.log" 2>&1
-mem_rc=$?
+mem_rc=skipped
+if [ "${TRIREME_MEMCHECK:-1}" != 0 ]; then
+  timeout "${MEMCHECK_TIMEOUT:-240}" compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 \
+    build-gpu/tests/test_cuda --gtest_brief=1 --gtest_filter=-CudaAllocator.OutOfMemoryIsAnError:CudaGPT.* \
+    > "$out/memcheck.log" 2>&1
+  mem_rc=$?
+fi
+touch "$out/memcheck.log"
 t3=$(date +%s)
 tail -4 "$out/memcheck.log"
 

@@ -44,7 +44,7 @@ double sum_squares(const Tensor& g) {
     });
   }
   Tensor g64 = to_dtype(g, DType::f64);
-  return sum(mul(g64, g64)).item();
+  return to_device(sum(mul(g64, g64)), Device::cpu()).item();  // item() reads CPU tensors only
 }
 
 }  // namespace

@@ -3,14 +3,12 @@
 // cuBLASLt is column-major; a row-major out (M, N) is the column-major (N, M) product
 // b^T · a^T, so `b` goes in cuBLAS's A slot and `a` in its B slot, each transposed or not
 // according to which of its last two dims has unit stride (a transposed view costs no copy).
-#include <cublasLt.h>
-
 #include <cstring>
-#include <map>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 
+#include "trireme/kernels/cuda/blas.cuh"
 #include "trireme/kernels/cuda/launch.cuh"
 #include "trireme/kernels/elementwise.h"
 #include "trireme/kernels/linalg.h"
@@ -19,26 +17,15 @@
 namespace trireme::cuda_kernels {
 namespace {
 
-#define TRIREME_CUBLAS_CHECK(expr)                                                                       \
-  do {                                                                                                   \
-    cublasStatus_t trireme_st_ = (expr);                                                                 \
-    TRIREME_CHECK(trireme_st_ == CUBLAS_STATUS_SUCCESS, "cuBLASLt error ", int(trireme_st_), " (",       \
-                  cublasLtGetStatusString(trireme_st_), ") in ", #expr);                                 \
-  } while (0)
-
-constexpr size_t kWorkspaceBytes = size_t(32) << 20;  // what cuBLAS recommends for Hopper
-
-// Per device: the handle; per (device, stream): a workspace (streams may run GEMMs at once).
-struct BlasState {
+// Heuristic answers by problem (the query costs tens of microseconds).
+struct AlgoCache {
   std::mutex mu;
-  std::map<int, cublasLtHandle_t> handles;
-  std::map<std::pair<int, cudaStream_t>, void*> workspaces;
-  std::unordered_map<std::string, cublasLtMatmulAlgo_t> algos;  // heuristic results by problem
+  std::unordered_map<std::string, cublasLtMatmulAlgo_t> algos;
 };
 
-BlasState& blas_state() {
-  static BlasState* s = new BlasState();  // never destroyed: see the allocator's note on exit
-  return *s;
+AlgoCache& algo_cache() {
+  static AlgoCache* c = new AlgoCache();  // never destroyed: see the allocator's note on exit
+  return *c;
 }
 
 // A matrix operand as cuBLASLt sees it: rows x cols column-major with leading dim ld.
@@ -91,13 +78,6 @@ Tensor contiguous_copy(const Tensor& t) {
   Tensor c = Tensor::empty(t.sizes(), t.dtype(), t.device());
   find_kernel<CopyKernel>("copy", t.device(), t.dtype())(t, c);
   return c;
-}
-
-size_t alignment_of(const void* p) {
-  const auto v = reinterpret_cast<uintptr_t>(p);
-  size_t a = 256;
-  while (a > 1 && v % a != 0) a /= 2;
-  return a;
 }
 
 template <class T>
@@ -177,36 +157,30 @@ void matmul_cuda(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, Ten
     }
     MatrixLayoutHandle desc_a(type, lb, batch), desc_b(type, la, batch), desc_d(type, lo, batch);
 
-    BlasState& st = blas_state();
-    cublasLtHandle_t handle = nullptr;
-    void* workspace = nullptr;
-    cublasLtMatmulAlgo_t algo;
     const int dev = out.device().index;
+    const BlasContext bc = blas_context(dev, ctx.stream);
+    cublasLtHandle_t handle = bc.handle;
+    void* workspace = bc.workspace;
+    cublasLtMatmulAlgo_t algo;
     {
+      AlgoCache& st = algo_cache();
       std::lock_guard lock(st.mu);
-      auto& h = st.handles[dev];
-      if (!h) TRIREME_CUBLAS_CHECK(cublasLtCreate(&h));
-      handle = h;
-      auto& w = st.workspaces[{dev, ctx.stream}];
-      if (!w) TRIREME_CUDA_CHECK(cudaMalloc(&w, kWorkspaceBytes));
-      workspace = w;
-      // The heuristic query costs tens of microseconds: remember its answer per problem.
       const int64_t key_parts[] = {dev, int64_t(type), op_a, op_b, lb.rows, lb.cols, lb.ld, la.rows, la.cols, la.ld,
                                    lo.ld, batch, lb.batch_stride, la.batch_stride, epilogue,
-                                   int64_t(alignment_of(b.data_ptr())), int64_t(alignment_of(a.data_ptr())),
-                                   int64_t(alignment_of(out.data_ptr())),
-                                   int64_t(bias_in_epilogue ? alignment_of(bias_ptr) : 0)};
+                                   int64_t(pointer_alignment(b.data_ptr())), int64_t(pointer_alignment(a.data_ptr())),
+                                   int64_t(pointer_alignment(out.data_ptr())),
+                                   int64_t(bias_in_epilogue ? pointer_alignment(bias_ptr) : 0)};
       std::string key(reinterpret_cast<const char*>(key_parts), sizeof(key_parts));
       auto it = st.algos.find(key);
       if (it == st.algos.end()) {
         cublasLtMatmulPreference_t pref = nullptr;
         TRIREME_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-        uint64_t ws = kWorkspaceBytes;
+        uint64_t ws = kBlasWorkspaceBytes;
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
         // Views may start anywhere: tell the heuristic the real alignment so it never picks an
         // algorithm that assumes more.
-        uint32_t al_a = uint32_t(alignment_of(b.data_ptr())), al_b = uint32_t(alignment_of(a.data_ptr())),
-                 al_d = uint32_t(alignment_of(out.data_ptr()));
+        uint32_t al_a = uint32_t(pointer_alignment(b.data_ptr())), al_b = uint32_t(pointer_alignment(a.data_ptr())),
+                 al_d = uint32_t(pointer_alignment(out.data_ptr()));
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a));
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof(al_b));
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof(al_d));
@@ -228,7 +202,7 @@ void matmul_cuda(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, Ten
     const void* beta = f64 ? static_cast<const void*>(&beta64) : static_cast<const void*>(&beta32);
     TRIREME_CUBLAS_CHECK(cublasLtMatmul(handle, desc, alpha, b.data_ptr(), desc_a.h, a.data_ptr(), desc_b.h, beta,
                                         out.data_ptr(), desc_d.h, out.data_ptr(), desc_d.h, &algo, workspace,
-                                        kWorkspaceBytes, ctx.stream));
+                                        kBlasWorkspaceBytes, ctx.stream));
   }
   if (bias.defined() && (!bias_in_epilogue || K == 0)) {
     const Shape& shape = out.sizes();

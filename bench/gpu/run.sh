@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# On the GPU machine: builds bench/gpt_train_step (with .gpu_deps, see scripts/gpu_deps.sh) and
+# times a GPT-2 124M training step (B=16, T=1024, vocab 50304) on one GPU, trireme in f32 and in
+# pure bf16 beside PyTorch's eager bf16-autocast peer (../shared/peer/torch_gpt_bench.py, or a
+# copy in .peer/), in one go. Full logs go to $OUT (or out/gpu); a table of tokens/s, MFU and
+# peak memory is printed last.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+out=${OUT:-out/gpu}
+mkdir -p "$out"
+export PATH=/opt/torch/.venv/bin:/usr/local/cuda/bin:$PATH
+deps=$PWD/.gpu_deps
+if [ -f "$deps/deps.tar.xz" ] && [ ! -d "$deps/usr" ]; then tar -xJf "$deps/deps.tar.xz" -C "$deps"; fi
+ml=$deps/usr/lib/x86_64-linux-gnu
+export LD_LIBRARY_PATH=$ml:$ml/openblas-openmp:$deps/usr/lib:${LD_LIBRARY_PATH:-}
+batch=${BENCH_BATCH:-16}
+model=${BENCH_MODEL:-gpt2-124m}
+peer=${TRIREME_PEER:-../shared/peer/torch_gpt_bench.py}
+[ -f "$peer" ] || peer=.peer/torch_gpt_bench.py
+python=/opt/torch/.venv/bin/python3
+[ -x "$python" ] || python=python3
+
+t0=$(date +%s)
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRIREME_DEPS_PREFIX="$deps/usr" \
+  -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DTRIREME_BUILD_BENCH=ON > "$out/bench_build.log" 2>&1 &&
+  ninja -C build-gpu gpt_train_step >> "$out/bench_build.log" 2>&1
+if [ $? -ne 0 ]; then
+  tail -40 "$out/bench_build.log"
+  echo "BENCH BUILD FAILED"
+  exit 1
+fi
+t1=$(date +%s)
+echo "bench build: $((t1 - t0)) s"
+
+run() {  # name, command...: one JSON line into $out/bench_<name>.json, the log beside it
+  local name=$1
+  shift
+  timeout 240 "$@" > "$out/bench_$name.log" 2>&1
+  echo "$name rc=$?"
+  grep -E '^\{' "$out/bench_$name.log" | tail -1 > "$out/bench_$name.json"
+  tail -3 "$out/bench_$name.log"
+}
+run trireme_f32 build-gpu/bench/gpt_train_step --model "$model" --batch "$batch" --device cuda --dtype f32
+run trireme_bf16 build-gpu/bench/gpt_train_step --model "$model" --batch "$batch" --device cuda --dtype bf16
+if [ -f "$peer" ]; then
+  run torch_eager_bf16 "$python" "$peer" --model "$model" --batch "$batch" --mode eager
+else
+  echo "no peer script at ../shared/peer or .peer: PyTorch not run"
+fi
+
+echo
+echo "| impl | dtype | step ms | tokens/s | MFU (of 989 TFLOP/s) | peak GiB |"
+echo "|---|---|---|---|---|---|"
+for f in "$out"/bench_*.json; do
+  [ -s "$f" ] || continue
+  "$python" - "$f" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+impl = r.get("impl") or r.get("peer")
+dtype = r.get("dtype", "bf16 autocast")
+print(f"| {impl} | {dtype} | {r['step_ms']} | {r['tokens_per_s']} | {r.get('mfu', '-')} | {r.get('peak_mem_GiB', '-')} |")
+PY
+done

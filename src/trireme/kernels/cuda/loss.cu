@@ -1,0 +1,120 @@
+// CUDA cross-entropy: fused log-softmax + NLL per row of contiguous (N, C) logits, and its
+// backward, the twins of kernels/cpu/loss.cpp. One block per row. Targets are read back to the
+// host first: to validate them before anything is written (as the CPU does) and to count the rows
+// not ignored, which the kernel returns (the op needs it for the mean, so this syncs anyway).
+#include "trireme/kernels/cuda/block_reduce.cuh"
+#include "trireme/kernels/cuda/host_index.h"
+#include "trireme/kernels/cuda/launch.cuh"
+#include "trireme/kernels/cuda/math.cuh"
+#include "trireme/kernels/nn.h"
+#include "trireme/kernels/registry.h"
+
+namespace trireme::cuda_kernels {
+namespace {
+
+template <class D, class I>
+__global__ void cross_entropy_kernel(const D* x, const I* targets, int64_t ts, int64_t c, int64_t ignore_index,
+                                     dacc_t<D>* losses, dacc_t<D>* lse) {
+  using A = dacc_t<D>;
+  __shared__ A scratch[32];
+  const int64_t r = blockIdx.x;
+  const D* xr = x + r * c;
+  A m = -std::numeric_limits<A>::infinity();
+  for (int64_t j = threadIdx.x; j < c; j += blockDim.x) m = max(m, to_acc(xr[j]));
+  m = block_max(m, scratch);
+  if (isinf(m) && m < A(0)) m = A(0);  // an all -inf row: avoid -inf - -inf
+  A s = A(0);
+  for (int64_t j = threadIdx.x; j < c; j += blockDim.x) s += m_exp(to_acc(xr[j]) - m);
+  s = block_sum(s, scratch);
+  if (threadIdx.x == 0) {
+    const A log_s = m_log(s);
+    lse[r] = m + log_s;
+    const int64_t t = int64_t(targets[r * ts]);
+    // (m - x_t) + log s keeps the bits that m + log s would round away when |m| is large.
+    losses[r] = t == ignore_index ? A(0) : (m - to_acc(xr[t])) + log_s;
+  }
+}
+
+template <class D, class I>
+__global__ void cross_entropy_backward_kernel(const D* x, const I* targets, int64_t ts, const dacc_t<D>* lse,
+                                              const D* grad, int64_t gs, double scale, int64_t c,
+                                              int64_t ignore_index, D* out) {
+  using A = dacc_t<D>;
+  const int64_t r = blockIdx.x;
+  const int64_t t = int64_t(targets[r * ts]);
+  D* orow = out + r * c;
+  if (t == ignore_index) {
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) orow[j] = from_acc<D>(A(0));
+    return;
+  }
+  const D* xr = x + r * c;
+  const A l = lse[r], g = A(double(to_acc(grad[r * gs])) * scale);
+  for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
+    const A p = m_exp(to_acc(xr[j]) - l);
+    orow[j] = from_acc<D>(j == t ? (p - A(1)) * g : p * g);  // p - 1 in A: it loses bits once rounded to D
+  }
+}
+
+// Calls fn(typed targets pointer).
+template <class Fn>
+void with_targets(const Tensor& targets, Fn&& fn) {
+  if (targets.dtype() == DType::i64) {
+    fn(targets.data<int64_t>());
+  } else {
+    fn(targets.data<int32_t>());
+  }
+}
+
+template <class T>
+int64_t cross_entropy_cuda(const Tensor& logits, const Tensor& targets, int64_t ignore_index, Tensor& losses,
+                           Tensor& lse) {
+  using D = device_t<T>;
+  using A = dacc_t<D>;
+  const int64_t n = logits.size(0), c = logits.size(1);
+  const std::vector<int64_t> tgt = read_indices_to_host("cross_entropy", targets);
+  int64_t count = 0;
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t t = tgt[size_t(r)];
+    if (t == ignore_index) continue;
+    TRIREME_CHECK(t >= 0 && t < c, "cross_entropy: target ", t, " at row ", r, " is out of range for ", c,
+                  " classes (expected 0 <= target < ", c, ", or ignore_index = ", ignore_index, ")");
+    ++count;
+  }
+  if (n == 0) return 0;
+  LaunchContext ctx(logits);
+  const int64_t ts = targets.dim() ? targets.stride(0) : 0;
+  with_targets(targets, [&]<class I>(const I* tp) {
+    cross_entropy_kernel<D, I><<<unsigned(n), row_block_threads(c, 512), 0, ctx.stream>>>(
+        dptr<T>(logits), tp, ts, c, ignore_index, losses.data<A>(), lse.data<A>());
+  });
+  TRIREME_CUDA_CHECK_LAUNCH();
+  return count;
+}
+
+template <class T>
+void cross_entropy_backward_cuda(const Tensor& logits, const Tensor& targets, const Tensor& lse, const Tensor& grad,
+                                 double scale, int64_t ignore_index, Tensor& grad_logits) {
+  using D = device_t<T>;
+  using A = dacc_t<D>;
+  const int64_t n = logits.size(0), c = logits.size(1);
+  if (n == 0 || c == 0) return;
+  LaunchContext ctx(grad_logits);
+  const int64_t ts = targets.dim() ? targets.stride(0) : 0, gs = grad.dim() ? grad.stride(0) : 0;
+  with_targets(targets, [&]<class I>(const I* tp) {
+    cross_entropy_backward_kernel<D, I><<<unsigned(n), row_block_threads(c, 512), 0, ctx.stream>>>(
+        dptr<T>(logits), tp, ts, lse.data<A>(), dptr<T>(grad), gs, scale, c, ignore_index, dptr<T>(grad_logits));
+  });
+  TRIREME_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+TRIREME_REGISTER_KERNELS(cuda_loss) {
+  constexpr auto cuda = DeviceType::cuda;
+  registry.add_each<CrossEntropyKernel, double, float, bf16_t, f16_t>(
+      "cross_entropy", cuda, []<class T>() { return &cross_entropy_cuda<T>; });
+  registry.add_each<CrossEntropyBackwardKernel, double, float, bf16_t, f16_t>(
+      "cross_entropy_backward", cuda, []<class T>() { return &cross_entropy_backward_cuda<T>; });
+}
+
+}  // namespace trireme::cuda_kernels

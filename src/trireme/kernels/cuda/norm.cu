@@ -1,0 +1,221 @@
+// CUDA layer norm and RMS norm over the last dim of a contiguous (R, D) x, forward and backward,
+// the twins of kernels/cpu/norm.cpp. One block per row; row statistics accumulate in double as on
+// the CPU. grad_weight/grad_bias are deterministic without atomics: each thread sums one column
+// over a fixed chunk of rows into a (chunks, D) scratch, then one thread per column adds the
+// chunks in order; the chunking depends only on the shape.
+#include "trireme/kernels/cuda/block_reduce.cuh"
+#include "trireme/kernels/cuda/launch.cuh"
+#include "trireme/kernels/nn.h"
+#include "trireme/kernels/registry.h"
+
+namespace trireme::cuda_kernels {
+namespace {
+
+template <class D>
+__device__ __forceinline__ dacc_t<D> param_at(const D* p, int64_t j, dacc_t<D> fill) {
+  return p ? to_acc(p[j]) : fill;
+}
+
+// Centered: layer norm (y = (x - mean) * rstd * w + b); else RMS norm (y = x * rstd * w).
+template <class D, bool Centered>
+__global__ void norm_forward_kernel(const D* x, const D* w, const D* b, double eps, int64_t d, D* y, dacc_t<D>* mean,
+                                    dacc_t<D>* rstd) {
+  using A = dacc_t<D>;
+  __shared__ double scratch[32];
+  const int64_t r = blockIdx.x;
+  const D* xr = x + r * d;
+  double mu = 0;
+  if constexpr (Centered) {
+    double s = 0;
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) s += double(to_acc(xr[j]));
+    mu = block_sum(s, scratch) / double(d);
+  }
+  double ss = 0;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    const double c = double(to_acc(xr[j])) - mu;
+    ss += c * c;
+  }
+  const double inv = 1.0 / sqrt(block_sum(ss, scratch) / double(d) + eps);
+  if (threadIdx.x == 0) {
+    if constexpr (Centered) mean[r] = A(mu);
+    rstd[r] = A(inv);
+  }
+  const A m = A(mu), ri = A(inv);
+  D* yr = y + r * d;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    A v = (to_acc(xr[j]) - m) * ri * param_at(w, j, A(1));
+    if constexpr (Centered) v += param_at(b, j, A(0));
+    yr[j] = from_acc<D>(v);
+  }
+}
+
+// With xhat = (x - mean) * rstd (mean 0 for RMS norm) and gy = grad * w:
+//   layer norm: grad_x = rstd * (gy - mean_j(gy) - xhat * mean_j(gy * xhat))
+//   RMS norm:   grad_x = rstd * (gy - xhat * mean_j(gy * xhat))
+template <class D, bool Centered>
+__global__ void norm_backward_x_kernel(const D* g, const D* x, const D* w, const dacc_t<D>* mean,
+                                       const dacc_t<D>* rstd, int64_t d, D* gx) {
+  using A = dacc_t<D>;
+  __shared__ double scratch[32];
+  const int64_t r = blockIdx.x;
+  const D* gr = g + r * d;
+  const D* xr = x + r * d;
+  const A m = Centered ? mean[r] : A(0), ri = rstd[r];
+  double s_gy = 0, s_gyx = 0;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    const A gy = to_acc(gr[j]) * param_at(w, j, A(1));
+    if constexpr (Centered) s_gy += double(gy);
+    s_gyx += double(gy * ((to_acc(xr[j]) - m) * ri));
+  }
+  A a = A(0);
+  if constexpr (Centered) a = A(block_sum(s_gy, scratch) / double(d));
+  const A c = A(block_sum(s_gyx, scratch) / double(d));
+  D* out = gx + r * d;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    const A xhat = (to_acc(xr[j]) - m) * ri;
+    out[j] = from_acc<D>(ri * (to_acc(gr[j]) * param_at(w, j, A(1)) - a - xhat * c));
+  }
+}
+
+// partial_w[c, j] = Σ_{r in chunk c} g[r, j] * xhat[r, j]; partial_b likewise of g.
+template <class D>
+__global__ void norm_param_partial_kernel(const D* g, const D* x, const dacc_t<D>* mean, const dacc_t<D>* rstd,
+                                          int64_t rows, int64_t d, int64_t rows_per_chunk, dacc_t<D>* partial_w,
+                                          dacc_t<D>* partial_b) {
+  using A = dacc_t<D>;
+  const int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, c = blockIdx.y;
+  if (j >= d) return;
+  const int64_t r0 = c * rows_per_chunk, r1 = min(rows, r0 + rows_per_chunk);
+  A aw = A(0), ab = A(0);
+  for (int64_t r = r0; r < r1; ++r) {
+    const A gv = to_acc(g[r * d + j]);
+    const A m = mean ? mean[r] : A(0);
+    aw += gv * ((to_acc(x[r * d + j]) - m) * rstd[r]);
+    ab += gv;
+  }
+  partial_w[c * d + j] = aw;
+  if (partial_b) partial_b[c * d + j] = ab;
+}
+
+template <class D>
+__global__ void sum_chunks_kernel(const dacc_t<D>* partial, int64_t chunks, int64_t d, D* out) {
+  const int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= d) return;
+  dacc_t<D> s = 0;
+  for (int64_t c = 0; c < chunks; ++c) s += partial[c * d + j];
+  out[j] = from_acc<D>(s);
+}
+
+template <class T>
+const device_t<T>* optional_ptr(const Tensor& t) {
+  return t.defined() ? dptr<T>(t) : nullptr;
+}
+
+template <class T>
+void param_grads(const LaunchContext& ctx, const Tensor& grad, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                 int64_t rows, int64_t d, Tensor& grad_weight, Tensor& grad_bias) {
+  using D = device_t<T>;
+  using A = dacc_t<D>;
+  const bool want_w = grad_weight.defined(), want_b = grad_bias.defined();
+  if ((!want_w && !want_b) || d == 0) return;
+  // Enough (column, chunk) threads to fill the GPU, each chunk at least 16 rows long.
+  const int64_t target_threads = 132 * 2048;
+  int64_t chunks = std::max<int64_t>(1, std::min<int64_t>((rows + 15) / 16, target_threads / d));
+  chunks = std::min<int64_t>(chunks, 65535);
+  const int64_t rows_per_chunk = rows > 0 ? (rows + chunks - 1) / chunks : 1;
+  Tensor partial = Tensor::empty({2, chunks, d}, stat_dtype(dtype_v<T>), x.device());
+  A* pw = partial.data<A>();
+  A* pb = pw + chunks * d;
+  const dim3 grid(unsigned((d + 127) / 128), unsigned(chunks));
+  norm_param_partial_kernel<D><<<grid, 128, 0, ctx.stream>>>(dptr<T>(grad), dptr<T>(x),
+                                                             mean.defined() ? mean.data<A>() : nullptr,
+                                                             rstd.data<A>(), rows, d, rows_per_chunk, pw, pb);
+  TRIREME_CUDA_CHECK_LAUNCH();
+  const unsigned blocks = unsigned((d + 255) / 256);
+  if (want_w) sum_chunks_kernel<D><<<blocks, 256, 0, ctx.stream>>>(pw, chunks, d, dptr<T>(grad_weight));
+  if (want_b) sum_chunks_kernel<D><<<blocks, 256, 0, ctx.stream>>>(pb, chunks, d, dptr<T>(grad_bias));
+  TRIREME_CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void layer_norm_cuda(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, Tensor& y, Tensor& mean,
+                     Tensor& rstd) {
+  using D = device_t<T>;
+  using A = dacc_t<D>;
+  const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
+  if (rows == 0) return;
+  LaunchContext ctx(y);
+  norm_forward_kernel<D, true><<<unsigned(rows), row_block_threads(d), 0, ctx.stream>>>(
+      dptr<T>(x), optional_ptr<T>(weight), optional_ptr<T>(bias), eps, d, dptr<T>(y), mean.data<A>(), rstd.data<A>());
+  TRIREME_CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void layer_norm_backward_cuda(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                              const Tensor& rstd, Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias) {
+  using D = device_t<T>;
+  using A = dacc_t<D>;
+  const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
+  LaunchContext ctx(x);
+  if (rows == 0) {  // no rows: parameter gradients are zero
+    for (Tensor* t : {&grad_weight, &grad_bias})
+      if (t->defined() && t->numel() > 0)
+        TRIREME_CUDA_CHECK(cudaMemsetAsync(t->data_ptr(), 0, size_t(t->numel()) * sizeof(T), ctx.stream));
+    return;
+  }
+  if (grad_x.defined()) {
+    norm_backward_x_kernel<D, true><<<unsigned(rows), row_block_threads(d), 0, ctx.stream>>>(
+        dptr<T>(grad), dptr<T>(x), optional_ptr<T>(weight), mean.data<A>(), rstd.data<A>(), d, dptr<T>(grad_x));
+    TRIREME_CUDA_CHECK_LAUNCH();
+  }
+  param_grads<T>(ctx, grad, x, mean, rstd, rows, d, grad_weight, grad_bias);
+}
+
+template <class T>
+void rms_norm_cuda(const Tensor& x, const Tensor& weight, double eps, Tensor& y, Tensor& rstd) {
+  using D = device_t<T>;
+  using A = dacc_t<D>;
+  const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
+  if (rows == 0) return;
+  LaunchContext ctx(y);
+  norm_forward_kernel<D, false><<<unsigned(rows), row_block_threads(d), 0, ctx.stream>>>(
+      dptr<T>(x), optional_ptr<T>(weight), nullptr, eps, d, dptr<T>(y), nullptr, rstd.data<A>());
+  TRIREME_CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void rms_norm_backward_cuda(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                            Tensor& grad_x, Tensor& grad_weight) {
+  using D = device_t<T>;
+  using A = dacc_t<D>;
+  const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
+  LaunchContext ctx(x);
+  if (rows == 0) {
+    if (grad_weight.defined() && grad_weight.numel() > 0)
+      TRIREME_CUDA_CHECK(cudaMemsetAsync(grad_weight.data_ptr(), 0, size_t(grad_weight.numel()) * sizeof(T), ctx.stream));
+    return;
+  }
+  if (grad_x.defined()) {
+    norm_backward_x_kernel<D, false><<<unsigned(rows), row_block_threads(d), 0, ctx.stream>>>(
+        dptr<T>(grad), dptr<T>(x), optional_ptr<T>(weight), nullptr, rstd.data<A>(), d, dptr<T>(grad_x));
+    TRIREME_CUDA_CHECK_LAUNCH();
+  }
+  Tensor no_mean, no_bias;
+  param_grads<T>(ctx, grad, x, no_mean, rstd, rows, d, grad_weight, no_bias);
+}
+
+}  // namespace
+
+TRIREME_REGISTER_KERNELS(cuda_norm) {
+  constexpr auto cuda = DeviceType::cuda;
+  registry.add_each<LayerNormKernel, double, float, bf16_t, f16_t>(
+      "layer_norm", cuda, []<class T>() { return &layer_norm_cuda<T>; });
+  registry.add_each<LayerNormBackwardKernel, double, float, bf16_t, f16_t>(
+      "layer_norm_backward", cuda, []<class T>() { return &layer_norm_backward_cuda<T>; });
+  registry.add_each<RmsNormKernel, double, float, bf16_t, f16_t>(
+      "rms_norm", cuda, []<class T>() { return &rms_norm_cuda<T>; });
+  registry.add_each<RmsNormBackwardKernel, double, float, bf16_t, f16_t>(
+      "rms_norm_backward", cuda, []<class T>() { return &rms_norm_backward_cuda<T>; });
+}
+
+}  // namespace trireme::cuda_kernels

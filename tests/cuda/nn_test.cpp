@@ -1,0 +1,160 @@
+// The neural-network ops with CUDA kernels against their CPU kernels: norms, softmax,
+// cross-entropy, dropout (the mask must be bit-identical), embedding, index_select, attention,
+// rotary embeddings and AdamW, forward and backward, each float dtype, odd shapes.
+#include <gtest/gtest.h>
+
+#include "cuda_op_check.h"
+#include "trireme/core/rng.h"
+#include "trireme/kernels/philox.h"
+#include "trireme/ops/nn_functional.h"
+#include "trireme/optim/adamw.h"
+
+namespace trireme {
+namespace {
+
+using testing::check_cuda_op;
+using testing::expect_close;
+using testing::OpCase;
+using V = std::vector<Tensor>;
+
+// Integer tensors (ids, targets, indices) made on the CPU and moved to the device of `like`.
+Tensor ints_like(const std::vector<int64_t>& values, const Tensor& like, DType dtype = DType::i64) {
+  return to_device(to_dtype(from_vector<int64_t>(values, {int64_t(values.size())}), dtype), like.device());
+}
+
+TEST(CudaNn, LayerNormAndRmsNorm) {
+  TRIREME_REQUIRE_GPU();
+  check_cuda_op({"layer_norm", {{19, 261}, {261}, {261}}, [](const V& x) { return layer_norm(x[0], x[1], x[2]); }});
+  check_cuda_op({"layer_norm_small_d", {{3, 5, 7}, {7}, {7}}, [](const V& x) { return layer_norm(x[0], x[1], x[2]); }});
+  check_cuda_op({"layer_norm_no_affine", {{6, 33}}, [](const V& x) { return layer_norm(x[0], Tensor(), Tensor()); }});
+  // Many rows: the parameter gradients are summed over several row chunks.
+  check_cuda_op({"layer_norm_many_rows", {{4100, 33}, {33}, {33}}, [](const V& x) { return layer_norm(x[0], x[1], x[2]); }},
+                {DType::f64, DType::f32});
+  check_cuda_op({"rms_norm", {{19, 261}, {261}}, [](const V& x) { return rms_norm(x[0], x[1]); }});
+  check_cuda_op({"rms_norm_many_rows", {{3000, 17}, {17}}, [](const V& x) { return rms_norm(x[0], x[1]); }},
+                {DType::f64, DType::f32});
+}
+
+TEST(CudaNn, SoftmaxAndLogSoftmax) {
+  TRIREME_REQUIRE_GPU();
+  check_cuda_op({"softmax", {{19, 261}}, [](const V& x) { return softmax(x[0]); }});
+  check_cuda_op({"softmax_dim0", {{3, 5, 7}}, [](const V& x) { return softmax(x[0], 0); }});
+  check_cuda_op({"softmax_long_row", {{3, 5000}}, [](const V& x) { return softmax(x[0]); }}, {DType::f64, DType::f32});
+  check_cuda_op({"log_softmax", {{19, 261}}, [](const V& x) { return log_softmax(x[0]); }});
+  check_cuda_op({"log_softmax_dim1", {{3, 5, 7}}, [](const V& x) { return log_softmax(x[0], 1); }});
+}
+
+TEST(CudaNn, CrossEntropy) {
+  TRIREME_REQUIRE_GPU();
+  const std::vector<int64_t> t = {3, -100, 0, 999, 17, 17, -100, 500, 2, 998, 1, 42, 7};
+  for (auto [name, red] : std::vector<std::pair<std::string, Reduction>>{
+           {"mean", Reduction::mean}, {"sum", Reduction::sum}, {"none", Reduction::none}}) {
+    for (DType tdt : {DType::i64, DType::i32}) {
+      check_cuda_op({"cross_entropy_" + name, {{13, 1000}},
+                     [&, red, tdt](const V& x) { return cross_entropy(x[0], ints_like(t, x[0], tdt), -100, red); }});
+    }
+  }
+  // Every row ignored: 0, not NaN (mean).
+  check_cuda_op({"cross_entropy_all_ignored", {{2, 5}},
+                 [](const V& x) { return cross_entropy(x[0], ints_like({-100, -100}, x[0])); }});
+  Tensor logits = to_device(zeros({2, 5}), Device::cuda(0));
+  EXPECT_THROW(cross_entropy(logits, ints_like({1, 5}, logits)), Error);
+}
+
+TEST(CudaNn, DropoutMaskIsBitIdenticalToTheCpu) {
+  TRIREME_REQUIRE_GPU();
+  const uint64_t seed = 0x1234567890abcdefull, stream = 77, offset = (uint64_t(1) << 32) - 1000;  // crosses 2^32
+  for (DType dt : {DType::f32, DType::bf16, DType::f64}) {
+    Tensor x = to_dtype(ones({1001, 103}), dt);
+    Tensor y_cpu = dropout(x, 0.37, true, seed, stream, offset);
+    Tensor y_gpu = dropout(to_device(x, Device::cuda(0)), 0.37, true, seed, stream, offset);
+    expect_close(y_gpu, y_cpu, 0.0, "dropout mask");
+  }
+  // The inline Philox against core/rng's reference.
+  for (uint64_t i : {uint64_t(0), uint64_t(1), uint64_t(12345), (uint64_t(1) << 40) + 3}) {
+    EXPECT_EQ(float(philox_word0(seed, stream, i) >> 8) * (1.0f / 16777216.0f), rng_uniform(seed, stream, i));
+  }
+  check_cuda_op({"dropout", {{7, 33}}, [](const V& x) { return dropout(x[0], 0.25, true, 9, 4, 100); }});
+}
+
+TEST(CudaNn, EmbeddingAndIndexSelect) {
+  TRIREME_REQUIRE_GPU();
+  const std::vector<int64_t> ids = {3, 7, 3, 0, 49, 7, 7, 12, 3, 1, 0, 48, 2, 3};
+  for (DType idt : {DType::i64, DType::i32}) {
+    check_cuda_op({"embedding", {{50, 24}}, [&, idt](const V& x) {
+                     return embedding(x[0], reshape(ints_like(ids, x[0], idt), {2, 7}));
+                   }});
+  }
+  check_cuda_op({"embedding_wide", {{20, 300}}, [&](const V& x) { return embedding(x[0], ints_like({1, 19, 1}, x[0])); }});
+  check_cuda_op({"index_select_dim1", {{6, 5, 7}}, [](const V& x) { return index_select(x[0], 1, ints_like({4, 0, 4, 2}, x[0])); }});
+  check_cuda_op({"index_select_dim0", {{6, 9}}, [](const V& x) { return index_select(x[0], 0, ints_like({5, 5, 1}, x[0], DType::i32)); }});
+  check_cuda_op({"index_select_last", {{4, 6}}, [](const V& x) { return index_select(x[0], 1, ints_like({5, 0, 0}, x[0])); }});
+  Tensor w = to_device(zeros({4, 3}), Device::cuda(0));
+  EXPECT_THROW(embedding(w, ints_like({1, 4}, w)), Error);
+  EXPECT_THROW(index_select(w, 0, ints_like({-1}, w)), Error);
+
+  // The backward is deterministic: the same bits on every run.
+  Generator gen(3);
+  Tensor table = to_device(randn({1000, 64}, gen), Device::cuda(0)).detach();
+  table.set_requires_grad(true);
+  std::vector<int64_t> many;
+  for (int64_t i = 0; i < 5000; ++i) many.push_back(int64_t(rng_uniform(5, 0, uint64_t(i)) * 37.0f));
+  Tensor g = to_device(randn({5000, 64}, gen), Device::cuda(0));
+  sum(mul(embedding(table, ints_like(many, table)), g)).backward();
+  Tensor first = clone(table.grad());
+  table.set_grad(Tensor());
+  sum(mul(embedding(table, ints_like(many, table)), g)).backward();
+  expect_close(table.grad(), to_device(first, Device::cpu()), 0.0, "embedding backward, run twice");
+}
+
+TEST(CudaNn, ScaledDotProductAttention) {
+  TRIREME_REQUIRE_GPU();
+  // (B, T, H, hd) inputs viewed as (B, H, T, hd): the layout a model's head split gives.
+  auto bthd = [](const Tensor& t) { return transpose(t, 1, 2); };
+  for (bool causal : {true, false}) {
+    const std::string c = causal ? "_causal" : "";
+    check_cuda_op({"sdpa" + c, {{2, 5, 3, 8}, {2, 5, 3, 8}, {2, 5, 3, 8}},
+                   [=](const V& x) { return scaled_dot_product_attention(bthd(x[0]), bthd(x[1]), bthd(x[2]), causal); }});
+    check_cuda_op({"sdpa_contiguous" + c, {{2, 3, 17, 16}, {2, 3, 17, 16}, {2, 3, 17, 16}},
+                   [=](const V& x) { return scaled_dot_product_attention(x[0], x[1], x[2], causal); }});
+  }
+  check_cuda_op({"sdpa_cross_lengths", {{1, 2, 4, 8}, {1, 2, 9, 8}, {1, 2, 9, 8}},
+                 [](const V& x) { return scaled_dot_product_attention(x[0], x[1], x[2], false); }});
+  // Heads split from one fused QKV projection, as the GPT does: per-batch strides are not uniform.
+  check_cuda_op({"sdpa_fused_qkv", {{3, 7, 48}}, [](const V& x) {
+                   auto head = [&](int64_t w) { return transpose(reshape(narrow(x[0], 2, w * 16, 16), {3, 7, 2, 8}), 1, 2); };
+                   return scaled_dot_product_attention(head(0), head(1), head(2), true);
+                 }});
+}
+
+TEST(CudaNn, RotaryEmbedding) {
+  TRIREME_REQUIRE_GPU();
+  check_cuda_op({"rotary", {{2, 3, 5, 8}}, [](const V& x) { return rotary_embedding(x[0]); }});
+  check_cuda_op({"rotary_offset", {{1, 2, 6, 16}}, [](const V& x) { return rotary_embedding(x[0], 500.0, 3000); }});
+}
+
+TEST(CudaNn, AdamWStepsMatchTheCpu) {
+  TRIREME_REQUIRE_GPU();
+  for (DType dt : {DType::f32, DType::bf16, DType::f64}) {
+    Generator gen(8);
+    Tensor p_cpu = to_dtype(randn({37, 41}, gen), dt).detach();
+    Tensor p_gpu = to_device(p_cpu, Device::cuda(0)).detach();
+    p_cpu = clone(p_cpu);
+    p_cpu.set_requires_grad(true);
+    p_gpu.set_requires_grad(true);
+    optim::AdamWOptions o{.lr = 1e-2, .betas = {0.9, 0.95}, .eps = 1e-8, .weight_decay = 0.1};
+    optim::AdamW opt_cpu({{"p", p_cpu}}, o), opt_gpu({{"p", p_gpu}}, o);
+    for (int step = 0; step < 3; ++step) {
+      Tensor g = to_dtype(randn({37, 41}, gen), dt);
+      p_cpu.set_grad(clone(g));
+      p_gpu.set_grad(to_device(g, Device::cuda(0)));
+      opt_cpu.step();
+      opt_gpu.step();
+    }
+    // f32 rounding differs only by fused multiply-adds on the GPU: a few ulp per step.
+    expect_close(p_gpu, p_cpu, dt == DType::bf16 ? 8e-3 : (dt == DType::f32 ? 1e-6 : 1e-12), "AdamW, 3 steps");
+  }
+}
+
+}  // namespace
+}  // namespace trireme
