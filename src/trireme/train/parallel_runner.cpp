@@ -37,11 +37,14 @@ std::shared_ptr<ParallelJob> ParallelJob::connect(const io::ParallelConfig& conf
     throw io::ConfigError(str_cat(
         "parallel: the layout ", config.describe(), " needs dp x tp x pp = ", need, " process", need == 1 ? "" : "es",
         ", but WORLD_SIZE is ", env.world_size, " (from ", env.source, "); ",
-        env.world_size == 1 ? str_cat("run `trireme train --nproc ", need, " ...` (or `trireme launch --nproc-per-node ",
-                                      need, " -- trireme train ...`)")
-                            : str_cat("run with --nproc ", need, ", or make dp x tp x pp = ", env.world_size,
-                                      " (e.g. --set parallel.dp=", std::max<int64_t>(1, env.world_size / (config.tp * config.pp)),
-                                      " when tp x pp = ", config.tp * config.pp, " divides it)")));
+        env.world_size == 1
+            ? str_cat("run `trireme train --nproc ", need, " ...` (or `trireme launch --nproc-per-node ", need,
+                      " -- trireme train ...`)")
+            : str_cat("start ", need, " process", need == 1 ? "" : "es", " (--nproc ", need, "), or change [parallel] so that ",
+                      "dp x tp x pp = ", env.world_size,
+                      env.world_size % (config.tp * config.pp) == 0
+                          ? str_cat(" (here: --set parallel.dp=", env.world_size / (config.tp * config.pp), ")")
+                          : std::string())));
   }
   auto job = std::make_shared<ParallelJob>();
   job->env = env;
