@@ -51,14 +51,14 @@ log_interval = 6
 threads = 1
 )";
 
-struct Run {
+struct Result {
   int status = -1;
   std::string output;
 };
 
 // Runs the trireme binary with `args` (shell-quoted by the caller), output captured.
-Run trireme(const std::string& args) {
-  Run r;
+Result run_cli(const std::string& args) {
+  Result r;
   std::string cmd = std::string(TRIREME_BINARY) + " " + args + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   char buf[4096];
@@ -92,7 +92,7 @@ class ParallelTrainer : public ::testing::Test {
     fs::create_directories(root_);
     std::ofstream(root_ / "tiny.toml") << kConfig;
     // The data are prepared once and copied into each run's folder, so no run tokenizes again.
-    Run r = train("single", "");
+    Result r = train("single", "");
     ASSERT_EQ(r.status, 0) << r.output;
     single_ = new std::vector<Step>(read_metrics(root_ / "single"));
     ASSERT_EQ(single_->size(), 12u);
@@ -103,18 +103,18 @@ class ParallelTrainer : public ::testing::Test {
     fs::remove_all(root_);
   }
 
-  static Run train(const std::string& name, const std::string& extra) {
+  static Result train(const std::string& name, const std::string& extra) {
     const fs::path dir = root_ / name;
     if (name != "single" && !fs::exists(dir / "data") && fs::exists(root_ / "single" / "data")) {
       fs::create_directories(dir);
       fs::copy(root_ / "single" / "data", dir / "data", fs::copy_options::recursive);
     }
-    return trireme("train -c " + (root_ / "tiny.toml").string() + " --set train.out_dir=" + dir.string() + " " + extra);
+    return run_cli("train -c " + (root_ / "tiny.toml").string() + " --set train.out_dir=" + dir.string() + " " + extra);
   }
 
   // Trains `name` with `extra` flags and compares every step with the single process.
   static void expect_matches_single(const std::string& name, const std::string& extra) {
-    Run r = train(name, extra);
+    Result r = train(name, extra);
     ASSERT_EQ(r.status, 0) << r.output;
     std::vector<Step> got = read_metrics(root_ / name);
     ASSERT_EQ(got.size(), single_->size()) << r.output;
@@ -166,37 +166,37 @@ TEST_F(ParallelTrainer, AccumulationAndCombinedLayoutsMatchOneProcess) {
 }
 
 TEST_F(ParallelTrainer, ConfigErrorsSayWhatToChange) {
-  Run heads = train("err", "--nproc 2 --set parallel.tp=3");
+  Result heads = train("err", "--nproc 2 --set parallel.tp=3");
   EXPECT_EQ(heads.status, 2) << heads.output;
   EXPECT_NE(heads.output.find("parallel.tp: expected a divisor of model.n_head = 4"), std::string::npos) << heads.output;
 
-  Run nproc = train("err", "--nproc 4 --set parallel.dp=2");
+  Result nproc = train("err", "--nproc 4 --set parallel.dp=2");
   EXPECT_EQ(nproc.status, 2) << nproc.output;
   EXPECT_NE(nproc.output.find("needs dp x tp x pp = 2 processes; use --nproc 2"), std::string::npos) << nproc.output;
 
   // Started by the launcher directly: every rank finds WORLD_SIZE 2 against a layout of 1.
-  Run world = trireme("launch --nproc-per-node 2 -- " + std::string(TRIREME_BINARY) + " train -c " +
+  Result world = run_cli("launch --nproc-per-node 2 -- " + std::string(TRIREME_BINARY) + " train -c " +
                       (root_ / "tiny.toml").string() + " --set train.out_dir=" + (root_ / "err").string());
   EXPECT_EQ(world.status, 2) << world.output;
   EXPECT_NE(world.output.find("but WORLD_SIZE is 2"), std::string::npos) << world.output;
   EXPECT_NE(world.output.find("--set parallel.dp=2"), std::string::npos) << world.output;
 
-  Run layers = train("err", "--nproc 8 --set parallel.pp=8");
+  Result layers = train("err", "--nproc 8 --set parallel.pp=8");
   EXPECT_EQ(layers.status, 2) << layers.output;
   EXPECT_NE(layers.output.find("parallel.pp: expected at most model.n_layer = 4"), std::string::npos) << layers.output;
 
-  Run batch = train("err", "--nproc 2 --set parallel.dp=2 --set parallel.micro_batches=3");
+  Result batch = train("err", "--nproc 2 --set parallel.dp=2 --set parallel.micro_batches=3");
   EXPECT_EQ(batch.status, 2) << batch.output;
   EXPECT_NE(batch.output.find("train.batch_size: expected a multiple of parallel.dp x parallel.micro_batches"),
             std::string::npos) << batch.output;
 
-  Run tp_pp = train("err", "--nproc 4 --set parallel.tp=2 --set parallel.pp=2");
+  Result tp_pp = train("err", "--nproc 4 --set parallel.tp=2 --set parallel.pp=2");
   EXPECT_EQ(tp_pp.status, 2) << tp_pp.output;
   EXPECT_NE(tp_pp.output.find("not available yet"), std::string::npos) << tp_pp.output;
 }
 
 TEST_F(ParallelTrainer, CheckpointIsWholeTensorsThatGenerateLoads) {
-  Run r = train("pp2_ckpt", "--nproc 2 --set parallel.pp=2 --set parallel.micro_batches=2");
+  Result r = train("pp2_ckpt", "--nproc 2 --set parallel.pp=2 --set parallel.micro_batches=2");
   ASSERT_EQ(r.status, 0) << r.output;
   auto dir = train::find_latest_checkpoint(root_ / "pp2_ckpt" / "checkpoints");
   ASSERT_TRUE(dir);
@@ -216,25 +216,25 @@ TEST_F(ParallelTrainer, CheckpointIsWholeTensorsThatGenerateLoads) {
     for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(a[i] - b[i]));
     EXPECT_LT(d, 1e-3) << n;
   }
-  Run g = trireme("generate --checkpoint " + (root_ / "pp2_ckpt").string() + " --prompt 春 --max-new-tokens 8");
+  Result g = run_cli("generate --checkpoint " + (root_ / "pp2_ckpt").string() + " --prompt 春 --max-new-tokens 8");
   EXPECT_EQ(g.status, 0) << g.output;
   EXPECT_GT(g.output.size(), 3u);
 }
 
 TEST_F(ParallelTrainer, ResumesBitIdenticallyAndOnlyWithTheSameLayout) {
   const std::string layout = "--nproc 2 --set parallel.dp=2 --set parallel.zero=true";
-  Run straight = train("resume_a", layout);
+  Result straight = train("resume_a", layout);
   ASSERT_EQ(straight.status, 0) << straight.output;
-  Run first = train("resume_b", layout + " --set train.steps=6");
+  Result first = train("resume_b", layout + " --set train.steps=6");
   ASSERT_EQ(first.status, 0) << first.output;
-  Run rest = train("resume_b", layout + " --resume");
+  Result rest = train("resume_b", layout + " --resume");
   ASSERT_EQ(rest.status, 0) << rest.output;
   EXPECT_NE(rest.output.find("resume: from"), std::string::npos) << rest.output;
   std::vector<Step> a = read_metrics(root_ / "resume_a"), b = read_metrics(root_ / "resume_b");
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].loss, b[i].loss) << "step " << i + 1;
 
-  Run other = train("resume_b", "--nproc 2 --set parallel.tp=2 --resume");
+  Result other = train("resume_b", "--nproc 2 --set parallel.tp=2 --resume");
   EXPECT_NE(other.status, 0) << other.output;
   EXPECT_NE(other.output.find("was written with layout"), std::string::npos) << other.output;
 }
