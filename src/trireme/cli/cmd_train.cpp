@@ -32,7 +32,8 @@ std::string self_exe() {
 }
 
 // --nproc N: the same command minus --nproc on N local ranks.
-int launch_ranks(const Options& opt, const io::ParallelConfig& par) {
+int launch_ranks(const Options& opt, const io::TrainConfig& tc) {
+  const io::ParallelConfig& par = tc.parallel;
   if (opt.nproc != par.world_size()) {
     throw io::ConfigError(str_cat("parallel: --nproc ", opt.nproc, " but the layout ", par.describe(),
                                   " needs dp x tp x pp = ", par.world_size(), " processes; use --nproc ",
@@ -41,6 +42,7 @@ int launch_ranks(const Options& opt, const io::ParallelConfig& par) {
   }
   dist::LaunchOptions launch;
   launch.nproc_per_node = opt.nproc;
+  launch.log_dir = tc.train.out_dir + "/logs";  // rank_<r>.log beside the run's metrics
   launch.command = {self_exe(), "train"};
   if (!opt.config.empty()) launch.command.insert(launch.command.end(), {"--config", opt.config});
   for (const auto& o : opt.overrides) launch.command.insert(launch.command.end(), {"--set", o});
@@ -49,7 +51,7 @@ int launch_ranks(const Options& opt, const io::ParallelConfig& par) {
 }
 
 int run_training(const Options& opt, const io::Config& cfg) {
-  if (opt.nproc > 0) return launch_ranks(opt, cfg.resolve().parallel);
+  if (opt.nproc > 0) return launch_ranks(opt, cfg.resolve());
   train::Trainer trainer(cfg, {.resume = opt.resume, .interactive = train::Progress::stderr_is_terminal()});
   train::TrainSummary s = trainer.run();
   if (dist::dist_env_from_environment().rank != 0) return kExitOk;  // rank 0 reports for the job
