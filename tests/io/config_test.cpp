@@ -91,6 +91,36 @@ TEST(Config, OutOfRangeValuesNameTheKey) {
                   "schedule.warmup_steps: expected at most train.steps = 10, got 50");
 }
 
+TEST(Config, ParallelSectionIsCheckedAgainstTheModelAndBatch) {
+  TrainConfig tc = Config::parse("[parallel]\ndp = 2\npp = 2\nmicro_batches = 4\nschedule = \"gpipe\"\n").resolve();
+  EXPECT_EQ(tc.parallel.dp, 2);
+  EXPECT_EQ(tc.parallel.pp, 2);
+  EXPECT_EQ(tc.parallel.world_size(), 4);
+  EXPECT_EQ(tc.parallel.schedule, "gpipe");
+  EXPECT_EQ(tc.parallel.describe(), "dp=2 tp=1 pp=2");
+  EXPECT_EQ(Config().resolve().parallel.world_size(), 1);
+  EXPECT_CONTAINS(config_error("[model]\nn_head = 4\n[parallel]\ntp = 3\n"),
+                  "parallel.tp: expected a divisor of model.n_head = 4 (each tensor-parallel rank holds whole heads), "
+                  "got 3; set parallel.tp to one of 1, 2 or 4 or change model.n_head");
+  EXPECT_CONTAINS(config_error("[model]\nn_layer = 2\n[parallel]\npp = 3\n"),
+                  "parallel.pp: expected at most model.n_layer = 2 (each pipeline stage needs at least one layer), got 3");
+  EXPECT_CONTAINS(config_error("[model]\nn_layer = 4\n[parallel]\npp = 2\nschedule = \"interleaved\"\n"
+                               "virtual_stages = 3\nmicro_batches = 2\n"),
+                  "parallel.pp: pp x virtual_stages = 2 x 3 = 6 model pieces, but model.n_layer = 4");
+  EXPECT_CONTAINS(config_error("[train]\nbatch_size = 8\n[parallel]\ndp = 2\nmicro_batches = 3\n"),
+                  "train.batch_size: expected a multiple of parallel.dp x parallel.micro_batches = 2 x 3 = 6");
+  EXPECT_CONTAINS(config_error("[optim]\nname = \"sgd\"\n[parallel]\ndp = 2\nzero = true\n"),
+                  "parallel.zero: ZeRO-1 shards AdamW's state, but optim.name = \"sgd\"");
+  EXPECT_CONTAINS(config_error("[parallel]\ntp = 2\npp = 2\n"),
+                  "parallel.tp: tensor parallelism inside pipeline stages is not available yet");
+  EXPECT_CONTAINS(config_error("[parallel]\npp = 2\nvirtual_stages = 2\n"),
+                  "parallel.virtual_stages: 2 chunks per pipeline rank need parallel.schedule = \"interleaved\"");
+  EXPECT_CONTAINS(config_error("[parallel]\npp = 2\nschedule = \"interleaved\"\nvirtual_stages = 2\nmicro_batches = 3\n"
+                               "[train]\nbatch_size = 6\n"),
+                  "parallel.micro_batches: the interleaved schedule needs a multiple of parallel.pp = 2, got 3");
+  EXPECT_CONTAINS(config_error("[parallel]\nschedule = \"zb\"\n"), "parallel.schedule: expected one of \"1f1b\"");
+}
+
 TEST(Config, AllErrorsAreReportedTogether) {
   std::string e = config_error("[optim]\nlr = -1\nbeta1 = 2\n[train]\nstepz = 3\n");
   EXPECT_CONTAINS(e, "optim.lr:");

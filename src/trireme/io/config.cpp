@@ -219,7 +219,35 @@ std::vector<ConfigKey> build_schema() {
                  field(&T::train, &TrainLoopConfig::out_dir), nonempty_check),
       string_key("train.device", ConfigType::string, std::string("cpu"), "\"cpu\", \"cuda\" or \"cuda:N\"",
                  field(&T::train, &TrainLoopConfig::device), device_check),
+
+      integer_key("parallel.dp", 1, at_least(1), "data-parallel replicas (each reads batch_size / dp sequences)",
+                  field(&T::parallel, &ParallelConfig::dp)),
+      integer_key("parallel.tp", 1, at_least(1), "tensor-parallel ranks per replica (must divide model.n_head)",
+                  field(&T::parallel, &ParallelConfig::tp)),
+      integer_key("parallel.pp", 1, at_least(1), "pipeline stages (at most model.n_layer)",
+                  field(&T::parallel, &ParallelConfig::pp)),
+      integer_key("parallel.micro_batches", 1, at_least(1),
+                  "micro-batches per step and dp rank: the pipeline's, or gradient accumulation when pp = 1",
+                  field(&T::parallel, &ParallelConfig::micro_batches)),
+      choice_key("parallel.schedule", "1f1b", {"1f1b", "gpipe", "interleaved"}, "pipeline schedule (pp > 1)",
+                 field(&T::parallel, &ParallelConfig::schedule)),
+      integer_key("parallel.virtual_stages", 1, at_least(1), "model chunks per pipeline rank (schedule interleaved)",
+                  field(&T::parallel, &ParallelConfig::virtual_stages)),
+      bool_key("parallel.zero", false, "ZeRO-1: shard the AdamW state over the dp ranks",
+               field(&T::parallel, &ParallelConfig::zero)),
+      float_key("parallel.bucket_mb", 25.0, above(0), "data-parallel gradient bucket size in MiB",
+                field(&T::parallel, &ParallelConfig::bucket_mb)),
   };
+}
+
+// "1, 2, 4 or 8": the divisors of n, for error messages.
+std::string divisors(int64_t n) {
+  std::vector<int64_t> d;
+  for (int64_t i = 1; i <= n; ++i)
+    if (n % i == 0) d.push_back(i);
+  std::string out;
+  for (size_t i = 0; i < d.size(); ++i) out += (i == 0 ? "" : i + 1 == d.size() ? " or " : ", ") + std::to_string(d[i]);
+  return out;
 }
 
 // Checks that involve several keys; each returns "" or an error starting with the key path.
@@ -239,6 +267,63 @@ const std::vector<CrossCheck>& cross_checks() {
         return m <= lr ? ""
                        : str_cat("schedule.min_lr: expected at most optim.lr = ", format_number(lr), ", got ",
                                  format_number(m));
+      },
+      // [parallel] against the model and the batch (the world size is checked by the trainer).
+      [](const Config& c) -> std::string {
+        int64_t tp = c.get_int("parallel.tp"), h = c.get_int("model.n_head");
+        return h % tp == 0 ? ""
+                           : str_cat("parallel.tp: expected a divisor of model.n_head = ", h, " (each tensor-parallel ",
+                                     "rank holds whole heads), got ", tp, "; set parallel.tp to one of ",
+                                     divisors(h), " or change model.n_head");
+      },
+      [](const Config& c) -> std::string {
+        int64_t pp = c.get_int("parallel.pp"), v = c.get_int("parallel.virtual_stages"), n = c.get_int("model.n_layer");
+        bool inter = c.get_string("parallel.schedule") == "interleaved";
+        int64_t pieces = pp * (inter ? v : 1);
+        if (pieces <= n) return "";
+        return inter ? str_cat("parallel.pp: pp x virtual_stages = ", pp, " x ", v, " = ", pieces,
+                               " model pieces, but model.n_layer = ", n, " (each piece needs at least one layer); ",
+                               "lower parallel.pp or parallel.virtual_stages, or add layers")
+                     : str_cat("parallel.pp: expected at most model.n_layer = ", n,
+                               " (each pipeline stage needs at least one layer), got ", pp);
+      },
+      [](const Config& c) -> std::string {
+        int64_t dp = c.get_int("parallel.dp"), m = c.get_int("parallel.micro_batches"), b = c.get_int("train.batch_size");
+        return b % (dp * m) == 0
+                   ? ""
+                   : str_cat("train.batch_size: expected a multiple of parallel.dp x parallel.micro_batches = ", dp,
+                             " x ", m, " = ", dp * m, " (every dp rank splits its batch_size / dp sequences into ",
+                             "equal micro-batches), got ", b, " (the next multiple is ", (b / (dp * m) + 1) * dp * m,
+                             "); change train.batch_size, parallel.dp or parallel.micro_batches");
+      },
+      [](const Config& c) -> std::string {
+        if (!c.get_bool("parallel.zero")) return "";
+        if (c.get_string("optim.name") != "adamw")
+          return str_cat("parallel.zero: ZeRO-1 shards AdamW's state, but optim.name = \"", c.get_string("optim.name"),
+                         "\"; set optim.name = \"adamw\" or parallel.zero = false");
+        if (c.get_int("parallel.pp") > 1)
+          return "parallel.zero: ZeRO-1 with pipeline parallelism (parallel.pp > 1) is not available yet; "
+                 "set parallel.zero = false or parallel.pp = 1";
+        return "";
+      },
+      [](const Config& c) -> std::string {
+        int64_t tp = c.get_int("parallel.tp"), pp = c.get_int("parallel.pp");
+        return tp == 1 || pp == 1
+                   ? ""
+                   : str_cat("parallel.tp: tensor parallelism inside pipeline stages is not available yet (tp = ", tp,
+                             " with pp = ", pp, "); use parallel.tp = 1 or parallel.pp = 1 (dp combines with either)");
+      },
+      [](const Config& c) -> std::string {
+        int64_t v = c.get_int("parallel.virtual_stages");
+        bool inter = c.get_string("parallel.schedule") == "interleaved";
+        if (v > 1 && !inter)
+          return str_cat("parallel.virtual_stages: ", v, " chunks per pipeline rank need parallel.schedule = ",
+                         "\"interleaved\", got \"", c.get_string("parallel.schedule"), "\"");
+        int64_t pp = c.get_int("parallel.pp"), m = c.get_int("parallel.micro_batches");
+        if (inter && pp > 1 && m % pp != 0)
+          return str_cat("parallel.micro_batches: the interleaved schedule needs a multiple of parallel.pp = ", pp,
+                         ", got ", m);
+        return "";
       },
   };
   return checks;
@@ -431,6 +516,8 @@ std::string apply_override(const std::string& assignment, std::map<std::string, 
 }
 
 }  // namespace
+
+std::string ParallelConfig::describe() const { return str_cat("dp=", dp, " tp=", tp, " pp=", pp); }
 
 std::string ConfigKey::expectation() const {
   std::string base;

@@ -66,12 +66,26 @@ struct TrainLoopConfig {
   std::string out_dir, device;
 };
 
+// How a run is spread over processes (docs/PARALLELISM.md). dp x tp x pp must equal the job's
+// WORLD_SIZE, which only the trainer can check (at run time).
+struct ParallelConfig {
+  int64_t dp = 1, tp = 1, pp = 1;
+  int64_t micro_batches = 1;   // per optimizer step and data-parallel rank (pipeline or accumulation)
+  std::string schedule;        // "1f1b" | "gpipe" | "interleaved"
+  int64_t virtual_stages = 1;  // model chunks per pipeline rank (interleaved only)
+  bool zero = false;           // ZeRO-1: shard AdamW's state over dp
+  double bucket_mb = 25;       // data-parallel gradient bucket size
+  int64_t world_size() const { return dp * tp * pp; }
+  std::string describe() const;  // "dp=2 tp=1 pp=2"
+};
+
 struct TrainConfig {
   ModelConfig model;
   DataConfig data;
   OptimConfig optim;
   ScheduleConfig schedule;
   TrainLoopConfig train;
+  ParallelConfig parallel;
 };
 
 enum class ConfigType { integer, floating, boolean, string, string_list };

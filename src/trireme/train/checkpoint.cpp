@@ -8,9 +8,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "trireme/core/error.h"
+#include "trireme/dist/process_group.h"
 #include "trireme/io/safetensors.h"
 
 namespace fs = std::filesystem;
@@ -50,25 +52,10 @@ void maybe_die_for_test() {
   if (v && std::string(v) == "1") std::_Exit(137);
 }
 
-}  // namespace
-
-fs::path save_checkpoint(const fs::path& root, const Checkpoint& ckpt, int keep) {
-  fs::create_directories(root);
-  const std::string name = step_name(ckpt.step);
+// Renames the finished temporary folder into place, points `latest` at it and keeps the newest
+// `keep` checkpoints.
+void publish(const fs::path& root, const fs::path& tmp, const std::string& name, int keep) {
   const fs::path final_dir = root / name;
-  const fs::path tmp = root / ("." + name + ".tmp." + std::to_string(::getpid()));
-  // Leftovers of saves that were killed.
-  for (const auto& e : fs::directory_iterator(root)) {
-    if (e.path().filename().string().rfind(".step_", 0) == 0) fs::remove_all(e.path());
-  }
-  fs::create_directories(tmp);
-  write_file(tmp / "model.safetensors", io::serialize_safetensors(ckpt.model));
-  maybe_die_for_test();
-  write_file(tmp / "optimizer.safetensors", io::serialize_safetensors(ckpt.optimizer));
-  nlohmann::json state = ckpt.state;
-  state["step"] = ckpt.step;
-  state["format"] = "trireme-checkpoint-1";
-  write_file(tmp / "state.json", state.dump(2));
   fsync_path(tmp, true);
   if (fs::exists(final_dir)) fs::remove_all(final_dir);  // re-saving the same step
   fs::rename(tmp, final_dir);
@@ -89,23 +76,90 @@ fs::path save_checkpoint(const fs::path& root, const Checkpoint& ckpt, int keep)
   for (size_t i = 0; keep > 0 && i + size_t(keep) < steps.size(); ++i) {
     if (steps[i] != final_dir) fs::remove_all(steps[i]);
   }
+}
+
+void remove_leftovers(const fs::path& root) {
+  for (const auto& e : fs::directory_iterator(root)) {
+    if (e.path().filename().string().rfind(".step_", 0) == 0) fs::remove_all(e.path());
+  }
+}
+
+}  // namespace
+
+fs::path save_checkpoint(const fs::path& root, const Checkpoint& ckpt, int keep) {
+  fs::create_directories(root);
+  const std::string name = step_name(ckpt.step);
+  const fs::path final_dir = root / name;
+  const fs::path tmp = root / ("." + name + ".tmp." + std::to_string(::getpid()));
+  remove_leftovers(root);  // of saves that were killed
+  fs::create_directories(tmp);
+  write_file(tmp / "model.safetensors", io::serialize_safetensors(ckpt.model));
+  maybe_die_for_test();
+  write_file(tmp / "optimizer.safetensors", io::serialize_safetensors(ckpt.optimizer));
+  nlohmann::json state = ckpt.state;
+  state["step"] = ckpt.step;
+  state["format"] = "trireme-checkpoint-1";
+  write_file(tmp / "state.json", state.dump(2));
+  publish(root, tmp, name, keep);
   return final_dir;
 }
 
+fs::path save_checkpoint_distributed(const fs::path& root, const Checkpoint& ckpt, dist::ProcessGroup& world, int keep) {
+  const int rank = world.rank(), size = world.size();
+  const std::string name = step_name(ckpt.step);
+  // One temporary name for the whole group (every rank must find it without being told).
+  const fs::path tmp = root / ("." + name + ".tmp.dist");
+  if (rank == 0) {
+    fs::create_directories(root);
+    remove_leftovers(root);
+    fs::create_directories(tmp);
+  }
+  world.barrier()->wait();
+  if (rank != 0 && !ckpt.model.empty()) {
+    write_file(tmp / ("model.part" + std::to_string(rank) + ".safetensors"), io::serialize_safetensors(ckpt.model));
+  }
+  write_file(tmp / ("optimizer.rank" + std::to_string(rank) + ".safetensors"), io::serialize_safetensors(ckpt.optimizer));
+  world.barrier()->wait();
+  if (rank == 0) {
+    NamedTensors model = ckpt.model;
+    std::set<std::string> seen;
+    for (const auto& [n, t] : model) seen.insert(n);
+    for (int r = 1; r < size; ++r) {
+      const fs::path part = tmp / ("model.part" + std::to_string(r) + ".safetensors");
+      if (!fs::exists(part)) continue;
+      io::SafetensorsFile file = io::load_safetensors(part.string());
+      for (const std::string& n : file.order) {
+        if (seen.insert(n).second) model.emplace_back(n, file.tensors.at(n));
+      }
+      fs::remove(part);
+    }
+    write_file(tmp / "model.safetensors", io::serialize_safetensors(model));
+    nlohmann::json state = ckpt.state;
+    state["step"] = ckpt.step;
+    state["format"] = "trireme-checkpoint-1";
+    state["world_size"] = size;
+    write_file(tmp / "state.json", state.dump(2));
+    publish(root, tmp, name, keep);
+  }
+  world.barrier()->wait();
+  return root / name;
+}
+
+namespace {
+NamedTensors load_named(const fs::path& path) {
+  io::SafetensorsFile file = io::load_safetensors(path.string());
+  NamedTensors out;
+  for (const std::string& n : file.order) out.emplace_back(n, file.tensors.at(n));
+  return out;
+}
+}  // namespace
+
 Checkpoint load_checkpoint(const fs::path& dir) {
   TRIREME_CHECK(fs::is_directory(dir), "checkpoint '", dir.string(), "' is not a folder");
-  for (const char* f : {"model.safetensors", "optimizer.safetensors", "state.json"}) {
+  for (const char* f : {"model.safetensors", "state.json"}) {
     TRIREME_CHECK(fs::exists(dir / f), "checkpoint '", dir.string(), "' is incomplete: ", f, " is missing");
   }
   Checkpoint ckpt;
-  auto load_named = [&](const char* f) {
-    io::SafetensorsFile file = io::load_safetensors((dir / f).string());
-    NamedTensors out;
-    for (const std::string& n : file.order) out.emplace_back(n, file.tensors.at(n));
-    return out;
-  };
-  ckpt.model = load_named("model.safetensors");
-  ckpt.optimizer = load_named("optimizer.safetensors");
   std::ifstream f(dir / "state.json");
   std::stringstream ss;
   ss << f.rdbuf();
@@ -118,7 +172,28 @@ Checkpoint load_checkpoint(const fs::path& dir) {
                     ckpt.state.contains("step") && ckpt.state["step"].is_number_integer(),
                 "checkpoint '", dir.string(), "': state.json is not a trireme checkpoint state");
   ckpt.step = ckpt.state["step"].get<int64_t>();
+  const bool distributed = ckpt.state.contains("world_size");
+  if (distributed) {
+    const int64_t world = ckpt.state["world_size"].get<int64_t>();
+    for (int64_t r = 0; r < world; ++r) {
+      const std::string file = "optimizer.rank" + std::to_string(r) + ".safetensors";
+      TRIREME_CHECK(fs::exists(dir / file), "checkpoint '", dir.string(), "' is incomplete: ", file, " is missing");
+    }
+  } else {
+    TRIREME_CHECK(fs::exists(dir / "optimizer.safetensors"), "checkpoint '", dir.string(),
+                  "' is incomplete: optimizer.safetensors is missing");
+    ckpt.optimizer = load_named(dir / "optimizer.safetensors");
+  }
+  ckpt.model = load_named(dir / "model.safetensors");
   return ckpt;
+}
+
+NamedTensors load_checkpoint_optimizer(const fs::path& dir, int rank) {
+  const fs::path per_rank = dir / ("optimizer.rank" + std::to_string(rank) + ".safetensors");
+  if (fs::exists(per_rank)) return load_named(per_rank);
+  TRIREME_CHECK(rank == 0 && fs::exists(dir / "optimizer.safetensors"), "checkpoint '", dir.string(),
+                "' has no optimizer state for rank ", rank);
+  return load_named(dir / "optimizer.safetensors");
 }
 
 std::optional<fs::path> find_latest_checkpoint(const fs::path& root_or_dir) {

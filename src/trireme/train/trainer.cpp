@@ -14,21 +14,19 @@
 #include <omp.h>
 #endif
 
-#include "trireme/autograd/grad_mode.h"
 #include "trireme/core/allocator.h"
+#include "trireme/dist/env.h"
 #include "trireme/io/data_loader.h"
 #include "trireme/io/prepare.h"
 #include "trireme/io/tokenizer.h"
 #include "trireme/kernels/cpu/loops.h"
-#include "trireme/models/gpt.h"
-#include "trireme/optim/adamw.h"
-#include "trireme/optim/clip_grad.h"
 #include "trireme/optim/lr_schedule.h"
-#include "trireme/optim/sgd.h"
 #include "trireme/train/checkpoint.h"
 #include "trireme/train/metrics.h"
+#include "trireme/train/parallel_runner.h"
 #include "trireme/train/plot.h"
 #include "trireme/train/progress.h"
+#include "trireme/train/step_runner.h"
 
 namespace fs = std::filesystem;
 
@@ -51,8 +49,8 @@ struct Trainer::State {
   fs::path out_dir;
   std::unique_ptr<io::Tokenizer> tokenizer;
   std::vector<int32_t> train_tokens, val_tokens;
-  std::unique_ptr<models::GPT> model;
-  std::unique_ptr<optim::Optimizer> optimizer;
+  std::shared_ptr<ParallelJob> job;   // null in one process
+  std::unique_ptr<StepRunner> runner;
   std::unique_ptr<optim::LrSchedule> schedule;
   int64_t start_step = 0;
   double best_val_loss = INFINITY;
@@ -78,13 +76,16 @@ void prepare_data(Trainer::State& s) {
     ss << f.rdbuf();
     old_spec = ss.str();
   }
-  if (old_spec != spec || !fs::exists(data_dir / "train.bin") || !fs::exists(data_dir / "val.bin") ||
-      !fs::exists(data_dir / "tokenizer.json")) {
+  const bool main_rank = !s.job || s.job->env.rank == 0;
+  if (main_rank && (old_spec != spec || !fs::exists(data_dir / "train.bin") || !fs::exists(data_dir / "val.bin") ||
+                    !fs::exists(data_dir / "tokenizer.json"))) {
     io::PreparedDataset d = io::prepare_from_config(s.cfg.data, data_dir.string());
     std::ofstream(data_dir / "spec.txt") << spec;
     log_line(s.options, str_cat("data: ", d.train_tokens, " train and ", d.val_tokens, " validation tokens in ",
                                 data_dir.string()));
   }
+  // The other ranks read what rank 0 prepared (a long wait: tokenizing can take minutes).
+  if (s.job) s.job->world->barrier({.timeout = std::chrono::hours(1)})->wait();
   io::PreparedData data = io::load_prepared_dataset(data_dir.string());
   s.tokenizer = std::move(data.tokenizer);
   s.train_tokens = std::move(data.train.tokens);
@@ -96,41 +97,19 @@ void prepare_data(Trainer::State& s) {
                 " tokens, fewer than model.block_size + 2 = ", T + 2, "; raise data.val_fraction or lower block_size");
 }
 
-models::GPTConfig gpt_config(const io::TrainConfig& cfg, int64_t vocab) {
-  return {.vocab_size = vocab,
-          .block_size = cfg.model.block_size,
-          .n_layer = cfg.model.n_layer,
-          .n_head = cfg.model.n_head,
-          .d_model = cfg.model.d_model,
-          .dropout = cfg.model.dropout,
-          .bias = cfg.model.bias,
-          .tie_embeddings = cfg.model.tie_embeddings};
-}
-
 // Validation loss over a fixed set of windows (the first eval_batches batches of a loader
 // with its own seed), so every evaluation of a run measures the same samples.
-double evaluate(Trainer::State& s, const io::DataLoader& val) {
-  NoGradGuard no_grad;
-  s.model->eval();
-  double total = 0;
-  for (int64_t i = 0; i < s.cfg.train.eval_batches; ++i) {
-    io::Batch b = val.batch(i, s.cfg.train.batch_size);
-    total += s.model->loss(b.inputs, b.targets).item();
-  }
-  s.model->train();
-  return total / double(s.cfg.train.eval_batches);
-}
+double evaluate(Trainer::State& s, const io::DataLoader& val) { return s.runner->eval_loss(val, s.cfg.train.eval_batches); }
 
 void save(Trainer::State& s, int64_t step, Progress& progress) {
   Checkpoint ck;
   ck.step = step;
-  ck.model = s.model->state_dict();
-  ck.optimizer = s.optimizer->state_dict();
   ck.state = {{"config", s.config.to_toml()},
               {"tokenizer", s.tokenizer->to_json()},
               {"data", {{"seed", s.cfg.train.seed}, {"next_step", step}}},
+              {"layout", s.runner->layout_json()},
               {"best_val_loss", std::isfinite(s.best_val_loss) ? nlohmann::json(s.best_val_loss) : nlohmann::json()}};
-  fs::path p = save_checkpoint(s.out_dir / "checkpoints", ck);
+  fs::path p = s.runner->save(s.out_dir / "checkpoints", std::move(ck));
   if (!s.options.quiet) progress.note(str_cat("checkpoint: step ", step, " -> ", p.string()));
 }
 
@@ -163,19 +142,24 @@ Trainer::Trainer(const io::Config& config, TrainOptions options) : s_(std::make_
 #endif
     openblas_set_num_threads(int(s.cfg.train.threads));
   }
+  // A parallel run: the launcher's environment says we are one of several processes, or the
+  // [parallel] section asks for several (ParallelJob::connect then says how to start them).
+  const dist::DistEnv env = dist::dist_env_from_environment();
+  const io::ParallelConfig& par = s.cfg.parallel;
+  if (env.world_size > 1 || par.world_size() > 1) {
+    s.job = ParallelJob::connect(par, env);
+    if (env.rank != 0) s.options.quiet = true, s.options.interactive = false;  // rank 0 speaks for the job
+  }
   fs::create_directories(s.out_dir);
   prepare_data(s);
-
-  s.model = std::make_unique<models::GPT>(gpt_config(s.cfg, s.tokenizer->vocab_size()), uint64_t(s.cfg.train.seed));
-  auto params = s.model->named_parameters();
-  if (s.cfg.optim.name == "adamw") {
-    s.optimizer = std::make_unique<optim::AdamW>(
-        params, optim::AdamWOptions{.lr = s.cfg.optim.lr, .betas = {s.cfg.optim.beta1, s.cfg.optim.beta2},
-                                    .eps = s.cfg.optim.eps, .weight_decay = s.cfg.optim.weight_decay});
+  const int64_t vocab = s.tokenizer->vocab_size();
+  if (s.job) {
+    s.runner = make_parallel_runner(s.cfg, vocab, s.job);
+  } else if (par.micro_batches > 1 || par.zero) {
+    throw io::ConfigError(str_cat("parallel: micro_batches = ", par.micro_batches, " and zero = ", par.zero ? "true" : "false",
+                                  " need a parallel run; in one process use micro_batches = 1 and zero = false"));
   } else {
-    s.optimizer = std::make_unique<optim::SGD>(
-        params, optim::SGDOptions{.lr = s.cfg.optim.lr, .momentum = s.cfg.optim.momentum,
-                                  .weight_decay = s.cfg.optim.weight_decay});
+    s.runner = make_single_process_runner(s.cfg, vocab);
   }
   if (s.cfg.schedule.kind == "cosine") {
     s.schedule = std::make_unique<optim::WarmupCosineLr>(
@@ -188,9 +172,15 @@ Trainer::Trainer(const io::Config& config, TrainOptions options) : s_(std::make_
   if (options.resume) {
     if (auto latest = find_latest_checkpoint(s.out_dir / "checkpoints")) {
       Checkpoint ck = load_checkpoint(*latest);
-      s.model->load_state_dict(ck.model);
-      std::map<std::string, Tensor> opt_state(ck.optimizer.begin(), ck.optimizer.end());
-      s.optimizer->load_state_dict(opt_state);
+      // Optimizer state is per rank, so resuming needs the layout that wrote it.
+      const nlohmann::json saved = ck.state.contains("layout") ? ck.state["layout"]
+                                                               : nlohmann::json{{"dp", 1}, {"tp", 1}, {"pp", 1},
+                                                                                {"virtual_stages", 1}, {"zero", false}};
+      const nlohmann::json now = s.runner->layout_json();
+      TRIREME_CHECK(saved == now, "resume: checkpoint ", latest->string(), " was written with layout ", saved.dump(),
+                    " but this run has ", now.dump(), "; resume with the same [parallel] dp, tp, pp, virtual_stages ",
+                    "and zero (micro_batches and schedule may change), or start a new train.out_dir");
+      s.runner->load(*latest, ck);
       s.start_step = ck.step;
       if (ck.state.contains("best_val_loss") && ck.state["best_val_loss"].is_number()) {
         s.best_val_loss = ck.state["best_val_loss"].get<double>();
@@ -215,17 +205,19 @@ TrainSummary Trainer::run() {
   TrainSummary sum;
   sum.out_dir = s.out_dir.string();
   sum.vocab_size = s.tokenizer->vocab_size();
-  sum.num_parameters = s.model->num_parameters();
+  sum.num_parameters = s.runner->num_parameters();
   sum.unigram_entropy = unigram_entropy(s.train_tokens, sum.vocab_size);
   sum.metrics_path = (s.out_dir / "metrics.jsonl").string();
   sum.plot_path = (s.out_dir / "loss.svg").string();
-  if (s.start_step > 0) truncate_metrics(sum.metrics_path, s.start_step);
-  MetricsWriter metrics(sum.metrics_path, s.start_step > 0);
+  const bool main_rank = s.runner->rank() == 0;  // only rank 0 writes metrics and plots
+  if (main_rank && s.start_step > 0) truncate_metrics(sum.metrics_path, s.start_step);
+  std::unique_ptr<MetricsWriter> metrics;
+  if (main_rank) metrics = std::make_unique<MetricsWriter>(sum.metrics_path, s.start_step > 0);
   Progress progress(cfg.train.steps, cfg.train.log_interval, s.options.interactive);
   log_line(s.options, str_cat("model: GPT d_model=", cfg.model.d_model, " n_layer=", cfg.model.n_layer,
                               " n_head=", cfg.model.n_head, " block_size=", T, " vocab=", sum.vocab_size, ", ",
-                              sum.num_parameters, " parameters; layout: 1 process (dp=1 tp=1 pp=1), cpu, ",
-                              cpu::num_threads(), " threads"));
+                              sum.num_parameters, " parameters; layout: ", s.runner->describe_layout(), ", cpu, ",
+                              cpu::num_threads(), " threads", s.job ? " per process" : ""));
 
   reset_peak_memory(Device::cpu());
   const auto t0 = std::chrono::steady_clock::now();
@@ -239,18 +231,10 @@ TrainSummary Trainer::run() {
   int64_t step = s.start_step;
   for (; step < last_step; ++step) {
     const double lr = s.schedule->lr(step);
-    s.optimizer->set_lr(lr);
-    // Dropout masks are a function of (seed, step, layer name): resuming reproduces them.
-    s.model->set_rng(uint64_t(cfg.train.seed), uint64_t(step));
-    io::Batch b = train_loader.batch(step, B);
-    Tensor loss = s.model->loss(b.inputs, b.targets);
-    loss.backward();
-    const double grad_norm = cfg.optim.grad_clip > 0 ? optim::clip_grad_norm(s.optimizer->params(), cfg.optim.grad_clip)
-                                                     : optim::grad_norm(s.model->parameters());
-    s.optimizer->step();
-    s.optimizer->zero_grad(true);
-
-    const double loss_v = loss.item();
+    s.runner->set_lr(lr);
+    const StepResult r = s.runner->train_step(step, train_loader);
+    const double grad_norm = r.grad_norm;
+    const double loss_v = r.loss;
     TRIREME_CHECK(std::isfinite(loss_v), "training diverged: the loss is ", loss_v, " at step ", step + 1,
                   " (try a lower optim.lr or set optim.grad_clip)");
     sum.losses.push_back(loss_v);
@@ -275,7 +259,7 @@ TrainSummary Trainer::run() {
                               sum.unigram_entropy, ")"));
       }
     }
-    metrics.write(m);
+    if (metrics) metrics->write(m);
     if (!s.options.quiet) progress.update(done, loss_v, m.tokens_per_s, m.elapsed_s);
     if ((cfg.train.checkpoint_interval > 0 && done % cfg.train.checkpoint_interval == 0) || done == last_step) {
       save(s, done, progress);
@@ -288,7 +272,10 @@ TrainSummary Trainer::run() {
   sum.tokens_per_s = double(sum.tokens) / std::max(sum.seconds, 1e-9);
   sum.best_val_loss = s.best_val_loss;
   if (auto latest = find_latest_checkpoint(s.out_dir / "checkpoints")) sum.checkpoint_path = latest->string();
-  if (fs::exists(sum.metrics_path) && fs::file_size(sum.metrics_path) > 0) plot_metrics_file(sum.metrics_path, sum.plot_path);
+  metrics.reset();
+  if (main_rank && fs::exists(sum.metrics_path) && fs::file_size(sum.metrics_path) > 0) {
+    plot_metrics_file(sum.metrics_path, sum.plot_path);
+  }
   return sum;
 }
 

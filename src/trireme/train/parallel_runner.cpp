@@ -1,0 +1,335 @@
+// The trainer's parallel runners (see parallel_runner.h).
+#include "trireme/train/parallel_runner.h"
+
+#include <cmath>
+
+#include "trireme/autograd/grad_mode.h"
+#include "trireme/dist/process_group_gloo.h"
+#include "trireme/ops/copy.h"
+#include "trireme/ops/elementwise.h"
+#include "trireme/ops/factory.h"
+#include "trireme/ops/view.h"
+#include "trireme/optim/adamw.h"
+#include "trireme/parallel/data_parallel.h"
+#include "trireme/parallel/grad_norm.h"
+#include "trireme/parallel/pipeline_executor.h"
+#include "trireme/parallel/tp_gpt.h"
+#include "trireme/parallel/zero.h"
+
+namespace trireme::train {
+
+using namespace std::chrono_literals;
+
+parallel::ParallelLayout parallel_layout(const io::ParallelConfig& p) {
+  return {.dp = int(p.dp),
+          .tp = int(p.tp),
+          .pp = int(p.pp),
+          .micro_batches = int(p.micro_batches),
+          .schedule = p.schedule,
+          .virtual_stages = int(p.virtual_stages),
+          .zero1 = p.zero,
+          .bucket_bytes = std::max<int64_t>(1, int64_t(p.bucket_mb * double(1 << 20)))};
+}
+
+std::shared_ptr<ParallelJob> ParallelJob::connect(const io::ParallelConfig& config, const dist::DistEnv& env) {
+  const int64_t need = config.world_size();
+  if (env.world_size != need) {
+    throw io::ConfigError(str_cat(
+        "parallel: the layout ", config.describe(), " needs dp x tp x pp = ", need, " process", need == 1 ? "" : "es",
+        ", but WORLD_SIZE is ", env.world_size, " (from ", env.source, "); ",
+        env.world_size == 1
+            ? str_cat("run `trireme train --nproc ", need, " ...` (or `trireme launch --nproc-per-node ", need,
+                      " -- trireme train ...`)")
+            : str_cat("start ", need, " process", need == 1 ? "" : "es", " (--nproc ", need, "), or change [parallel] so that ",
+                      "dp x tp x pp = ", env.world_size,
+                      env.world_size % (config.tp * config.pp) == 0
+                          ? str_cat(" (here: --set parallel.dp=", env.world_size / (config.tp * config.pp), ")")
+                          : std::string())));
+  }
+  auto job = std::make_shared<ParallelJob>();
+  job->env = env;
+  job->store = std::make_shared<dist::StoreClient>(dist::store_client_options(env, 60s));
+  job->world = std::make_shared<dist::ProcessGroupGloo>(job->store, env.rank, env.world_size,
+                                                        dist::GlooOptions{.timeout = 300s});
+  job->ctx = std::make_unique<parallel::ParallelContext>(job->world, parallel_layout(config));
+  return job;
+}
+
+namespace {
+
+nlohmann::json layout_json_of(const io::ParallelConfig& p) {
+  return {{"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"virtual_stages", p.schedule == "interleaved" ? p.virtual_stages : 1},
+          {"zero", p.zero}};
+}
+
+// x averaged over `group` (a double, as f64 so the mean of the losses does not round to f32).
+double mean_over(dist::ProcessGroup* group, double x) {
+  if (!group || group->size() == 1) return x;
+  Tensor t = full({1}, x, DType::f64);
+  group->all_reduce(t, {.op = dist::ReduceOp::avg})->wait();
+  return t.item();
+}
+
+std::map<std::string, Tensor> as_map(const NamedTensors& v) { return {v.begin(), v.end()}; }
+
+// Common to both runners: config, job, layout description.
+class ParallelRunnerBase : public StepRunner {
+ public:
+  ParallelRunnerBase(const io::TrainConfig& cfg, std::shared_ptr<ParallelJob> job) : cfg_(cfg), job_(std::move(job)) {}
+  int rank() const override { return job_->ctx->world_rank(); }
+  std::string describe_layout() const override {
+    const auto& p = cfg_.parallel;
+    std::string extra = str_cat(", micro_batches=", p.micro_batches);
+    if (p.pp > 1) extra += str_cat(", schedule ", p.schedule, p.schedule == "interleaved" ? str_cat(" x", p.virtual_stages) : "");
+    if (p.zero) extra += ", ZeRO-1";
+    return str_cat(job_->ctx->world_size(), " processes (", p.describe(), extra, "); this is ", job_->ctx->describe());
+  }
+  nlohmann::json layout_json() const override { return layout_json_of(cfg_.parallel); }
+  void barrier() override { job_->world->barrier({.timeout = std::chrono::hours(1)})->wait(); }
+
+ protected:
+  const parallel::ParallelContext& ctx() const { return *job_->ctx; }
+  int64_t local_batch() const { return cfg_.train.batch_size / cfg_.parallel.dp; }
+
+  io::TrainConfig cfg_;
+  std::shared_ptr<ParallelJob> job_;
+};
+
+// ---- pp == 1: tensor and data parallelism, gradient accumulation over micro-batches ----
+
+class TensorDataRunner : public ParallelRunnerBase {
+ public:
+  TensorDataRunner(const io::TrainConfig& cfg, int64_t vocab, std::shared_ptr<ParallelJob> job)
+      : ParallelRunnerBase(cfg, std::move(job)) {
+    const auto& L = ctx().layout();
+    model_ = std::make_shared<parallel::TensorParallelGPT>(gpt_config(cfg, vocab), ctx(), uint64_t(cfg.train.seed));
+    reducer_ = std::make_unique<parallel::Reducer>(model_->named_parameters(), ctx().dp_group(),
+                                                   parallel::ReducerOptions{.bucket_bytes = L.bucket_bytes, .zero1 = L.zero1});
+    if (L.zero1) {
+      zero_ = std::make_unique<parallel::ZeroOptimizer>(
+          *reducer_, optim::AdamWOptions{.lr = cfg.optim.lr, .betas = {cfg.optim.beta1, cfg.optim.beta2},
+                                         .eps = cfg.optim.eps, .weight_decay = cfg.optim.weight_decay});
+    } else {
+      optimizer_ = make_optimizer(cfg, model_->named_parameters());
+    }
+  }
+
+  int64_t num_parameters() override {
+    // Whole parameters: a shard counts as its full (unpadded) shape.
+    int64_t n = 0;
+    for (const auto& [name, p] : model_->named_parameters()) {
+      auto it = model_->shard_specs().find(name);
+      if (it == model_->shard_specs().end()) {
+        n += p.numel();
+      } else {
+        int64_t full = 1;
+        for (int64_t s : it->second.full_shape) full *= s;
+        n += full;
+      }
+    }
+    return n;
+  }
+
+  void set_lr(double lr) override {
+    if (zero_) zero_->set_lr(lr);
+    else optimizer_->set_lr(lr);
+  }
+
+  StepResult train_step(int64_t step, const io::DataLoader& train) override {
+    const int m = ctx().layout().micro_batches;
+    model_->set_rng(uint64_t(cfg_.train.seed), uint64_t(step));
+    io::Batch b = train.batch(step, cfg_.train.batch_size, ctx().dp_rank(), ctx().layout().dp);
+    const int64_t rows = local_batch() / m;
+    double loss_sum = 0;
+    for (int i = 0; i < m; ++i) {
+      Tensor x = m == 1 ? b.inputs : contiguous(narrow(b.inputs, 0, i * rows, rows));
+      Tensor y = m == 1 ? b.targets : contiguous(narrow(b.targets, 0, i * rows, rows));
+      reducer_->prepare_backward(/*sync=*/i == m - 1);  // reduce once, during the last backward
+      Tensor loss = model_->loss(x, y);
+      if (m > 1) loss = loss / double(m);  // the micro-batches' mean losses add up to the batch's
+      loss.backward();
+      loss_sum += loss.item();
+    }
+    reducer_->finish();
+    auto pieces = zero_ ? zero_->grad_pieces(model_->shard_specs())
+                        : parallel::grad_pieces(model_->named_parameters(), model_->shard_specs());
+    const double norm = cfg_.optim.grad_clip > 0 ? parallel::clip_global_grad_norm(pieces, cfg_.optim.grad_clip, ctx())
+                                                 : parallel::global_grad_norm(pieces, ctx());
+    if (zero_) {
+      zero_->step();
+      zero_->zero_grad();
+    } else {
+      optimizer_->step();
+      optimizer_->zero_grad();
+    }
+    return {mean_over(ctx().dp_group(), loss_sum), norm};
+  }
+
+  double eval_loss(const io::DataLoader& val, int64_t batches) override {
+    NoGradGuard no_grad;
+    model_->eval();
+    double total = 0;
+    for (int64_t i = 0; i < batches; ++i) {
+      io::Batch b = val.batch(i, cfg_.train.batch_size, ctx().dp_rank(), ctx().layout().dp);
+      total += model_->loss(b.inputs, b.targets).item();
+    }
+    model_->train();
+    return mean_over(ctx().dp_group(), total / double(batches));
+  }
+
+  std::filesystem::path save(const std::filesystem::path& root, Checkpoint ckpt) override {
+    NamedTensors full = model_->full_state_dict();  // collective over tp
+    if (rank() == 0) ckpt.model = std::move(full);
+    ckpt.optimizer = zero_ ? zero_->state_dict() : optimizer_->state_dict();
+    return save_checkpoint_distributed(root, ckpt, *job_->world);
+  }
+
+  void load(const std::filesystem::path& dir, const Checkpoint& ckpt) override {
+    model_->load_full_state_dict(as_map(ckpt.model));
+    auto opt = as_map(load_checkpoint_optimizer(dir, rank()));
+    if (zero_) zero_->load_state_dict(opt);
+    else optimizer_->load_state_dict(opt);
+  }
+
+ private:
+  std::shared_ptr<parallel::TensorParallelGPT> model_;
+  std::unique_ptr<parallel::Reducer> reducer_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<parallel::ZeroOptimizer> zero_;
+};
+
+// ---- pp > 1: pipeline stages, dp over whole pipelines ----
+
+class PipelineRunner : public ParallelRunnerBase {
+ public:
+  PipelineRunner(const io::TrainConfig& cfg, int64_t vocab, std::shared_ptr<ParallelJob> job)
+      : ParallelRunnerBase(cfg, std::move(job)) {
+    stage_ = parallel::PipelineStage::build(gpt_config(cfg, vocab), ctx(), uint64_t(cfg.train.seed));
+    pipe_ = std::make_unique<parallel::PipelineExecutor>(stage_, ctx());
+    optimizer_ = make_optimizer(cfg, stage_->named_parameters());
+  }
+
+  int64_t num_parameters() override {
+    Tensor tied = stage_->tied_weight();
+    const bool last = ctx().pp_rank() == ctx().layout().pp - 1;
+    double n = 0;
+    for (const auto& [name, p] : stage_->named_parameters()) {
+      if (last && tied.defined() && p.impl() == tied.impl()) continue;  // rank 0 counts it
+      n += double(p.numel());
+    }
+    Tensor t = full({1}, n, DType::f64);
+    ctx().pp_group()->all_reduce(t)->wait();
+    return int64_t(std::llround(t.item()));
+  }
+
+  void set_lr(double lr) override { optimizer_->set_lr(lr); }
+
+  StepResult train_step(int64_t step, const io::DataLoader& train) override {
+    stage_->set_rng(uint64_t(cfg_.train.seed), uint64_t(step));
+    io::Batch b = train.batch(step, cfg_.train.batch_size, ctx().dp_rank(), ctx().layout().dp);
+    double loss = pipe_->step(b.inputs, b.targets);
+    if (ctx().layout().dp > 1) {
+      average_grads_over_dp();
+      loss = mean_over(ctx().dp_group(), loss);
+    }
+    const double norm = cfg_.optim.grad_clip > 0 ? pipe_->clip_grad_norm(cfg_.optim.grad_clip) : pipe_->grad_norm();
+    optimizer_->step();
+    optimizer_->zero_grad(true);
+    return {loss, norm};
+  }
+
+  // Forward only, one virtual stage after another: stage s runs on pipeline rank s mod p (its
+  // chunk s / p), receiving its input from stage s - 1 and sending its output to stage s + 1.
+  double eval_loss(const io::DataLoader& val, int64_t batches) override {
+    NoGradGuard no_grad;
+    stage_->eval();
+    dist::ProcessGroup* pp = ctx().pp_group();
+    const int p = ctx().layout().pp, r = ctx().pp_rank(), v = stage_->virtual_stages(), S = p * v;
+    const DType dtype = stage_->named_parameters().front().second.dtype();
+    double total = 0;
+    for (int64_t i = 0; i < batches; ++i) {
+      io::Batch b = val.batch(i, cfg_.train.batch_size, ctx().dp_rank(), ctx().layout().dp);
+      const int64_t rows = b.inputs.size(0), T = b.inputs.size(1);
+      std::vector<dist::WorkPtr> sends;
+      std::vector<Tensor> keep;  // the sent activations stay alive until their sends finish
+      double loss = 0;
+      for (int s = 0; s < S; ++s) {
+        if (s % p != r) continue;
+        Tensor input = b.inputs;
+        if (s > 0) {
+          input = Tensor::empty({rows, T, cfg_.model.d_model}, dtype);
+          pp->recv(input, (s - 1) % p, {.tag = kEvalTag + s})->wait();
+        }
+        Tensor out = stage_->forward(s / p, input);
+        if (s == S - 1) {
+          loss = stage_->loss(out, b.targets).item();
+        } else {
+          keep.push_back(contiguous(out));
+          sends.push_back(pp->send(keep.back(), (s + 1) % p, {.tag = kEvalTag + s + 1}));
+        }
+      }
+      for (auto& w : sends) w->wait();
+      Tensor l = full({1}, loss, DType::f64);
+      pp->broadcast(l, {.root = (S - 1) % p})->wait();
+      total += l.item();
+    }
+    stage_->train();
+    return mean_over(ctx().dp_group(), total / double(batches));
+  }
+
+  std::filesystem::path save(const std::filesystem::path& root, Checkpoint ckpt) override {
+    // The first replica's stages write the model (rank 0 merges their parts; the tied weight
+    // comes from stage 0, Note [pipeline tied embeddings]); every rank its optimizer state.
+    if (ctx().dp_rank() == 0) ckpt.model = stage_->state_dict();
+    ckpt.optimizer = optimizer_->state_dict();
+    return save_checkpoint_distributed(root, ckpt, *job_->world);
+  }
+
+  void load(const std::filesystem::path& dir, const Checkpoint& ckpt) override {
+    auto full = as_map(ckpt.model);
+    std::map<std::string, Tensor> mine;
+    for (const auto& [name, t] : stage_->state_dict()) {
+      auto it = full.find(name);
+      TRIREME_CHECK(it != full.end(), "checkpoint '", dir.string(), "': model.safetensors has no '", name, "'");
+      mine[name] = it->second;
+    }
+    stage_->load_state_dict(mine);
+    optimizer_->load_state_dict(as_map(load_checkpoint_optimizer(dir, rank())));
+  }
+
+ private:
+  static constexpr int kEvalTag = 1 << 20;  // far from the executor's tags
+
+  // One flat all-reduce (avg) of every gradient of this stage over its dp group.
+  void average_grads_over_dp() {
+    NoGradGuard no_grad;
+    std::vector<Tensor> flat;
+    auto params = stage_->named_parameters();
+    for (auto& [name, p] : params) {
+      if (!p.grad().defined()) p.set_grad(zeros(p.sizes(), p.dtype()));
+      flat.push_back(reshape(p.grad(), {-1}));
+    }
+    Tensor buf = contiguous(cat(flat, 0));
+    ctx().dp_group()->all_reduce(buf, {.op = dist::ReduceOp::avg})->wait();
+    int64_t off = 0;
+    for (auto& [name, p] : params) {
+      Tensor g = p.grad();
+      copy_(g, reshape(narrow(buf, 0, off, g.numel()), g.sizes()));
+      off += g.numel();
+    }
+  }
+
+  std::shared_ptr<parallel::PipelineStage> stage_;
+  std::unique_ptr<parallel::PipelineExecutor> pipe_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+};
+
+}  // namespace
+
+std::unique_ptr<StepRunner> make_parallel_runner(const io::TrainConfig& cfg, int64_t vocab,
+                                                 std::shared_ptr<ParallelJob> job) {
+  if (cfg.parallel.pp > 1) return std::make_unique<PipelineRunner>(cfg, vocab, std::move(job));
+  return std::make_unique<TensorDataRunner>(cfg, vocab, std::move(job));
+}
+
+}  // namespace trireme::train

@@ -1,0 +1,40 @@
+// The trainer's parallel runs: connecting to the job (store, Gloo world, ParallelContext) and
+// the StepRunners for each layout (docs/PARALLELISM.md):
+//   pp == 1   TensorParallelGPT (tp = 1 included) + Reducer over dp (overlapped buckets) + AdamW,
+//             SGD or ZeroOptimizer; micro_batches > 1 accumulates gradients
+//   pp > 1    PipelineStage + PipelineExecutor (its schedule and micro-batches), gradients
+//             averaged over dp after the pipeline step
+//
+//   auto job = ParallelJob::connect(cfg.parallel, dist::dist_env_from_environment());
+//   auto runner = make_parallel_runner(cfg, vocab_size, job);   // every rank, together
+#pragma once
+
+#include <memory>
+
+#include "trireme/dist/env.h"
+#include "trireme/dist/process_group.h"
+#include "trireme/dist/store.h"
+#include "trireme/parallel/context.h"
+#include "trireme/train/step_runner.h"
+
+namespace trireme::train {
+
+struct ParallelJob {
+  dist::DistEnv env;
+  std::shared_ptr<dist::StoreClient> store;
+  std::shared_ptr<dist::ProcessGroup> world;
+  std::unique_ptr<parallel::ParallelContext> ctx;
+
+  // Checks that the job's WORLD_SIZE is dp x tp x pp (io::ConfigError naming both and what to
+  // set otherwise), then connects every rank. Collective.
+  static std::shared_ptr<ParallelJob> connect(const io::ParallelConfig& config, const dist::DistEnv& env);
+};
+
+// The ParallelLayout that a [parallel] section describes.
+parallel::ParallelLayout parallel_layout(const io::ParallelConfig& config);
+
+// The runner for cfg.parallel's layout on this rank. Collective (all ranks call it together).
+std::unique_ptr<StepRunner> make_parallel_runner(const io::TrainConfig& cfg, int64_t vocab,
+                                                 std::shared_ptr<ParallelJob> job);
+
+}  // namespace trireme::train

@@ -1,0 +1,96 @@
+// The one-process StepRunner (see step_runner.h).
+#include "trireme/train/step_runner.h"
+
+#include "trireme/autograd/grad_mode.h"
+#include "trireme/optim/adamw.h"
+#include "trireme/optim/clip_grad.h"
+#include "trireme/optim/sgd.h"
+
+namespace trireme::train {
+
+models::GPTConfig gpt_config(const io::TrainConfig& cfg, int64_t vocab) {
+  return {.vocab_size = vocab,
+          .block_size = cfg.model.block_size,
+          .n_layer = cfg.model.n_layer,
+          .n_head = cfg.model.n_head,
+          .d_model = cfg.model.d_model,
+          .dropout = cfg.model.dropout,
+          .bias = cfg.model.bias,
+          .tie_embeddings = cfg.model.tie_embeddings};
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const io::TrainConfig& cfg, const optim::NamedParams& params) {
+  if (cfg.optim.name == "adamw") {
+    return std::make_unique<optim::AdamW>(
+        params, optim::AdamWOptions{.lr = cfg.optim.lr, .betas = {cfg.optim.beta1, cfg.optim.beta2},
+                                    .eps = cfg.optim.eps, .weight_decay = cfg.optim.weight_decay});
+  }
+  return std::make_unique<optim::SGD>(
+      params, optim::SGDOptions{.lr = cfg.optim.lr, .momentum = cfg.optim.momentum, .weight_decay = cfg.optim.weight_decay});
+}
+
+namespace {
+
+class SingleProcessRunner : public StepRunner {
+ public:
+  SingleProcessRunner(const io::TrainConfig& cfg, int64_t vocab)
+      : cfg_(cfg), model_(std::make_unique<models::GPT>(gpt_config(cfg, vocab), uint64_t(cfg.train.seed))),
+        optimizer_(make_optimizer(cfg, model_->named_parameters())) {}
+
+  std::string describe_layout() const override { return "1 process (dp=1 tp=1 pp=1)"; }
+  nlohmann::json layout_json() const override {
+    return {{"dp", 1}, {"tp", 1}, {"pp", 1}, {"virtual_stages", 1}, {"zero", false}};
+  }
+  int64_t num_parameters() override { return model_->num_parameters(); }
+  void set_lr(double lr) override { optimizer_->set_lr(lr); }
+
+  StepResult train_step(int64_t step, const io::DataLoader& train) override {
+    // Dropout masks are a function of (seed, step, layer name): resuming reproduces them.
+    model_->set_rng(uint64_t(cfg_.train.seed), uint64_t(step));
+    io::Batch b = train.batch(step, cfg_.train.batch_size);
+    Tensor loss = model_->loss(b.inputs, b.targets);
+    loss.backward();
+    const double grad_norm = cfg_.optim.grad_clip > 0 ? optim::clip_grad_norm(optimizer_->params(), cfg_.optim.grad_clip)
+                                                      : optim::grad_norm(model_->parameters());
+    optimizer_->step();
+    optimizer_->zero_grad(true);
+    return {loss.item(), grad_norm};
+  }
+
+  double eval_loss(const io::DataLoader& val, int64_t batches) override {
+    NoGradGuard no_grad;
+    model_->eval();
+    double total = 0;
+    for (int64_t i = 0; i < batches; ++i) {
+      io::Batch b = val.batch(i, cfg_.train.batch_size);
+      total += model_->loss(b.inputs, b.targets).item();
+    }
+    model_->train();
+    return total / double(batches);
+  }
+
+  std::filesystem::path save(const std::filesystem::path& root, Checkpoint ckpt) override {
+    ckpt.model = model_->state_dict();
+    ckpt.optimizer = optimizer_->state_dict();
+    return save_checkpoint(root, ckpt);
+  }
+
+  void load(const std::filesystem::path& dir, const Checkpoint& ckpt) override {
+    model_->load_state_dict(ckpt.model);
+    NamedTensors opt = ckpt.optimizer.empty() ? load_checkpoint_optimizer(dir, 0) : ckpt.optimizer;
+    optimizer_->load_state_dict(std::map<std::string, Tensor>(opt.begin(), opt.end()));
+  }
+
+ private:
+  io::TrainConfig cfg_;
+  std::unique_ptr<models::GPT> model_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+};
+
+}  // namespace
+
+std::unique_ptr<StepRunner> make_single_process_runner(const io::TrainConfig& cfg, int64_t vocab) {
+  return std::make_unique<SingleProcessRunner>(cfg, vocab);
+}
+
+}  // namespace trireme::train

@@ -1,0 +1,63 @@
+// StepRunner: the model-and-optimizer side of a training run, as the loop in trainer.cpp drives
+// it. One implementation runs one process (make_single_process_runner); the others run a
+// parallel layout (parallel_runner.h). The loop itself (schedule, evaluation cadence, metrics,
+// progress, checkpoint cadence) is the same for all of them.
+//
+//   std::unique_ptr<StepRunner> r = make_single_process_runner(cfg, vocab_size);
+//   r->set_lr(schedule.lr(step));
+//   StepResult res = r->train_step(step, train_loader);   // res.loss: the global batch's mean loss
+//   double val = r->eval_loss(val_loader, cfg.train.eval_batches);
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "trireme/io/config.h"
+#include "trireme/io/data_loader.h"
+#include "trireme/models/gpt.h"
+#include "trireme/optim/optimizer.h"
+#include "trireme/train/checkpoint.h"
+
+namespace trireme::train {
+
+struct StepResult {
+  double loss = 0;       // mean over the whole global batch, the same on every rank
+  double grad_norm = 0;  // global L2 norm of the gradient before clipping
+};
+
+class StepRunner {
+ public:
+  virtual ~StepRunner() = default;
+
+  virtual int rank() const { return 0; }  // global rank: 0 prints, writes metrics and plots
+  virtual std::string describe_layout() const = 0;
+  // What a checkpoint records and resume compares: {"dp", "tp", "pp", "virtual_stages", "zero"}.
+  virtual nlohmann::json layout_json() const = 0;
+  virtual int64_t num_parameters() = 0;  // of the whole model, tied weights once
+
+  virtual void set_lr(double lr) = 0;
+  // One optimizer step on global batch `step` (every rank reads its part of it).
+  virtual StepResult train_step(int64_t step, const io::DataLoader& train) = 0;
+  // Mean loss over batches 0..batches-1 of `val` (global batch size), without dropout.
+  virtual double eval_loss(const io::DataLoader& val, int64_t batches) = 0;
+
+  // Writes a checkpoint (collective in parallel runners): ckpt.state is filled in, the runner
+  // adds the model and optimizer state. Returns the checkpoint folder.
+  virtual std::filesystem::path save(const std::filesystem::path& root, Checkpoint ckpt) = 0;
+  // Restores the model and optimizer from checkpoint folder `dir` (already read into ckpt).
+  virtual void load(const std::filesystem::path& dir, const Checkpoint& ckpt) = 0;
+  // Waits for every rank (no-op in one process).
+  virtual void barrier() {}
+};
+
+models::GPTConfig gpt_config(const io::TrainConfig& cfg, int64_t vocab);
+// AdamW or SGD over `params`, as cfg.optim says.
+std::unique_ptr<optim::Optimizer> make_optimizer(const io::TrainConfig& cfg, const optim::NamedParams& params);
+// The one-process runner: models::GPT and the optimizer, exactly the single-process trainer.
+std::unique_ptr<StepRunner> make_single_process_runner(const io::TrainConfig& cfg, int64_t vocab);
+
+}  // namespace trireme::train

@@ -1,0 +1,240 @@
+// `trireme train --nproc N` end to end: a tiny GPT on the Tang poems trained in each parallel
+// layout logs the single process's per-step losses, gradient norms and validation losses
+// (1e-4 relative, docs/PARALLELISM.md); config errors exit with status 2 and say what to change;
+// a parallel checkpoint is whole single-process tensors that `trireme generate` loads; a parallel
+// run resumes bit-identically, and refuses a checkpoint of another layout.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "trireme/io/safetensors.h"
+#include "trireme/ops/copy.h"
+#include "trireme/train/checkpoint.h"
+
+namespace fs = std::filesystem;
+using namespace trireme;
+
+namespace {
+
+const char* kConfig = R"(
+[model]
+d_model = 32
+n_layer = 4
+n_head = 4
+block_size = 8
+dropout = 0.0
+[data]
+corpus = ["tang"]
+tokenizer = "char"
+[optim]
+lr = 3e-3
+grad_clip = 1.0
+[schedule]
+kind = "constant"
+warmup_steps = 0
+[train]
+steps = 12
+batch_size = 8
+eval_interval = 6
+eval_batches = 2
+checkpoint_interval = 6
+log_interval = 6
+threads = 1
+)";
+
+struct Result {
+  int status = -1;
+  std::string output;
+};
+
+// Runs the trireme binary with `args` (shell-quoted by the caller), output captured.
+Result run_cli(const std::string& args) {
+  Result r;
+  std::string cmd = std::string(TRIREME_BINARY) + " " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) r.output.append(buf, n);
+  int st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
+
+struct Step {
+  double loss = 0, grad_norm = 0, val_loss = NAN;
+};
+
+std::vector<Step> read_metrics(const fs::path& out_dir) {
+  std::vector<Step> steps;
+  std::ifstream f(out_dir / "metrics.jsonl");
+  for (std::string line; std::getline(f, line);) {
+    auto j = nlohmann::json::parse(line);
+    Step s{j["loss"].get<double>(), j["grad_norm"].get<double>()};
+    if (j.contains("val_loss") && j["val_loss"].is_number()) s.val_loss = j["val_loss"].get<double>();
+    steps.push_back(s);
+  }
+  return steps;
+}
+
+class ParallelTrainer : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = fs::temp_directory_path() / ("trireme_ptrain_" + std::to_string(::getpid()));
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+    std::ofstream(root_ / "tiny.toml") << kConfig;
+    // The data are prepared once and copied into each run's folder, so no run tokenizes again.
+    Result r = train("single", "");
+    ASSERT_EQ(r.status, 0) << r.output;
+    single_ = new std::vector<Step>(read_metrics(root_ / "single"));
+    ASSERT_EQ(single_->size(), 12u);
+  }
+  static void TearDownTestSuite() {
+    delete single_;
+    single_ = nullptr;
+    fs::remove_all(root_);
+  }
+
+  static Result train(const std::string& name, const std::string& extra) {
+    const fs::path dir = root_ / name;
+    if (name != "single" && !fs::exists(dir / "data") && fs::exists(root_ / "single" / "data")) {
+      fs::create_directories(dir);
+      fs::copy(root_ / "single" / "data", dir / "data", fs::copy_options::recursive);
+    }
+    return run_cli("train -c " + (root_ / "tiny.toml").string() + " --set train.out_dir=" + dir.string() + " " + extra);
+  }
+
+  // Trains `name` with `extra` flags and compares every step with the single process.
+  static void expect_matches_single(const std::string& name, const std::string& extra) {
+    Result r = train(name, extra);
+    ASSERT_EQ(r.status, 0) << r.output;
+    std::vector<Step> got = read_metrics(root_ / name);
+    ASSERT_EQ(got.size(), single_->size()) << r.output;
+    double worst = 0, worst_norm = 0, worst_val = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const Step &a = (*single_)[i], &b = got[i];
+      worst = std::max(worst, std::abs(a.loss - b.loss) / a.loss);
+      worst_norm = std::max(worst_norm, std::abs(a.grad_norm - b.grad_norm) / a.grad_norm);
+      EXPECT_EQ(std::isnan(a.val_loss), std::isnan(b.val_loss)) << "step " << i + 1;
+      if (!std::isnan(a.val_loss)) worst_val = std::max(worst_val, std::abs(a.val_loss - b.val_loss) / a.val_loss);
+      EXPECT_LT(std::abs(a.loss - b.loss), 1e-4 * a.loss) << name << " step " << i + 1 << ": " << b.loss << " vs " << a.loss;
+    }
+    EXPECT_LT(worst_norm, 1e-4) << name;
+    EXPECT_LT(worst_val, 1e-4) << name;
+    EXPECT_NE(r.output.find("layout: "), std::string::npos) << r.output;
+    std::printf("[ %s ] losses %.4f -> %.4f; worst relative diff: loss %.1e, grad norm %.1e, val loss %.1e\n",
+                name.c_str(), got.front().loss, got.back().loss, worst, worst_norm, worst_val);
+  }
+
+  static fs::path root_;
+  static std::vector<Step>* single_;
+};
+
+fs::path ParallelTrainer::root_;
+std::vector<Step>* ParallelTrainer::single_ = nullptr;
+
+}  // namespace
+
+TEST_F(ParallelTrainer, DataParallelMatchesOneProcess) {
+  expect_matches_single("dp2", "--nproc 2 --set parallel.dp=2");
+}
+TEST_F(ParallelTrainer, TensorParallelMatchesOneProcess) {
+  expect_matches_single("tp2", "--nproc 2 --set parallel.tp=2");
+}
+TEST_F(ParallelTrainer, PipelineMatchesOneProcess) {
+  expect_matches_single("pp2", "--nproc 2 --set parallel.pp=2 --set parallel.micro_batches=4 --set parallel.schedule=1f1b");
+}
+TEST_F(ParallelTrainer, ZeroMatchesOneProcess) {
+  expect_matches_single("dp2_zero", "--nproc 2 --set parallel.dp=2 --set parallel.zero=true --set parallel.bucket_mb=0.05");
+}
+TEST_F(ParallelTrainer, FourReplicasMatchOneProcess) {
+  expect_matches_single("dp4", "--nproc 4 --set parallel.dp=4");
+}
+TEST_F(ParallelTrainer, AccumulationAndCombinedLayoutsMatchOneProcess) {
+  expect_matches_single("dp2_mb2", "--nproc 2 --set parallel.dp=2 --set parallel.micro_batches=2");
+  expect_matches_single("dp2_pp2", "--nproc 4 --set parallel.dp=2 --set parallel.pp=2 --set parallel.micro_batches=2");
+  expect_matches_single("pp2_interleaved", "--nproc 2 --set parallel.pp=2 --set parallel.schedule=interleaved "
+                                           "--set parallel.virtual_stages=2 --set parallel.micro_batches=2");
+}
+
+TEST_F(ParallelTrainer, ConfigErrorsSayWhatToChange) {
+  Result heads = train("err", "--nproc 2 --set parallel.tp=3");
+  EXPECT_EQ(heads.status, 2) << heads.output;
+  EXPECT_NE(heads.output.find("parallel.tp: expected a divisor of model.n_head = 4"), std::string::npos) << heads.output;
+
+  Result nproc = train("err", "--nproc 4 --set parallel.dp=2");
+  EXPECT_EQ(nproc.status, 2) << nproc.output;
+  EXPECT_NE(nproc.output.find("needs dp x tp x pp = 2 processes; use --nproc 2"), std::string::npos) << nproc.output;
+
+  // Started by the launcher directly: every rank finds WORLD_SIZE 2 against a layout of 1.
+  Result world = run_cli("launch --nproc-per-node 2 -- " + std::string(TRIREME_BINARY) + " train -c " +
+                      (root_ / "tiny.toml").string() + " --set train.out_dir=" + (root_ / "err").string());
+  EXPECT_EQ(world.status, 2) << world.output;
+  EXPECT_NE(world.output.find("but WORLD_SIZE is 2"), std::string::npos) << world.output;
+  EXPECT_NE(world.output.find("--set parallel.dp=2"), std::string::npos) << world.output;
+
+  Result layers = train("err", "--nproc 8 --set parallel.pp=8");
+  EXPECT_EQ(layers.status, 2) << layers.output;
+  EXPECT_NE(layers.output.find("parallel.pp: expected at most model.n_layer = 4"), std::string::npos) << layers.output;
+
+  Result batch = train("err", "--nproc 2 --set parallel.dp=2 --set parallel.micro_batches=3");
+  EXPECT_EQ(batch.status, 2) << batch.output;
+  EXPECT_NE(batch.output.find("train.batch_size: expected a multiple of parallel.dp x parallel.micro_batches"),
+            std::string::npos) << batch.output;
+
+  Result tp_pp = train("err", "--nproc 4 --set parallel.tp=2 --set parallel.pp=2");
+  EXPECT_EQ(tp_pp.status, 2) << tp_pp.output;
+  EXPECT_NE(tp_pp.output.find("not available yet"), std::string::npos) << tp_pp.output;
+}
+
+TEST_F(ParallelTrainer, CheckpointIsWholeTensorsThatGenerateLoads) {
+  Result r = train("pp2_ckpt", "--nproc 2 --set parallel.pp=2 --set parallel.micro_batches=2");
+  ASSERT_EQ(r.status, 0) << r.output;
+  auto dir = train::find_latest_checkpoint(root_ / "pp2_ckpt" / "checkpoints");
+  ASSERT_TRUE(dir);
+  EXPECT_TRUE(fs::exists(*dir / "optimizer.rank0.safetensors"));
+  EXPECT_TRUE(fs::exists(*dir / "optimizer.rank1.safetensors"));
+  // The same names and shapes as the single process's checkpoint, and nearly the same values.
+  auto mine = io::load_safetensors((*dir / "model.safetensors").string());
+  auto ref = io::load_safetensors((*train::find_latest_checkpoint(root_ / "single" / "checkpoints") /
+                                   "model.safetensors").string());
+  ASSERT_EQ(mine.order.size(), ref.order.size());
+  for (const auto& n : ref.order) {
+    ASSERT_TRUE(mine.tensors.count(n)) << n;
+    EXPECT_EQ(mine.tensors.at(n).sizes(), ref.tensors.at(n).sizes()) << n;
+    auto a = to_dtype(ref.tensors.at(n), DType::f64).to_vector<double>();
+    auto b = to_dtype(mine.tensors.at(n), DType::f64).to_vector<double>();
+    double d = 0;
+    for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(a[i] - b[i]));
+    EXPECT_LT(d, 1e-3) << n;
+  }
+  Result g = run_cli("generate --checkpoint " + (root_ / "pp2_ckpt").string() + " --prompt 春 --max-new-tokens 8");
+  EXPECT_EQ(g.status, 0) << g.output;
+  EXPECT_GT(g.output.size(), 3u);
+}
+
+TEST_F(ParallelTrainer, ResumesBitIdenticallyAndOnlyWithTheSameLayout) {
+  const std::string layout = "--nproc 2 --set parallel.dp=2 --set parallel.zero=true";
+  Result straight = train("resume_a", layout);
+  ASSERT_EQ(straight.status, 0) << straight.output;
+  Result first = train("resume_b", layout + " --set train.steps=6");
+  ASSERT_EQ(first.status, 0) << first.output;
+  Result rest = train("resume_b", layout + " --resume");
+  ASSERT_EQ(rest.status, 0) << rest.output;
+  EXPECT_NE(rest.output.find("resume: from"), std::string::npos) << rest.output;
+  std::vector<Step> a = read_metrics(root_ / "resume_a"), b = read_metrics(root_ / "resume_b");
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].loss, b[i].loss) << "step " << i + 1;
+
+  Result other = train("resume_b", "--nproc 2 --set parallel.tp=2 --resume");
+  EXPECT_NE(other.status, 0) << other.output;
+  EXPECT_NE(other.output.find("was written with layout"), std::string::npos) << other.output;
+}
