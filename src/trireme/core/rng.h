@@ -9,10 +9,12 @@
 #include <string_view>
 
 // Host and device (CUDA kernels include this header too).
+#ifndef TRIREME_HOST_DEVICE
 #if defined(__CUDACC__)
 #define TRIREME_HOST_DEVICE __host__ __device__
 #else
 #define TRIREME_HOST_DEVICE
+#endif
 #endif
 
 namespace trireme {

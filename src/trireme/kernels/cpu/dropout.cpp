@@ -7,7 +7,7 @@
 
 #include "trireme/kernels/cpu/loops.h"
 #include "trireme/kernels/nn.h"
-#include "trireme/core/rng.h"
+#include "trireme/kernels/philox.h"
 #include "trireme/kernels/registry.h"
 
 namespace trireme::cpu {
@@ -19,9 +19,7 @@ void dropout_cpu(const Tensor& x, double p, uint64_t seed, uint64_t stream, uint
   const T* px = x.data<T>();
   T* py = y.data<T>();
   const A scale = A(1.0 / (1.0 - p));
-  // u = (bits >> 8) / 2^24 >= p  <=>  (bits >> 8) >= ceil(p * 2^24), exactly (p * 2^24 is exact
-  // in double and u takes only multiples of 2^-24).
-  const uint32_t threshold = uint32_t(std::ceil(p * 16777216.0));
+  const uint32_t threshold = dropout_threshold(p);
   parallel_for(x.numel(), 64, [&](int64_t b, int64_t e) {
     constexpr int64_t kBlock = 256;
     bool keep[kBlock];
@@ -29,7 +27,7 @@ void dropout_cpu(const Tensor& x, double p, uint64_t seed, uint64_t stream, uint
       const int64_t n = std::min(kBlock, e - i0);
       // The same draw as rng_uniform(seed, stream, index) >= p, bit for bit, through the inline
       // Philox so the loop vectorises (an out-of-line call per element cost ~25 ns).
-      for (int64_t i = 0; i < n; ++i) keep[i] = (philox4x32_10(seed, stream, offset + uint64_t(i0 + i)).v[0] >> 8) >= threshold;
+      for (int64_t i = 0; i < n; ++i) keep[i] = dropout_keep(philox_word0(seed, stream, offset + uint64_t(i0 + i)), threshold);
       for (int64_t i = 0; i < n; ++i) py[i0 + i] = keep[i] ? T(A(px[i0 + i]) * scale) : T(A(0));
     }
   });
