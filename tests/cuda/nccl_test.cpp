@@ -23,9 +23,13 @@ using namespace trireme::dist::testing;
 
 namespace {
 
+// Runs a scenario of the worker on 2 GPUs; the workers' logs go to the test's output (they show
+// the errors and how long they took).
 LaunchResult run_worker(const std::string& scenario) {
   auto o = quick_job(2, {TRIREME_NCCL_WORKER, scenario});
-  return launch(o);
+  LaunchResult r = launch(o);
+  std::printf("%s", all_logs(r, 2).c_str());
+  return r;
 }
 
 }  // namespace

@@ -160,15 +160,23 @@ struct ProcessGroupNccl::Impl {
   // After an NCCL call on the (nonblocking) communicator: waits until NCCL has queued it on the
   // stream. Connecting to peers happens here, so a peer that does not turn up times out.
   void finish_call_locked(ncclResult_t result, const std::string& op, milliseconds timeout) {
-    auto deadline = Clock::now() + timeout;
+    auto start = Clock::now(), deadline = start + timeout, next_liveness_check = start + std::chrono::seconds(1);
     ncclResult_t state = result;
     for (int spins = 0; state == ncclSuccess || state == ncclInProgress; ++spins) {
       if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) break;
       if (state != ncclInProgress) break;
-      if (Clock::now() > deadline) {
+      auto now = Clock::now();
+      if (now > deadline) {
         abort_locked(str_cat(failed_on(op), ": timed out after ", timeout.count(),
                              " ms while NCCL set it up (a peer is hung, slow, or never called ", op, ")"));
         TRIREME_FAIL(failure);
+      }
+      if (now > next_liveness_check) {  // a peer that died will not turn up: say so now
+        next_liveness_check = now + std::chrono::seconds(1);
+        if (std::string cause = dead_members(); !cause.empty()) {
+          abort_locked(str_cat(failed_on(op), ": ", cause));
+          TRIREME_FAIL(failure);
+        }
       }
       if (spins > 100) std::this_thread::sleep_for(std::chrono::microseconds(100));
     }

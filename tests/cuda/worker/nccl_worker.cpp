@@ -72,6 +72,8 @@ void expect_error(Fn&& fn, const std::vector<std::string>& parts, const std::str
   try {
     fn();
   } catch (const Error& e) {
+    std::printf("%s: error as expected: %s\n", what.c_str(), e.what());
+    std::fflush(stdout);
     for (const auto& p : parts)
       EXPECT_TRUE(std::string(e.what()).find(p) != std::string::npos, what, ": error lacks '", p, "': ", e.what());
     return;
