@@ -569,7 +569,7 @@ cuda::Stream ProcessGroupNccl::stream() const { return impl_->stream; }
 
 void ProcessGroupNccl::abort(const std::string& reason) {
   std::lock_guard lock(impl_->mutex);
-  impl_->abort_locked(str_cat("nccl group of ", impl_->self_name, " aborted: ", reason));
+  impl_->abort_locked(str_cat("nccl group aborted on ", impl_->self_name, ": ", reason));
 }
 
 WorkPtr ProcessGroupNccl::all_reduce(const Tensor& tensor, const AllReduceOptions& options) {
