@@ -136,6 +136,10 @@ class Group {
           {"OMP_NUM_THREADS", threads},
           {"OPENBLAS_NUM_THREADS", threads},
       };
+      // NCCL's NVLink SHARP (NVLS) algorithms use NVLink multicast, which can put a shared host's
+      // GPUs out of service after a crash; its ring and tree algorithms do without. A value the
+      // user set is passed through.
+      if (!std::getenv("NCCL_NVLS_ENABLE")) vars.emplace_back("NCCL_NVLS_ENABLE", "0");
       spawn(w, program, vars, attempt);
     }
   }

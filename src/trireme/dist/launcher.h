@@ -11,7 +11,8 @@
 // MASTER_ADDR, MASTER_PORT (the store), TRIREME_STORE_TOKEN (the job's secret),
 // TRIREME_RESTART_COUNT (and TORCHELASTIC_RESTART_COUNT), and OMP_NUM_THREADS /
 // OPENBLAS_NUM_THREADS = the CPUs this launcher may use divided among the local workers (an
-// OMP_NUM_THREADS already set is passed through: it is read as the per-worker choice).
+// OMP_NUM_THREADS already set is passed through: it is read as the per-worker choice), and
+// NCCL_NVLS_ENABLE=0 unless the launcher's environment sets it (NVLS off: see launcher.cpp).
 //
 // Failure handling: when a worker exits non-zero or is killed by a signal, the others get
 // SIGTERM, then SIGKILL after the grace period (each worker runs in its own process group, so

@@ -59,7 +59,9 @@ class Work {
   virtual bool is_completed() = 0;
   // Blocks until the op finishes and rethrows its error (a trireme::Error naming the op, the
   // ranks involved and the cause). With a nonzero timeout, throws if the op has not finished by
-  // then (the op itself keeps its own timeout and still ends by it).
+  // then (the op itself keeps its own timeout and still ends by it). NCCL differs: wait() makes
+  // the caller's CUDA stream wait for the op without blocking the host, and a wait(timeout) that
+  // runs out aborts the communicator (Note [nccl streams] in process_group_nccl.h).
   virtual void wait(milliseconds timeout = milliseconds(0)) = 0;
 };
 using WorkPtr = std::shared_ptr<Work>;

@@ -1,0 +1,300 @@
+// The worker program the NCCL tests launch as one process per GPU: one scenario per run, checked
+// against closed-form answers (sums of ranks); exits 0 when every check holds.
+//   nccl_worker collectives | timeout | peer_dies | die
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include "trireme/core/tensor.h"
+#include "trireme/cuda/device.h"
+#include "trireme/dist/device_mesh.h"
+#include "trireme/dist/env.h"
+#include "trireme/dist/process_group_factory.h"
+#include "trireme/dist/process_group_nccl.h"
+#include "trireme/ops/copy.h"
+#include "trireme/ops/elementwise.h"
+
+using namespace trireme;
+using namespace trireme::dist;
+using namespace std::chrono_literals;
+
+namespace {
+
+int g_rank = -1;
+
+#define EXPECT_TRUE(cond, ...)                                                                    \
+  do {                                                                                           \
+    if (!(cond)) {                                                                               \
+      std::fprintf(stderr, "rank %d: check failed at line %d: %s %s\n", g_rank, __LINE__, #cond, \
+                   str_cat(__VA_ARGS__).c_str());                                                \
+      std::exit(1);                                                                              \
+    }                                                                                            \
+  } while (0)
+
+Device g_device;
+
+// A tensor on this rank's GPU with element i = value_of(i).
+Tensor on_gpu(int64_t n, DType dtype, auto value_of) {
+  Tensor t = Tensor::empty({n}, DType::f64);
+  for (int64_t i = 0; i < n; ++i) t.data<double>()[i] = double(value_of(i));
+  return to_device(to_dtype(t, dtype), g_device);
+}
+
+std::vector<double> values_of(const Tensor& t) {
+  Tensor c = contiguous(to_dtype(to_device(t, Device::cpu()), DType::f64));
+  return std::vector<double>(c.data<double>(), c.data<double>() + c.numel());
+}
+
+void expect_values(const Tensor& t, auto expected_of, const std::string& what) {
+  std::vector<double> got = values_of(t);
+  for (size_t i = 0; i < got.size(); ++i) {
+    double want = expected_of(int64_t(i));
+    EXPECT_TRUE(std::abs(got[i] - want) <= 1e-6 * (1 + std::abs(want)), what, ": element ", i, " is ", got[i],
+                " but should be ", want);
+  }
+}
+
+bool is_integer(DType d) { return d == DType::i32 || d == DType::i64; }
+
+// avg over W ranks of values summing to s: integers divide rounding toward zero (all are >= 0 here).
+double average(double s, int W, DType d) { return is_integer(d) ? std::trunc(s / W) : s / W; }
+
+std::string what_of(const std::exception& e) { return e.what(); }
+
+template <class Fn>
+void expect_error(Fn&& fn, const std::vector<std::string>& parts, const std::string& what) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    std::printf("%s: error as expected: %s\n", what.c_str(), e.what());
+    std::fflush(stdout);
+    for (const auto& p : parts)
+      EXPECT_TRUE(std::string(e.what()).find(p) != std::string::npos, what, ": error lacks '", p, "': ", e.what());
+    return;
+  }
+  EXPECT_TRUE(false, what, ": should have thrown");
+}
+
+void collectives_of(ProcessGroupNccl& world, DType d) {
+  const int r = world.rank(), W = world.size();
+  const double rank_sum = W * (W - 1) / 2.0;
+  const std::string name = str_cat(d);
+  const int64_t n = 8;
+
+  Tensor a = on_gpu(n, d, [&](int64_t i) { return r + i; });
+  world.all_reduce(a)->wait();
+  expect_values(a, [&](int64_t i) { return rank_sum + W * i; }, "all_reduce sum " + name);
+
+  Tensor v = on_gpu(n, d, [&](int64_t i) { return r + i; });
+  world.all_reduce(v, {.op = ReduceOp::avg})->wait();
+  expect_values(v, [&](int64_t i) { return average(rank_sum + W * i, W, d); }, "all_reduce avg " + name);
+
+  Tensor m = on_gpu(n, d, [&](int64_t i) { return r * 10 - i; });
+  world.all_reduce(m, {.op = ReduceOp::max})->wait(10s);
+  expect_values(m, [&](int64_t i) { return (W - 1) * 10 - i; }, "all_reduce max " + name);
+
+  Tensor c = on_gpu(n, d, [&](int64_t i) { return r * 100 + i; });
+  world.broadcast(c, {.root = W - 1})->wait();
+  expect_values(c, [&](int64_t i) { return (W - 1) * 100 + i; }, "broadcast " + name);
+
+  Tensor in = on_gpu(2, d, [&](int64_t i) { return i == 0 ? r : 10 * r + 1; });
+  Tensor out = to_device(Tensor::empty({W * 2}, d), g_device);
+  world.all_gather(out, in)->wait();
+  expect_values(out, [&](int64_t i) { return i % 2 == 0 ? i / 2 : 10 * (i / 2) + 1; }, "all_gather " + name);
+
+  // Element j of rank q's input is q + j; rank r keeps elements 3r..3r+2.
+  Tensor rs_in = on_gpu(W * 3, d, [&](int64_t j) { return r + j; });
+  Tensor rs_out = to_device(Tensor::empty({3}, d), g_device);
+  world.reduce_scatter(rs_out, rs_in)->wait();
+  expect_values(rs_out, [&](int64_t k) { return rank_sum + W * (3.0 * r + k); }, "reduce_scatter sum " + name);
+  world.reduce_scatter(rs_out, rs_in, {.op = ReduceOp::avg})->wait();
+  expect_values(rs_out, [&](int64_t k) { return average(rank_sum + W * (3.0 * r + k), W, d); },
+                "reduce_scatter avg " + name);
+  world.reduce_scatter(rs_out, rs_in, {.op = ReduceOp::max})->wait();
+  expect_values(rs_out, [&](int64_t k) { return W - 1 + 3.0 * r + k; }, "reduce_scatter max " + name);
+
+  // send/recv around the ring: each rank sends, then receives (Note [nccl send/recv]).
+  Tensor s = on_gpu(4, d, [&](int64_t i) { return r * 100 + i; });
+  Tensor got = to_device(Tensor::empty({4}, d), g_device);
+  auto ws = world.send(s, (r + 1) % W, {.tag = 7});
+  auto wr = world.recv(got, (r + W - 1) % W, {.tag = 7});
+  wr->wait();
+  ws->wait(10s);
+  int from = (r + W - 1) % W;
+  expect_values(got, [&](int64_t i) { return from * 100 + i; }, "send/recv ring " + name);
+}
+
+void collectives(ProcessGroupNccl& world, std::shared_ptr<StoreClient> store) {
+  const int r = world.rank(), W = world.size();
+  const double rank_sum = W * (W - 1) / 2.0;
+  const char* nvls = std::getenv("NCCL_NVLS_ENABLE");
+  EXPECT_TRUE(nvls && std::string(nvls) == "0", "NCCL_NVLS_ENABLE should be 0 in the workers");
+
+  for (DType d : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i32, DType::i64}) collectives_of(world, d);
+
+  // Async: two in flight, waited for in reverse order (one blocking the host, one the stream).
+  Tensor x = on_gpu(1 << 20, DType::f32, [&](int64_t) { return r; });
+  Tensor y = on_gpu(7, DType::f32, [&](int64_t) { return 1.0; });
+  auto wx = world.all_reduce(x);
+  auto wy = world.all_reduce(y);
+  wy->wait(10s);
+  EXPECT_TRUE(wy->is_completed(), "wait(timeout) returns once the op is done");
+  wx->wait();
+  cuda::synchronize();
+  EXPECT_TRUE(wx->is_completed(), "done after the device is synchronized");
+  expect_values(y, [&](int64_t) { return W; }, "async all_reduce y");
+  expect_values(x, [&](int64_t) { return rank_sum; }, "async all_reduce x");
+
+  // Stream order, no host sync in between: compute -> all_reduce -> compute.
+  Tensor big = on_gpu(1 << 22, DType::f32, [&](int64_t) { return r; });
+  mul_(big, 3.0);
+  auto wb = world.all_reduce(big);
+  wb->wait();
+  add_(big, 1.0);
+  expect_values(big, [&](int64_t) { return 3 * rank_sum + 1; }, "compute/all_reduce/compute in stream order");
+
+  // A dropped Work and tensor: the group keeps the tensor alive until the op is done.
+  world.all_reduce(on_gpu(1 << 16, DType::f32, [&](int64_t) { return 1.0; }));
+  world.barrier()->wait(10s);
+  world.barrier()->wait();
+
+  // Bad arguments: errors that name the op.
+  expect_error([&] { world.all_reduce(Tensor::empty({3}, DType::f32)); }, {"nccl all_reduce", "cpu", "gloo"},
+               "a CPU tensor");
+  expect_error([&] { world.all_gather(to_device(Tensor::empty({3}, DType::f32), g_device), on_gpu(2, DType::f32, [](int64_t) { return 0; })); },
+               {"all_gather", "elements"}, "all_gather with a wrong output size");
+  expect_error([&] { world.all_reduce(to_device(Tensor::empty({3}, DType::boolean), g_device)); }, {"bool"},
+               "a bool all_reduce");
+  expect_error([&] { world.send(y, r); }, {"send", "another rank"}, "a send to oneself");
+
+  // A group with the ranks reversed: its rank 0 is the last global rank.
+  std::vector<int> reversed;
+  for (int q = W - 1; q >= 0; --q) reversed.push_back(q);
+  auto rev = world.new_group(reversed, "reversed");
+  EXPECT_TRUE(rev->rank() == W - 1 - r && rev->size() == W && rev->backend_name() == "nccl", "reversed group ranks");
+  Tensor g = on_gpu(1, DType::f32, [&](int64_t) { return r * 5; });
+  rev->broadcast(g, {.root = 0})->wait();
+  expect_values(g, [&](int64_t) { return (W - 1) * 5; }, "broadcast from the reversed group's rank 0");
+  rev->all_reduce(g, {.op = ReduceOp::sum})->wait();
+  expect_values(g, [&](int64_t) { return W * (W - 1) * 5; }, "all_reduce on the reversed group");
+
+  // A one-rank group of each rank, and a mesh whose groups are NCCL groups.
+  auto solo = world.new_group({r}, "solo");
+  Tensor h = on_gpu(3, DType::f32, [&](int64_t i) { return r + i; });
+  solo->all_reduce(h)->wait();
+  expect_values(h, [&](int64_t i) { return r + i; }, "all_reduce on a one-rank group");
+  auto world_ptr = std::shared_ptr<ProcessGroup>(&world, [](ProcessGroup*) {});
+  DeviceMesh mesh(world_ptr, {{"dp", 1}, {"tp", W}});
+  Tensor t = on_gpu(1, DType::f32, [&](int64_t) { return r; });
+  mesh.group("tp")->all_reduce(t)->wait();
+  expect_values(t, [&](int64_t) { return rank_sum; }, "tp group of a mesh");
+
+  // The factory: auto picks NCCL here; gloo still serves CPU tensors beside it.
+  EXPECT_TRUE(resolve_backend("auto") == "nccl", "auto backend with NCCL and GPUs");
+  auto by_factory = make_process_group("auto", store, r, W, {.timeout = 20s});
+  EXPECT_TRUE(by_factory->backend_name() == "nccl", by_factory->backend_name());
+  Tensor f = on_gpu(2, DType::bf16, [&](int64_t i) { return r + i; });
+  by_factory->all_reduce(f)->wait();
+  expect_values(f, [&](int64_t i) { return rank_sum + W * i; }, "all_reduce on the factory's nccl group");
+  auto cpu_group = make_process_group("gloo", store, r, W, {.timeout = 20s});
+  Tensor cpu = Tensor::empty({2}, DType::f32);
+  cpu.data<float>()[0] = float(r);
+  cpu.data<float>()[1] = 1;
+  cpu_group->all_reduce(cpu)->wait();
+  EXPECT_TRUE(cpu.data<float>()[0] == rank_sum && cpu.data<float>()[1] == W, "gloo beside nccl");
+  world.barrier()->wait(10s);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string scenario = argc > 1 ? argv[1] : "collectives";
+  ::alarm(120);  // a hang is a failure (SIGALRM), never a stuck test
+  try {
+    DistEnv env = dist_env_from_environment();
+    g_rank = env.rank;
+    std::printf("pid=%d rank=%d\n", static_cast<int>(::getpid()), env.rank);
+    std::fflush(stdout);
+    cuda::set_device(env.local_rank);
+    g_device = Device::cuda(env.local_rank);
+    auto store = std::make_shared<StoreClient>(store_client_options(env, 20s));
+    ProcessGroupNccl world(store, env.rank, env.world_size, NcclOptions{.timeout = 20s});
+    if (scenario == "collectives") {
+      collectives(world, store);
+    } else if (scenario == "timeout") {
+      auto second = world.new_group({0, 1}, "second");
+      world.barrier()->wait(10s);
+      second->barrier()->wait(10s);
+      if (env.rank == 1) {  // skips every collective from here on
+        store->get("rank0_done", 60s);
+        std::fflush(stdout);
+        ::_exit(0);
+      }
+      // wait(timeout): the op's own timeout fires; the error names the op.
+      Tensor t = on_gpu(3, DType::f32, [](int64_t) { return 1.0; });
+      auto start = std::chrono::steady_clock::now();
+      expect_error([&] { world.all_reduce(t, {.timeout = 500ms})->wait(10s); }, {"all_reduce", "timed out", "rank 0"},
+                   "a collective that rank 1 skips");
+      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+      std::printf("wait(timeout) error after %lld ms\n", static_cast<long long>(ms.count()));
+      EXPECT_TRUE(ms < 3000ms, "the timeout took ", ms.count(), " ms");
+      expect_error([&] { world.barrier(); }, {"barrier", "aborted", "all_reduce"}, "a call after the abort");
+
+      // wait() without a timeout: the watchdog aborts, the stream moves on, the next call throws.
+      Tensor u = on_gpu(3, DType::f32, [](int64_t) { return 1.0; });
+      start = std::chrono::steady_clock::now();
+      std::string path = "the all_reduce call";
+      expect_error(
+          [&] {
+            auto w = second->all_reduce(u, {.timeout = 500ms});
+            w->wait();
+            path = "the device synchronize";
+            cuda::synchronize();  // returns once the watchdog has aborted the communicator
+            path = "the next call";
+            second->barrier();
+          },
+          {"all_reduce", "timed out"}, "a skipped collective waited for on the stream");
+      ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+      std::printf("watchdog error after %lld ms, thrown by %s\n", static_cast<long long>(ms.count()), path.c_str());
+      EXPECT_TRUE(ms < 5000ms, "the watchdog took ", ms.count(), " ms");
+      store->set("rank0_done", "1");
+    } else if (scenario == "peer_dies" || scenario == "die") {
+      world.barrier()->wait(10s);
+      if (env.rank == 1) {
+        std::printf("rank 1 going away\n");
+        std::fflush(stdout);
+        if (scenario == "die") ::raise(SIGKILL);
+        ::_exit(0);  // no goodbye to the store: counts as dead (Note [store liveness])
+      }
+      Tensor t = on_gpu(3, DType::f32, [](int64_t) { return 1.0; });
+      auto start = std::chrono::steady_clock::now();
+      try {
+        world.all_reduce(t, {.timeout = 20s})->wait(30s);
+        EXPECT_TRUE(false, "all_reduce with a dead peer should fail");
+      } catch (const Error& e) {
+        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+        std::printf("error after %lld ms: %s\n", static_cast<long long>(ms.count()), e.what());
+        std::fflush(stdout);
+        if (scenario == "die") ::_exit(3);  // the launcher should still blame rank 1
+        EXPECT_TRUE(what_of(e).find("rank 1 exited or was killed") != std::string::npos, e.what());
+        EXPECT_TRUE(what_of(e).find("all_reduce") != std::string::npos, e.what());
+        EXPECT_TRUE(ms < 8000ms, "noticing the dead peer took ", ms.count(), " ms");
+      }
+    } else {
+      std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
+      return 2;
+    }
+    std::printf("rank %d: %s ok\n", env.rank, scenario.c_str());
+    std::fflush(stdout);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rank %d: %s\n", g_rank, e.what());
+    return 1;
+  }
+}
