@@ -13,6 +13,7 @@
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/view.h"
 #include "trireme/train/checkpoint.h"
+#include "trireme/train/step_runner.h"
 
 namespace trireme::train {
 
@@ -98,14 +99,7 @@ TextGenerator load_generator(const std::string& checkpoint) {
                 "' has no config or tokenizer in state.json");
   io::TrainConfig cfg = io::Config::parse(ck.state["config"].get<std::string>(), dir->string() + "/state.json").resolve();
   auto tok = io::tokenizer_from_json(ck.state["tokenizer"]);
-  models::GPTConfig gc{.vocab_size = tok->vocab_size(),
-                       .block_size = cfg.model.block_size,
-                       .n_layer = cfg.model.n_layer,
-                       .n_head = cfg.model.n_head,
-                       .d_model = cfg.model.d_model,
-                       .dropout = cfg.model.dropout,
-                       .bias = cfg.model.bias,
-                       .tie_embeddings = cfg.model.tie_embeddings};
+  models::GPTConfig gc = gpt_config(cfg, tok->vocab_size());
   auto model = std::make_unique<models::GPT>(gc, 0);
   model->load_state_dict(ck.model);
   return TextGenerator(std::move(model), std::move(tok));
