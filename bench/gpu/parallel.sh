@@ -5,8 +5,8 @@
 #   GPT-2 124M  (B=16 per GPU)   dp=1 on 1 GPU, dp=2 on 2 GPUs;   peer: DDP on 2 GPUs
 #   GPT 1.3B    (B=8)            tp=1 on 1 GPU, tp=2 on 2 GPUs;   peer: DTensor tp on 2 GPUs
 # and prints a table: scaling efficiency = tokens/s(2 GPUs) / (2 x tokens/s(1 GPU)).
-# ITERS / WARMUP (10 / 3) and ITERS_BIG (for 1.3B; default ITERS) bound the time. Full logs in
-# $OUT (or out/gpu).
+# ITERS / WARMUP (10 / 3), ITERS_BIG (for 1.3B; default ITERS) and DEADLINE_S (400: the whole
+# script, build included) bound the time. Full logs in $OUT (or out/gpu).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -28,6 +28,7 @@ iters_big=${ITERS_BIG:-$iters}
 nvidia-smi -L > "$out/env.txt" 2>&1
 
 t0=$(date +%s)
+start=$t0
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRIREME_DEPS_PREFIX="$deps/usr" \
   -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DTRIREME_BUILD_BENCH=ON -DTRIREME_BUILD_TESTS=OFF > "$out/par_build.log" 2>&1 &&
   ninja -C build-gpu trireme_cli gpt_parallel_step >> "$out/par_build.log" 2>&1
@@ -41,10 +42,17 @@ echo "build: $(($(date +%s) - t0)) s"
 
 bench=build-gpu/bench/gpt_parallel_step
 launch="build-gpu/trireme launch --nproc-per-node 2 --"
+deadline=$((start + ${DEADLINE_S:-400}))  # whole script, build included; runs past it are cut
 run() {  # name, seconds, command...: the JSON line into $out/par_<name>.json, the log beside it
   local name=$1 limit=$2
   shift 2
   local t=$(date +%s)
+  local left=$((deadline - t))
+  if [ $left -lt 20 ]; then
+    echo "$name: skipped, $left s left before the deadline"
+    return
+  fi
+  [ $limit -le $left ] || limit=$left
   timeout "$limit" "$@" > "$out/par_$name.log" 2>&1
   local rc=$?
   grep -oE '\{"(impl|peer)".*\}' "$out/par_$name.log" | tail -1 > "$out/par_$name.json"
@@ -52,13 +60,13 @@ run() {  # name, seconds, command...: the JSON line into $out/par_<name>.json, t
   [ $rc -eq 0 ] || grep -iE "error|fail|what\(\)" "$out/par_$name.log" | head -8
 }
 common=(--device cuda --dtype bf16 --warmup "$warmup")
-run dp1 90 $bench --model gpt2-124m --batch 16 "${common[@]}" --iters "$iters"
-run dp2 120 $launch $bench --model gpt2-124m --dp 2 --batch 16 "${common[@]}" --iters "$iters"
-run tp1 150 $bench --model gpt-1.3b --batch 8 "${common[@]}" --iters "$iters_big"
-run tp2 150 $launch $bench --model gpt-1.3b --tp 2 --batch 8 "${common[@]}" --iters "$iters_big"
+run dp1 60 $bench --model gpt2-124m --batch 16 "${common[@]}" --iters "$iters"
+run dp2 75 $launch $bench --model gpt2-124m --dp 2 --batch 16 "${common[@]}" --iters "$iters"
+run tp1 110 $bench --model gpt-1.3b --batch 8 "${common[@]}" --iters "$iters_big"
+run tp2 110 $launch $bench --model gpt-1.3b --tp 2 --batch 8 "${common[@]}" --iters "$iters_big"
 if [ -f "$peer" ]; then
-  run torch_ddp 120 "$python" "$peer" --model gpt2-124m --batch 16 --mode ddp --gpus 2
-  run torch_tp 150 "$python" "$peer" --model gpt-1.3b --batch 8 --mode tp --gpus 2
+  run torch_ddp 75 "$python" "$peer" --model gpt2-124m --batch 16 --mode ddp --gpus 2
+  run torch_tp 100 "$python" "$peer" --model gpt-1.3b --batch 8 --mode tp --gpus 2
 else
   echo "no peer script at ../shared/peer or .peer: PyTorch not run"
 fi
