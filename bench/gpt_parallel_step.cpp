@@ -50,7 +50,7 @@ int usage(const std::string& why) {
   std::fprintf(stderr,
                "gpt_parallel_step: %s\n"
                "usage: gpt_parallel_step [--model tiny|gpt2-124m|gpt-1.3b] [--batch B (per dp rank)] [--dp N] "
-               "[--tp N] [--device cpu|cuda] [--dtype f32|bf16] [--warmup 3] [--iters 10] [--bucket-mb 25]\n",
+               "[--tp N] [--device cpu|cuda] [--dtype f32|bf16] [--warmup 3] [--iters 10] [--bucket-mb 25] [--phases 0]\n",
                why.c_str());
   return 2;
 }
@@ -75,7 +75,7 @@ int64_t full_parameter_count(parallel::TensorParallelGPT& gpt) {
 
 int main(int argc, char** argv) {
   std::string model = "gpt2-124m", device_name = "cuda", dtype_arg = "bf16";
-  int64_t batch = 16, warmup = 3, iters = 10, dp = 0, tp = 1;
+  int64_t batch = 16, warmup = 3, iters = 10, dp = 0, tp = 1, phases = 0;
   double bucket_mb = 25;
   for (int i = 1; i < argc; i += 2) {
     const std::string k = argv[i];
@@ -90,6 +90,7 @@ int main(int argc, char** argv) {
     else if (k == "--warmup") warmup = std::atoll(v);
     else if (k == "--iters") iters = std::atoll(v);
     else if (k == "--bucket-mb") bucket_mb = std::atof(v);
+    else if (k == "--phases") phases = std::atoll(v);
     else return usage("unknown flag " + k);
   }
   const ModelShape* s = nullptr;
@@ -161,15 +162,45 @@ int main(int argc, char** argv) {
   for (int64_t i = 0; i < warmup; ++i) step();
   sync();
   reset_peak_memory(device);
-  std::vector<double> ts;
+  using Clock = std::chrono::steady_clock;
+  auto secs = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  // host: how long the host takes to queue a step (the GPU runs behind it); when it is close to
+  // the step time, the step is bound by the host, not the GPU.
+  std::vector<double> ts, host;
   for (int64_t i = 0; i < iters; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
+    const auto t0 = Clock::now();
     step();
+    const auto t1 = Clock::now();
     sync();
-    ts.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    ts.push_back(secs(t0, Clock::now()));
+    host.push_back(secs(t0, t1));
   }
   std::sort(ts.begin(), ts.end());
   const double t = ts[ts.size() / 2];
+  // --phases N: N more steps synchronised between forward, backward (with the dp reduction) and
+  // the optimizer, to see which part does not scale.
+  std::vector<double> fwd, bwd, upd;
+  for (int64_t i = 0; i < phases; ++i) {
+    if (reducer) reducer->prepare_backward(true);
+    const auto t0 = Clock::now();
+    Tensor loss = gpt->loss(x, y);
+    sync();
+    const auto t1 = Clock::now();
+    loss.backward();
+    if (reducer) reducer->finish();
+    sync();
+    const auto t2 = Clock::now();
+    opt.step();
+    opt.zero_grad(true);
+    sync();
+    fwd.push_back(secs(t0, t1));
+    bwd.push_back(secs(t1, t2));
+    upd.push_back(secs(t2, Clock::now()));
+  }
   const int64_t n_params = full_parameter_count(*gpt);
   const double tokens_per_s = double(dp * batch * s->T) / t;
   const double flops_per_token = 6.0 * double(n_params) + 12.0 * double(s->L * s->d * s->T);
@@ -181,11 +212,13 @@ int main(int argc, char** argv) {
         "{\"impl\": \"trireme-%s\", \"model\": \"%s\", \"device\": \"%s\", \"dtype\": \"%s\", \"dp\": %lld, "
         "\"tp\": %lld, \"gpus\": %d, \"batch_per_rank\": %lld, \"global_batch\": %lld, \"seq\": %lld, \"params\": %lld, "
         "\"step_ms\": %.3f, \"step_ms_min\": %.3f, \"step_ms_max\": %.3f, \"tokens_per_s\": %.1f, \"mfu\": %.4f, "
-        "\"peak_mem_GiB\": %.3f, \"dp_comm_hidden_fraction\": %.3f}\n",
+        "\"peak_mem_GiB\": %.3f, \"dp_comm_hidden_fraction\": %.3f, \"host_ms\": %.3f, \"fwd_ms\": %.3f, "
+        "\"bwd_ms\": %.3f, \"opt_ms\": %.3f}\n",
         TRIREME_VERSION, s->name, device_name.c_str(), dtype_arg.c_str(), (long long)dp, (long long)tp,
         env.world_size, (long long)batch, (long long)(dp * batch), (long long)s->T, (long long)n_params, t * 1e3,
         ts.front() * 1e3, ts.back() * 1e3, tokens_per_s,
-        tokens_per_s * flops_per_token / (989e12 * double(env.world_size)), peak_gib, hidden);
+        tokens_per_s * flops_per_token / (989e12 * double(env.world_size)), peak_gib, hidden, median(host) * 1e3,
+        phases ? median(fwd) * 1e3 : 0.0, phases ? median(bwd) * 1e3 : 0.0, phases ? median(upd) * 1e3 : 0.0);
     std::fflush(stdout);
   }
   // Every rank done with its collectives before the groups go away.

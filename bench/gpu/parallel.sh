@@ -5,6 +5,8 @@
 #   GPT-2 124M  (B=16 per GPU)   dp=1 on 1 GPU, dp=2 on 2 GPUs;   peer: DDP on 2 GPUs
 #   GPT 1.3B    (B=8)            tp=1 on 1 GPU, tp=2 on 2 GPUs;   peer: DTensor tp on 2 GPUs
 # and prints a table: scaling efficiency = tokens/s(2 GPUs) / (2 x tokens/s(1 GPU)).
+# RUNS picks some of: dp1 dp2 tp1 tp2 torch_ddp torch_tp (default all); PHASES=N adds N steps
+# timed phase by phase (fwd_ms, bwd_ms, opt_ms; host_ms: the host's time to queue a step).
 # ITERS / WARMUP (10 / 3), ITERS_BIG (for 1.3B; default ITERS) and DEADLINE_S (400: the whole
 # script, build included) bound the time. Full logs in $OUT (or out/gpu).
 set -uo pipefail
@@ -25,6 +27,8 @@ python=/opt/torch/.venv/bin/python3
 iters=${ITERS:-10}
 warmup=${WARMUP:-3}
 iters_big=${ITERS_BIG:-$iters}
+phases=${PHASES:-0}  # extra steps timed phase by phase (forward, backward, optimizer)
+runs=${RUNS:-dp1 dp2 tp1 tp2 torch_ddp torch_tp}
 nvidia-smi -L > "$out/env.txt" 2>&1
 
 t0=$(date +%s)
@@ -46,6 +50,7 @@ deadline=$((start + ${DEADLINE_S:-400}))  # whole script, build included; runs p
 run() {  # name, seconds, command...: the JSON line into $out/par_<name>.json, the log beside it
   local name=$1 limit=$2
   shift 2
+  case " $runs " in *" $name "*) ;; *) return ;; esac
   local t=$(date +%s)
   local left=$((deadline - t))
   if [ $left -lt 20 ]; then
@@ -59,7 +64,7 @@ run() {  # name, seconds, command...: the JSON line into $out/par_<name>.json, t
   echo "$name: rc=$rc, $(($(date +%s) - t)) s: $(cat "$out/par_$name.json")"
   [ $rc -eq 0 ] || grep -iE "error|fail|what\(\)" "$out/par_$name.log" | head -8
 }
-common=(--device cuda --dtype bf16 --warmup "$warmup")
+common=(--device cuda --dtype bf16 --warmup "$warmup" --phases "$phases")
 run dp1 60 $bench --model gpt2-124m --batch 16 "${common[@]}" --iters "$iters"
 run dp2 75 $launch $bench --model gpt2-124m --dp 2 --batch 16 "${common[@]}" --iters "$iters"
 run tp1 110 $bench --model gpt-1.3b --batch 8 "${common[@]}" --iters "$iters_big"
