@@ -9,6 +9,9 @@
 #include <thread>
 
 #include "trireme/autograd/grad_mode.h"
+#ifdef TRIREME_WITH_CUDA
+#include "trireme/cuda/device.h"
+#endif
 #include "trireme/ops/copy.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/factory.h"
@@ -53,6 +56,7 @@ struct Reducer::State {
   std::vector<Tensor> params;
   dist::ProcessGroup* dp = nullptr;
   bool zero1 = false;
+  int cuda_device = -1;  // the parameters' GPU, or -1 on the CPU
 
   // The current backward pass.
   bool sync = false;
@@ -74,7 +78,16 @@ struct Reducer::State {
 
   bool communicating() const { return dp != nullptr && dp->size() > 1; }
 
+  // Note [reducer watcher on the GPU]: the watcher must block the host until a bucket is really
+  // reduced, hence wait(timeout): NCCL's plain wait() would instead return at once after making
+  // this thread's current stream wait for the reduction. That stream is the device's legacy
+  // default stream, which the backward pass may be running on, so the rest of backward would
+  // queue behind every bucket and nothing would overlap. The long timeout only bounds a hang;
+  // the group's own per-op timeout fires first.
   void watch() {
+#ifdef TRIREME_WITH_CUDA
+    if (cuda_device >= 0) cuda::set_device(cuda_device);  // so no context is made on GPU 0
+#endif
     std::unique_lock lock(mutex);
     for (;;) {
       cv.wait(lock, [&] { return stop || !queue.empty(); });
@@ -84,7 +97,7 @@ struct Reducer::State {
       dist::WorkPtr w = works[b];
       lock.unlock();
       try {
-        w->wait();
+        w->wait(std::chrono::hours(1));
       } catch (...) {  // finish() waits on it too and reports the error
       }
       auto t = Clock::now();
@@ -158,6 +171,9 @@ Reducer::Reducer(nn::NamedTensors params, dist::ProcessGroup* dp, ReducerOptions
       s.views[slot.param] = s.buffers[b].alias(p.sizes(), contiguous_strides(p.sizes()), slot.offset);
       s.where[slot.param] = {b, k};
     }
+  }
+  if (!params_.empty() && params_.front().second.device().is_cuda()) {
+    s.cuda_device = params_.front().second.device().index;
   }
   s.arrived.assign(params_.size(), 0);
   s.remaining.assign(s.layout.size(), 0);

@@ -6,6 +6,8 @@
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/ops/copy.h"
 #include "trireme/ops/elementwise.h"
+#include "trireme/ops/factory.h"
+#include "trireme/ops/view.h"
 #include "trireme/ops/reduce.h"
 #include "trireme/parallel/context.h"
 
@@ -22,10 +24,11 @@ std::vector<GradPiece> grad_pieces(const nn::NamedTensors& params, const std::ma
 }
 
 namespace {
-double sum_of_squares(const Tensor& g) {
+// The sum of squares as an f64 scalar tensor on g's device (no host sync on a GPU).
+Tensor sum_of_squares(const Tensor& g) {
   NoGradGuard no_grad;
   Tensor g64 = to_dtype(g.detach(), DType::f64);
-  return sum(g64 * g64).item();
+  return sum(g64 * g64);
 }
 
 void all_reduce_sum(Tensor& t, dist::ProcessGroup* group) {
@@ -34,22 +37,31 @@ void all_reduce_sum(Tensor& t, dist::ProcessGroup* group) {
 }  // namespace
 
 double global_grad_norm(const std::vector<GradPiece>& pieces, const ParallelContext& ctx) {
-  // [0]: dp-replicated pieces, [1]: dp-sharded (ZeRO) pieces; in f64, fixed order.
-  Tensor sums = Tensor::empty({2}, DType::f64);
-  double* s = sums.data<double>();
-  s[0] = s[1] = 0.0;
+  // [0]: dp-replicated pieces, [1]: dp-sharded (ZeRO) pieces; in f64, fixed order. They live on
+  // the gradients' device, so that NCCL groups (GPU tensors only) can reduce them.
+  NoGradGuard no_grad;
+  Device device = Device::cpu();
+  for (const GradPiece& p : pieces) {
+    if (p.grad.defined()) {
+      device = p.grad.device();
+      break;
+    }
+  }
+  Tensor acc[2] = {zeros({}, DType::f64, device), zeros({}, DType::f64, device)};
   for (const GradPiece& p : pieces) {
     if (!p.grad.defined() || p.grad.numel() == 0) continue;
     if (!p.tp_sharded && ctx.tp_rank() != 0) continue;  // a tp-replicated copy: tp rank 0 counts it
-    s[p.dp_sharded ? 1 : 0] += sum_of_squares(p.grad);
+    Tensor& a = acc[p.dp_sharded ? 1 : 0];
+    a = a + sum_of_squares(p.grad);
   }
+  Tensor sums = contiguous(stack({acc[0], acc[1]}, 0));  // (2)
   all_reduce_sum(sums, ctx.tp_group());
   all_reduce_sum(sums, ctx.pp_group());
   // ZeRO shards are disjoint over dp; replicated gradients are identical there (add them once).
-  Tensor z = Tensor::empty({1}, DType::f64);
-  z.data<double>()[0] = sums.data<double>()[1];
+  Tensor z = contiguous(narrow(sums, 0, 1, 1));
   all_reduce_sum(z, ctx.dp_group());
-  return std::sqrt(sums.data<double>()[0] + z.data<double>()[0]);
+  const Tensor host_sums = to_device(sums, Device::cpu()), host_z = to_device(z, Device::cpu());
+  return std::sqrt(host_sums.at({0}) + host_z.at({0}));
 }
 
 double clip_global_grad_norm(const std::vector<GradPiece>& pieces, double max_norm, const ParallelContext& ctx) {

@@ -160,7 +160,9 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets,
     Tensor sum_exp = narrow(sums, 0, 0, 1).detach(), target_shifted = narrow(sums, 0, 1, 1).detach();
     Tensor valid = to_dtype(ne(to_dtype(targets, DType::i64), scalar_tensor(double(ignore_index), DType::i64, l.device())),
                             DType::f32);  // (N)
-    const double count = sum(valid).item();
+    // The number of counted targets stays a tensor (no host sync on a GPU); clamped to 1 so
+    // that no counted target gives a zero loss and zero gradient (valid is all zeros then).
+    Tensor count = maximum(sum(valid), scalar_tensor(1.0, DType::f32, l.device()));
     // Targets outside the vocabulary are errors, as in cross_entropy (checked on the host copy).
     if (targets.device().is_cpu()) {
       Tensor t64 = contiguous(to_dtype(targets, DType::i64));
@@ -171,9 +173,9 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets,
       }
     }
     Tensor per_row = (log(squeeze(sum_exp, 0)) - squeeze(target_shifted, 0)) * valid;  // (N)
-    loss = count > 0 ? sum(per_row) / count : zeros({}, DType::f32, l.device());
+    loss = sum(per_row) / count;
     probs = e / reshape(sum_exp, {N, 1});
-    scale = count > 0 ? valid / count : valid;  // d loss / d per-row loss
+    scale = valid / count;  // d loss / d per-row loss
   }
   loss = to_dtype(loss, logits.dtype());
   if (any_requires_grad({&logits})) {

@@ -4,7 +4,8 @@
 #include <cmath>
 
 #include "trireme/autograd/grad_mode.h"
-#include "trireme/dist/process_group_gloo.h"
+#include "trireme/cuda/device.h"
+#include "trireme/dist/process_group_factory.h"
 #include "trireme/ops/copy.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/factory.h"
@@ -31,7 +32,8 @@ parallel::ParallelLayout parallel_layout(const io::ParallelConfig& p) {
           .bucket_bytes = std::max<int64_t>(1, int64_t(p.bucket_mb * double(1 << 20)))};
 }
 
-std::shared_ptr<ParallelJob> ParallelJob::connect(const io::ParallelConfig& config, const dist::DistEnv& env) {
+std::shared_ptr<ParallelJob> ParallelJob::connect(const io::ParallelConfig& config, const dist::DistEnv& env,
+                                                  DeviceType device) {
   const int64_t need = config.world_size();
   if (env.world_size != need) {
     throw io::ConfigError(str_cat(
@@ -48,9 +50,20 @@ std::shared_ptr<ParallelJob> ParallelJob::connect(const io::ParallelConfig& conf
   }
   auto job = std::make_shared<ParallelJob>();
   job->env = env;
+  const bool on_gpu = device == DeviceType::cuda;
+  if (on_gpu) {
+    TRIREME_CHECK(cuda::is_available(), "parallel: the device is cuda, but ", cuda::unavailable_reason());
+    TRIREME_CHECK(env.local_rank < cuda::device_count(), "parallel: local rank ", env.local_rank, " needs GPU ",
+                  env.local_rank, ", but this node has ", cuda::device_count(), " (start at most ",
+                  cuda::device_count(), " processes per node)");
+#ifdef TRIREME_WITH_CUDA
+    cuda::set_device(env.local_rank);  // before the communicator or any tensor touches a GPU
+#endif
+  }
+  job->device = on_gpu ? Device::cuda(env.local_rank) : Device::cpu();
   job->store = std::make_shared<dist::StoreClient>(dist::store_client_options(env, 60s));
-  job->world = std::make_shared<dist::ProcessGroupGloo>(job->store, env.rank, env.world_size,
-                                                        dist::GlooOptions{.timeout = 300s});
+  job->world = dist::make_process_group(on_gpu ? "nccl" : "gloo", job->store, env.rank, env.world_size,
+                                        {.timeout = 300s, .device = on_gpu ? env.local_rank : -1});
   job->ctx = std::make_unique<parallel::ParallelContext>(job->world, parallel_layout(config));
   return job;
 }
@@ -63,11 +76,12 @@ nlohmann::json layout_json_of(const io::ParallelConfig& p) {
 }
 
 // x averaged over `group` (a double, as f64 so the mean of the losses does not round to f32).
-double mean_over(dist::ProcessGroup* group, double x) {
+// NCCL groups reduce on the GPU: the value goes there and back (`device`: the job's).
+double mean_over(dist::ProcessGroup* group, double x, Device device) {
   if (!group || group->size() == 1) return x;
-  Tensor t = full({1}, x, DType::f64);
+  Tensor t = full({1}, x, DType::f64, device);
   group->all_reduce(t, {.op = dist::ReduceOp::avg})->wait();
-  return t.item();
+  return to_device(t, Device::cpu()).item();
 }
 
 std::map<std::string, Tensor> as_map(const NamedTensors& v) { return {v.begin(), v.end()}; }
@@ -162,7 +176,7 @@ class TensorDataRunner : public ParallelRunnerBase {
       optimizer_->step();
       optimizer_->zero_grad();
     }
-    return {mean_over(ctx().dp_group(), loss_sum), norm};
+    return {mean_over(ctx().dp_group(), loss_sum, job_->device), norm};
   }
 
   double eval_loss(const io::DataLoader& val, int64_t batches) override {
@@ -174,7 +188,7 @@ class TensorDataRunner : public ParallelRunnerBase {
       total += model_->loss(b.inputs, b.targets).item();
     }
     model_->train();
-    return mean_over(ctx().dp_group(), total / double(batches));
+    return mean_over(ctx().dp_group(), total / double(batches), job_->device);
   }
 
   std::filesystem::path save(const std::filesystem::path& root, Checkpoint ckpt) override {
@@ -230,7 +244,7 @@ class PipelineRunner : public ParallelRunnerBase {
     double loss = pipe_->step(b.inputs, b.targets);
     if (ctx().layout().dp > 1) {
       average_grads_over_dp();
-      loss = mean_over(ctx().dp_group(), loss);
+      loss = mean_over(ctx().dp_group(), loss, job_->device);
     }
     const double norm = cfg_.optim.grad_clip > 0 ? pipe_->clip_grad_norm(cfg_.optim.grad_clip) : pipe_->grad_norm();
     optimizer_->step();
@@ -274,7 +288,7 @@ class PipelineRunner : public ParallelRunnerBase {
       total += l.item();
     }
     stage_->train();
-    return mean_over(ctx().dp_group(), total / double(batches));
+    return mean_over(ctx().dp_group(), total / double(batches), job_->device);
   }
 
   std::filesystem::path save(const std::filesystem::path& root, Checkpoint ckpt) override {

@@ -24,10 +24,14 @@ struct ParallelJob {
   std::shared_ptr<dist::StoreClient> store;
   std::shared_ptr<dist::ProcessGroup> world;
   std::unique_ptr<parallel::ParallelContext> ctx;
+  Device device;  // this rank's: the CPU, or cuda:LOCAL_RANK
 
   // Checks that the job's WORLD_SIZE is dp x tp x pp (io::ConfigError naming both and what to
-  // set otherwise), then connects every rank. Collective.
-  static std::shared_ptr<ParallelJob> connect(const io::ParallelConfig& config, const dist::DistEnv& env);
+  // set otherwise), then connects every rank. Collective. On CUDA each rank takes the GPU
+  // cuda:LOCAL_RANK (made current before anything touches a GPU) and the world is NCCL, on the
+  // CPU Gloo (dist::make_process_group).
+  static std::shared_ptr<ParallelJob> connect(const io::ParallelConfig& config, const dist::DistEnv& env,
+                                              DeviceType device = DeviceType::cpu);
 };
 
 // The ParallelLayout that a [parallel] section describes.

@@ -1,0 +1,227 @@
+// Times one training step (forward, backward, gradient averaging, AdamW) of a GPT laid out over
+// data-parallel or tensor-parallel ranks, one GPU each, and prints one JSON line from rank 0:
+// global tokens/s, step ms (median, every rank CUDA-synchronised), peak GiB of rank 0. The
+// same binary with one process is the one-GPU baseline (no Reducer, no process group), so
+// scaling efficiency = tokens/s(N) / (N x tokens/s(1)). Run under the launcher for N > 1:
+//
+//   build/bench/gpt_parallel_step --model gpt2-124m --batch 16 --device cuda --dtype bf16
+//   trireme launch --nproc-per-node 2 -- build/bench/gpt_parallel_step --model gpt2-124m --dp 2
+//       --batch 16 --device cuda --dtype bf16          (--batch is per data-parallel rank)
+//   trireme launch --nproc-per-node 2 -- build/bench/gpt_parallel_step --model gpt-1.3b --tp 2
+//       --batch 8 --device cuda --dtype bf16
+//
+// --dtype bf16 is pure bf16 (parameters and activations bf16, f32 AdamW state), as in
+// bench/gpt_train_step. The shapes are ../shared/peer/torch_gpt_bench.py's; MFU there uses
+// 6·N + 12·L·d·T flops per token over world_size x 989 TFLOP/s.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trireme/core/allocator.h"
+#include "trireme/core/rng.h"
+#include "trireme/cuda/device.h"
+#include "trireme/dist/env.h"
+#include "trireme/dist/process_group_factory.h"
+#include "trireme/ops/factory.h"
+#include "trireme/optim/adamw.h"
+#include "trireme/parallel/context.h"
+#include "trireme/parallel/data_parallel.h"
+#include "trireme/parallel/tp_gpt.h"
+
+using namespace trireme;
+
+namespace {
+
+struct ModelShape {
+  const char* name;
+  int64_t V, d, L, h, T;
+};
+constexpr ModelShape kShapes[] = {{"tiny", 6144, 256, 4, 4, 128},
+                                  {"gpt2-124m", 50304, 768, 12, 12, 1024},
+                                  {"gpt-1.3b", 50304, 2048, 24, 16, 1024}};
+
+int usage(const std::string& why) {
+  std::fprintf(stderr,
+               "gpt_parallel_step: %s\n"
+               "usage: gpt_parallel_step [--model tiny|gpt2-124m|gpt-1.3b] [--batch B (per dp rank)] [--dp N] "
+               "[--tp N] [--device cpu|cuda] [--dtype f32|bf16] [--warmup 3] [--iters 10] [--bucket-mb 25] [--phases 0]\n",
+               why.c_str());
+  return 2;
+}
+
+// Whole parameters: a tensor-parallel shard counts as its full (unpadded) shape.
+int64_t full_parameter_count(parallel::TensorParallelGPT& gpt) {
+  int64_t n = 0;
+  for (const auto& [name, p] : gpt.named_parameters()) {
+    auto it = gpt.shard_specs().find(name);
+    if (it == gpt.shard_specs().end()) {
+      n += p.numel();
+      continue;
+    }
+    int64_t full = 1;
+    for (int64_t s : it->second.full_shape) full *= s;
+    n += full;
+  }
+  return n;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string model = "gpt2-124m", device_name = "cuda", dtype_arg = "bf16";
+  int64_t batch = 16, warmup = 3, iters = 10, dp = 0, tp = 1, phases = 0;
+  double bucket_mb = 25;
+  for (int i = 1; i < argc; i += 2) {
+    const std::string k = argv[i];
+    if (i + 1 >= argc) return usage("flag " + k + " needs a value");
+    const char* v = argv[i + 1];
+    if (k == "--model") model = v;
+    else if (k == "--batch") batch = std::atoll(v);
+    else if (k == "--dp") dp = std::atoll(v);
+    else if (k == "--tp") tp = std::atoll(v);
+    else if (k == "--device") device_name = v;
+    else if (k == "--dtype") dtype_arg = v;
+    else if (k == "--warmup") warmup = std::atoll(v);
+    else if (k == "--iters") iters = std::atoll(v);
+    else if (k == "--bucket-mb") bucket_mb = std::atof(v);
+    else if (k == "--phases") phases = std::atoll(v);
+    else return usage("unknown flag " + k);
+  }
+  const ModelShape* s = nullptr;
+  for (const auto& c : kShapes) {
+    if (model == c.name) s = &c;
+  }
+  if (!s) return usage("unknown model " + model);
+  if (device_name != "cpu" && device_name != "cuda") return usage("unknown device " + device_name);
+  if (dtype_arg != "f32" && dtype_arg != "bf16") return usage("unknown dtype " + dtype_arg);
+  if (batch < 1 || iters < 1 || warmup < 0 || tp < 1) return usage("batch, iters and tp must be positive");
+
+  const dist::DistEnv env = dist::dist_env_from_environment();
+  if (dp == 0) dp = env.world_size / tp;
+  if (dp * tp != env.world_size) {
+    return usage("dp x tp = " + std::to_string(dp * tp) + " but the job has " + std::to_string(env.world_size) +
+                 " processes");
+  }
+  const bool on_gpu = device_name == "cuda";
+  if (on_gpu && !cuda::is_available()) return usage("--device cuda, but " + cuda::unavailable_reason());
+  // One GPU per process, current before anything (the communicator, the allocator) touches one.
+  if (on_gpu) cuda::set_device(env.local_rank);
+  const Device device = on_gpu ? Device::cuda(env.local_rank) : Device::cpu();
+
+  const parallel::ParallelLayout layout{.dp = int(dp), .tp = int(tp), .bucket_bytes = int64_t(bucket_mb * (1 << 20))};
+  std::shared_ptr<dist::ProcessGroup> world;
+  std::unique_ptr<parallel::ParallelContext> ctx;
+  if (env.world_size == 1) {
+    ctx = std::make_unique<parallel::ParallelContext>(parallel::ParallelContext::single(layout));
+  } else {
+    auto store = std::make_shared<dist::StoreClient>(dist::store_client_options(env, std::chrono::seconds(120)));
+    world = dist::make_process_group(on_gpu ? "nccl" : "gloo", store, env.rank, env.world_size,
+                                     {.timeout = std::chrono::seconds(300), .device = on_gpu ? env.local_rank : -1});
+    ctx = std::make_unique<parallel::ParallelContext>(world, layout);
+  }
+
+  models::GPTConfig cfg{.vocab_size = s->V, .block_size = s->T, .n_layer = s->L, .n_head = s->h, .d_model = s->d};
+  auto gpt = std::make_shared<parallel::TensorParallelGPT>(cfg, *ctx, /*seed=*/0);
+  if (dtype_arg == "bf16") gpt->to(DType::bf16);
+  gpt->to(device);
+  // The one-GPU baseline and tensor parallelism alone have nothing to average: no Reducer, so
+  // the baseline is the plain single-process step.
+  std::unique_ptr<parallel::Reducer> reducer;
+  if (dp > 1) {
+    reducer = std::make_unique<parallel::Reducer>(gpt->named_parameters(), ctx->dp_group(),
+                                                  parallel::ReducerOptions{.bucket_bytes = layout.bucket_bytes});
+  }
+  optim::AdamW opt(gpt->named_parameters(), {.lr = 1e-4});
+
+  // Each data-parallel replica its own batch; the ranks of one tp group the same one.
+  const uint64_t data_seed = 1 + uint64_t(ctx->dp_rank());
+  std::vector<int64_t> ids(size_t(batch * s->T)), tgt(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ids[i] = int64_t(rng_uniform(data_seed, 0, i) * float(s->V)) % s->V;
+    tgt[i] = int64_t(rng_uniform(data_seed, 1, i) * float(s->V)) % s->V;
+  }
+  const Tensor x = from_vector(ids, {batch, s->T}, device), y = from_vector(tgt, {batch, s->T}, device);
+
+  auto sync = [&] {
+    if (on_gpu) cuda::synchronize(env.local_rank);
+  };
+  auto step = [&] {
+    if (reducer) reducer->prepare_backward(true);
+    Tensor loss = gpt->loss(x, y);
+    loss.backward();
+    if (reducer) reducer->finish();
+    opt.step();
+    opt.zero_grad(true);
+  };
+  for (int64_t i = 0; i < warmup; ++i) step();
+  sync();
+  reset_peak_memory(device);
+  using Clock = std::chrono::steady_clock;
+  auto secs = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  // host: how long the host takes to queue a step (the GPU runs behind it); when it is close to
+  // the step time, the step is bound by the host, not the GPU.
+  std::vector<double> ts, host;
+  for (int64_t i = 0; i < iters; ++i) {
+    const auto t0 = Clock::now();
+    step();
+    const auto t1 = Clock::now();
+    sync();
+    ts.push_back(secs(t0, Clock::now()));
+    host.push_back(secs(t0, t1));
+  }
+  std::sort(ts.begin(), ts.end());
+  const double t = ts[ts.size() / 2];
+  // --phases N: N more steps synchronised between forward, backward (with the dp reduction) and
+  // the optimizer, to see which part does not scale.
+  std::vector<double> fwd, bwd, upd;
+  for (int64_t i = 0; i < phases; ++i) {
+    if (reducer) reducer->prepare_backward(true);
+    const auto t0 = Clock::now();
+    Tensor loss = gpt->loss(x, y);
+    sync();
+    const auto t1 = Clock::now();
+    loss.backward();
+    if (reducer) reducer->finish();
+    sync();
+    const auto t2 = Clock::now();
+    opt.step();
+    opt.zero_grad(true);
+    sync();
+    fwd.push_back(secs(t0, t1));
+    bwd.push_back(secs(t1, t2));
+    upd.push_back(secs(t2, Clock::now()));
+  }
+  const int64_t n_params = full_parameter_count(*gpt);
+  const double tokens_per_s = double(dp * batch * s->T) / t;
+  const double flops_per_token = 6.0 * double(n_params) + 12.0 * double(s->L * s->d * s->T);
+  const double peak_gib = double(memory_stats(device).peak_bytes) / double(1 << 30);
+  double hidden = 0;
+  if (reducer) hidden = reducer->stats().hidden_fraction();
+  if (env.rank == 0) {
+    std::printf(
+        "{\"impl\": \"trireme-%s\", \"model\": \"%s\", \"device\": \"%s\", \"dtype\": \"%s\", \"dp\": %lld, "
+        "\"tp\": %lld, \"gpus\": %d, \"batch_per_rank\": %lld, \"global_batch\": %lld, \"seq\": %lld, \"params\": %lld, "
+        "\"step_ms\": %.3f, \"step_ms_min\": %.3f, \"step_ms_max\": %.3f, \"tokens_per_s\": %.1f, \"mfu\": %.4f, "
+        "\"peak_mem_GiB\": %.3f, \"dp_comm_hidden_fraction\": %.3f, \"host_ms\": %.3f, \"fwd_ms\": %.3f, "
+        "\"bwd_ms\": %.3f, \"opt_ms\": %.3f}\n",
+        TRIREME_VERSION, s->name, device_name.c_str(), dtype_arg.c_str(), (long long)dp, (long long)tp,
+        env.world_size, (long long)batch, (long long)(dp * batch), (long long)s->T, (long long)n_params, t * 1e3,
+        ts.front() * 1e3, ts.back() * 1e3, tokens_per_s,
+        tokens_per_s * flops_per_token / (989e12 * double(env.world_size)), peak_gib, hidden, median(host) * 1e3,
+        phases ? median(fwd) * 1e3 : 0.0, phases ? median(bwd) * 1e3 : 0.0, phases ? median(upd) * 1e3 : 0.0);
+    std::fflush(stdout);
+  }
+  // Every rank done with its collectives before the groups go away.
+  if (world) world->barrier({.timeout = std::chrono::seconds(120)})->wait(std::chrono::seconds(120));
+  return 0;
+}
