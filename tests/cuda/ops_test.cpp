@@ -102,11 +102,13 @@ TEST(CudaOps, Reductions) {
       {"sum_last", {kWide}, [](const std::vector<Tensor>& x) { return sum(x[0], {-1}); }},
       {"sum_first", {{1030, 3}}, [](const std::vector<Tensor>& x) { return sum(x[0], {0}); }},
       {"sum_cols_many", {{37, 2050}}, [](const std::vector<Tensor>& x) { return sum(x[0], {0}, true); }},
+      {"sum_cols_tall", {{3001, 1100}}, [](const std::vector<Tensor>& x) { return sum(x[0], {0}); }},
       {"sum_middle", {kOdd}, [](const std::vector<Tensor>& x) { return sum(x[0], {1}); }},
       {"sum_outer_inner", {kOdd}, [](const std::vector<Tensor>& x) { return sum(x[0], {0, 2}); }},
       {"mean", {kOdd}, [](const std::vector<Tensor>& x) { return mean(x[0], {-1}, true); }},
       {"var", {kWide}, [](const std::vector<Tensor>& x) { return var(x[0], {1}); }},
       {"max_dim_last", {kWide}, [](const std::vector<Tensor>& x) { return max(x[0], -1).first; }},
+      {"max_dim_long_rows", {{3, 5003}}, [](const std::vector<Tensor>& x) { return max(x[0], -1).first; }},
       {"max_dim_first", {kOdd}, [](const std::vector<Tensor>& x) { return max(x[0], 0, true).first; }},
       {"max_all", {kOdd}, [](const std::vector<Tensor>& x) { return max(x[0]); }},
   };
@@ -131,11 +133,14 @@ TEST(CudaOps, MatmulAndLinear) {
 TEST(CudaOps, MaxIndicesMatch) {
   TRIREME_REQUIRE_GPU();
   Generator gen(5);
-  Tensor x = to_dtype(to_dtype(mul(randn({17, 33}, gen), 3.0), DType::i32), DType::f32);  // ties
-  auto [v_cpu, i_cpu] = max(x, 1);
-  auto [v_gpu, i_gpu] = max(to_device(x, Device::cuda(0)), 1);
-  expect_close(i_gpu, i_cpu, 0.0, "indices, first maximum wins");
-  expect_close(v_gpu, v_cpu, 0.0, "values");
+  // Short rows (a thread per row) and long rows (a block per row), both with ties.
+  for (int64_t n : {33, 3001}) {
+    Tensor x = to_dtype(to_dtype(mul(randn({17, n}, gen), 3.0), DType::i32), DType::f32);
+    auto [v_cpu, i_cpu] = max(x, 1);
+    auto [v_gpu, i_gpu] = max(to_device(x, Device::cuda(0)), 1);
+    expect_close(i_gpu, i_cpu, 0.0, "indices, first maximum wins");
+    expect_close(v_gpu, v_cpu, 0.0, "values");
+  }
 }
 
 TEST(CudaOps, IntegerKernels) {

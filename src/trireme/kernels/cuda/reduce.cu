@@ -60,21 +60,32 @@ __global__ void sum_rows_kernel(const D* x, D* o, int64_t num_red, OffsetCalc<2>
   if (threadIdx.x == 0) o[offs[1]] = from_acc<D>(dacc_t<D>(partial[0]));
 }
 
-// One thread per output walking the reduced elements: coalesced when the kept dims are the
-// inner ones (column sums such as bias gradients).
+// Column sums (bias gradients: many rows, kept dims inner). A block owns 32 outputs; its 32 x 32
+// threads split the reduced rows into 32 lanes (a warp reads 32 neighbouring outputs of one row:
+// coalesced), then lane partials are added in lane order, so the result is deterministic. One
+// thread per output walking all rows took ~200 ms per GPT-2 124M step (bench/gpu/RESULTS.md).
+constexpr int kColTile = 32, kRowLanes = 32;
 template <class D, class A>
 __global__ void sum_cols_kernel(const D* x, D* o, int64_t num_out, int64_t num_red, OffsetCalc<2> kept, OffsetCalc<1> red) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= num_out) return;
-  int64_t offs[2];
-  kept.get(i, offs);
+  __shared__ A partial[kRowLanes][kColTile + 1];
+  const int64_t i = int64_t(blockIdx.x) * kColTile + threadIdx.x;
+  int64_t offs[2] = {0, 0};
   A acc = A(0);
-  for (int64_t r = 0; r < num_red; ++r) {
-    int64_t ro[1];
-    red.get(r, ro);
-    acc += A(to_acc(x[offs[0] + ro[0]]));
+  if (i < num_out) {
+    kept.get(i, offs);
+    for (int64_t r = threadIdx.y; r < num_red; r += kRowLanes) {
+      int64_t ro[1];
+      red.get(r, ro);
+      acc += A(to_acc(x[offs[0] + ro[0]]));
+    }
   }
-  o[offs[1]] = from_acc<D>(dacc_t<D>(acc));
+  partial[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && i < num_out) {
+    A total = A(0);
+    for (int lane = 0; lane < kRowLanes; ++lane) total += partial[lane][threadIdx.x];
+    o[offs[1]] = from_acc<D>(dacc_t<D>(total));
+  }
 }
 
 template <class T>
@@ -96,7 +107,7 @@ void sum_cuda(const Tensor& in, Tensor& out) {
     sum_rows_kernel<D, A><<<unsigned(p.num_out), kBlock, 0, ctx.stream>>>(dptr<T>(in), dptr<T>(out), p.num_red, kept,
                                                                            red, red_contig);
   } else {
-    sum_cols_kernel<D, A><<<unsigned((p.num_out + kBlock - 1) / kBlock), kBlock, 0, ctx.stream>>>(
+    sum_cols_kernel<D, A><<<unsigned((p.num_out + kColTile - 1) / kColTile), dim3(kColTile, kRowLanes), 0, ctx.stream>>>(
         dptr<T>(in), dptr<T>(out), p.num_out, p.num_red, kept, red);
   }
   TRIREME_CUDA_CHECK_LAUNCH();
@@ -122,6 +133,50 @@ __global__ void max_dim_kernel(const D* x, D* v, int64_t* ix, int64_t outer, int
   ix[off[2]] = best_j;
 }
 
+// Long rows (the vocabulary-parallel loss's row maxima over ~25k columns): a block per row, each
+// thread scanning a strided share, then a tree reduction with the same rule (NaN wins, then the
+// larger value, then the smaller index), so the answer equals the one-thread scan.
+template <class V>
+__device__ inline bool max_better(V val, int64_t j, V best, int64_t best_j) {
+  const bool val_nan = val != val, best_nan = best != best;
+  if (val_nan != best_nan) return val_nan;
+  if (!val_nan && val != best) return val > best;
+  return j < best_j;
+}
+
+template <class D>
+__global__ void max_dim_rows_kernel(const D* x, D* v, int64_t* ix, int64_t n, int64_t stride, OffsetCalc<3> oc) {
+  using V = decltype(to_acc(x[0]));
+  __shared__ V best_v[kBlock];
+  __shared__ int64_t best_i[kBlock];
+  int64_t off[3];
+  oc.get(blockIdx.x, off);
+  V best = to_acc(x[off[0]]);
+  int64_t best_j = 0;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    const V val = to_acc(x[off[0] + j * stride]);
+    if (max_better(val, j, best, best_j)) {
+      best = val;
+      best_j = j;
+    }
+  }
+  best_v[threadIdx.x] = best;
+  best_i[threadIdx.x] = best_j;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (int(threadIdx.x) < half && max_better(best_v[threadIdx.x + half], best_i[threadIdx.x + half],
+                                               best_v[threadIdx.x], best_i[threadIdx.x])) {
+      best_v[threadIdx.x] = best_v[threadIdx.x + half];
+      best_i[threadIdx.x] = best_i[threadIdx.x + half];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    v[off[1]] = from_acc<D>(best_v[0]);
+    ix[off[2]] = best_i[0];
+  }
+}
+
 template <class T>
 void max_dim_cuda(const Tensor& in, int64_t dim, Tensor& values, Tensor& indices) {
   using D = device_t<T>;
@@ -138,9 +193,15 @@ void max_dim_cuda(const Tensor& in, int64_t dim, Tensor& values, Tensor& indices
   LaunchContext ctx(values);
   bool unused = false;
   OffsetCalc<3> oc = make_offset_calc<3>(outer_sizes, {&in_s, &v_s, &i_s}, unused);
-  max_dim_kernel<D><<<unsigned((outer + kBlock - 1) / kBlock), kBlock, 0, ctx.stream>>>(
-      dptr<T>(in), dptr<T>(values), indices.data<int64_t>(), outer, in.sizes()[size_t(dim)],
-      in.strides()[size_t(dim)], oc);
+  const int64_t n = in.sizes()[size_t(dim)];
+  if (n >= 1024) {
+    max_dim_rows_kernel<D><<<unsigned(outer), kBlock, 0, ctx.stream>>>(dptr<T>(in), dptr<T>(values),
+                                                                        indices.data<int64_t>(), n,
+                                                                        in.strides()[size_t(dim)], oc);
+  } else {
+    max_dim_kernel<D><<<unsigned((outer + kBlock - 1) / kBlock), kBlock, 0, ctx.stream>>>(
+        dptr<T>(in), dptr<T>(values), indices.data<int64_t>(), outer, n, in.strides()[size_t(dim)], oc);
+  }
   TRIREME_CUDA_CHECK_LAUNCH();
 }
 
