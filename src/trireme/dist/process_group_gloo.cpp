@@ -15,6 +15,7 @@
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/rendezvous/context.h>
@@ -122,6 +123,14 @@ gloo::AllreduceOptions::Func reduce_function(DType dtype, ReduceOp op) {
         auto* x = static_cast<const T*>(a);
         auto* y = static_cast<const T*>(b);
         for (size_t i = 0; i < n; ++i) o[i] = acc_t<T>(x[i]) < acc_t<T>(y[i]) ? y[i] : x[i];
+      };
+    }
+    if (op == ReduceOp::min) {
+      return [](void* out, const void* a, const void* b, size_t n) {
+        auto* o = static_cast<T*>(out);
+        auto* x = static_cast<const T*>(a);
+        auto* y = static_cast<const T*>(b);
+        for (size_t i = 0; i < n; ++i) o[i] = acc_t<T>(y[i]) < acc_t<T>(x[i]) ? y[i] : x[i];
       };
     }
     return [](void* out, const void* a, const void* b, size_t n) {
@@ -391,6 +400,31 @@ WorkPtr ProcessGroupGloo::reduce_scatter(const Tensor& output, const Tensor& inp
     });
     if (chunk) std::memcpy(output.data_ptr(), all.data() + chunk * static_cast<size_t>(rank), chunk);
     if (options.op == ReduceOp::avg) divide_in_place(output.data_ptr(), output.dtype(), output.numel(), size);
+  });
+}
+
+WorkPtr ProcessGroupGloo::all_to_all(const Tensor& output, const Tensor& input, const AllToAllOptions& options) {
+  check_tensor("all_to_all", input, "input");
+  check_tensor("all_to_all", output, "output");
+  TRIREME_CHECK(output.dtype() == input.dtype(), "gloo all_to_all: output is ", output.dtype(), " but input is ",
+                input.dtype());
+  TRIREME_CHECK(input.numel() % size_ == 0 && output.numel() == input.numel(), "gloo all_to_all: input ",
+                input.sizes(), " and output ", output.sizes(), " must hold the same number of elements, a multiple of ",
+                "the group's ", size_, " ranks");
+  TRIREME_CHECK(input.numel() == 0 || input.data_ptr() != output.data_ptr(),
+                "gloo all_to_all: output and input must not be the same memory");
+  milliseconds timeout = impl_->timeout_for(options.timeout);
+  std::string op = str_cat("all_to_all(", input.sizes(), " ", input.dtype(), ")");
+  return impl_->enqueue(op, {output, input}, [impl = impl_.get(), output, input, timeout, op] {
+    impl->run(op, timeout, [&] {
+      size_t bytes = static_cast<size_t>(input.numel()) * input.element_size();
+      gloo::AlltoallOptions o(impl->context);
+      o.setInput<char>(static_cast<char*>(input.data_ptr()), bytes);
+      o.setOutput<char>(static_cast<char*>(output.data_ptr()), bytes);
+      o.setTag(impl->next_tag++);
+      o.setTimeout(timeout);
+      if (bytes > 0) gloo::alltoall(o);
+    });
   });
 }
 

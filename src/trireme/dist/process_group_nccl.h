@@ -84,6 +84,8 @@ class ProcessGroupNccl : public ProcessGroup {
   WorkPtr broadcast(const Tensor& tensor, const BroadcastOptions& options = {}) override;
   WorkPtr all_gather(const Tensor& output, const Tensor& input, const AllGatherOptions& options = {}) override;
   WorkPtr reduce_scatter(const Tensor& output, const Tensor& input, const ReduceScatterOptions& options = {}) override;
+  // One NCCL group of a send and a recv per peer (this rank included).
+  WorkPtr all_to_all(const Tensor& output, const Tensor& input, const AllToAllOptions& options = {}) override;
   WorkPtr send(const Tensor& tensor, int dst, const SendRecvOptions& options = {}) override;
   WorkPtr recv(const Tensor& tensor, int src, const SendRecvOptions& options = {}) override;
   // An all-reduce of one element: wait() orders the caller's stream after every rank's earlier
