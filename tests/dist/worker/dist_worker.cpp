@@ -1,6 +1,6 @@
 // The worker program the dist tests launch as several processes: one scenario per run, checked
 // against closed-form answers (sums of ranks); exits 0 when every check holds.
-//   dist_worker collectives | timeout | peer_dies | die | env | sleep
+//   dist_worker collectives | by_device | timeout | peer_dies | die | env | sleep
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -14,6 +14,7 @@
 #include "trireme/core/tensor.h"
 #include "trireme/dist/device_mesh.h"
 #include "trireme/dist/env.h"
+#include "trireme/dist/process_group_factory.h"
 #include "trireme/dist/process_group_gloo.h"
 
 using namespace trireme;
@@ -189,6 +190,13 @@ void collectives(ProcessGroup& world) {
     expect_values(d, [&](int64_t) { return 2 * (r % 2) + 2; }, "dp group sum");
     EXPECT_TRUE(mesh.coordinate("tp") == r % 2 && mesh.coordinate("dp") == r / 2, "mesh coordinates");
     EXPECT_TRUE(mesh.group("tp")->size() == 2 && mesh.group("tp")->rank() == r % 2, "tp group rank");
+    // The rank order from a string: "dp-tp" makes dp the fastest-varying dimension.
+    DeviceMesh swapped(world_ptr, "dp=2,tp=2", "dp-tp");
+    Tensor u = filled<float>(1, DType::f32, [&](int64_t) { return r; });
+    swapped.group("dp")->all_reduce(u)->wait();
+    expect_values(u, [&](int64_t) { return 4 * (r / 2) + 1; }, "dp group sum with dp fastest");
+    EXPECT_TRUE(swapped.coordinate("dp") == r % 2 && swapped.coordinate("tp") == r / 2, "swapped mesh coordinates");
+    EXPECT_TRUE(swapped.group("dp")->backend_name() == world.backend_name(), "mesh groups use the world's backend");
   }
 }
 
@@ -221,6 +229,14 @@ int main(int argc, char** argv) {
       return 0;
     }
     auto store = std::make_shared<StoreClient>(store_client_options(env, 10s));
+    if (scenario == "by_device") {
+      // The group that follows each tensor's device; CPU tensors only here, so NCCL is never made.
+      auto by_device = make_process_group("by_device", store, env.rank, env.world_size, {.timeout = 10s});
+      EXPECT_TRUE(by_device->backend_name() == "by_device", by_device->backend_name());
+      collectives(*by_device);
+      std::printf("rank %d: %s ok\n", env.rank, scenario.c_str());
+      return 0;
+    }
     ProcessGroupGloo world(store, env.rank, env.world_size, GlooOptions{.timeout = 10s});
     if (scenario == "collectives") {
       collectives(world);
