@@ -173,6 +173,7 @@ struct ProcessGroupGloo::Impl {
   std::shared_ptr<StoreClient> store;
   GlooOptions options;
   std::shared_ptr<gloo::rendezvous::Context> context;
+  std::string name = "world";  // what errors call the group: "world", or new_group's name
   std::map<std::string, int> groups_named;  // how many child groups of each name were made here
 
   std::thread worker;
@@ -219,8 +220,8 @@ struct ProcessGroupGloo::Impl {
   // Turns a Gloo failure into an error naming the op, this rank and, when the store knows,
   // the rank that died (Note [store liveness]).
   [[noreturn]] void fail(const std::string& op, milliseconds timeout, const std::string& gloo_what) {
-    std::string where = str_cat(op, " failed on ", self->describe_rank(self->rank()), " of a ", self->size(),
-                                "-rank gloo group");
+    std::string where = str_cat(op, " failed on ", self->describe_rank(self->rank()), " of the ", self->size(),
+                                "-rank gloo group '", name, "'");
     bool timed_out = gloo_what.find("imed out") != std::string::npos;
     // A dead peer's sockets close at once, but the store may see its connection drop a little
     // after Gloo does: look a few times before deciding nobody died.
@@ -282,6 +283,14 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<StoreClient> store, int rank,
   }
   impl_->options = options;
   ignore_sigpipe();
+
+  // Workers started with different WORLD_SIZEs would wait for each other until the timeout, or
+  // connect into a broken mesh: the first to arrive records the size and the others compare.
+  std::string size_text = std::to_string(size_);
+  std::string agreed = impl_->store->compare_set(options.prefix + "group_size", "", size_text);
+  TRIREME_CHECK(agreed == size_text, "ProcessGroupGloo: ", describe_rank(rank), " was started for a group of ", size_,
+                " ranks, but another rank of the same group was started for ", agreed,
+                " (do all workers get the same WORLD_SIZE?)");
 
   gloo::transport::tcp::attr attr;
   attr.hostname = default_hostname(options, *impl_->store);
@@ -530,7 +539,9 @@ std::shared_ptr<ProcessGroup> ProcessGroupGloo::new_group(const std::vector<int>
   std::string ranks_key;
   for (int g : global) ranks_key += (ranks_key.empty() ? "" : ",") + std::to_string(g);
   options.prefix = str_cat(impl_->options.prefix, name, "#", instance, "[", ranks_key, "]/");
-  return std::shared_ptr<ProcessGroup>(new ProcessGroupGloo(impl_->store, my_rank, global, options));
+  auto child = std::shared_ptr<ProcessGroupGloo>(new ProcessGroupGloo(impl_->store, my_rank, global, options));
+  child->impl_->name = name;
+  return child;
 }
 
 }  // namespace trireme::dist

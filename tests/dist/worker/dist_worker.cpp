@@ -240,6 +240,24 @@ int main(int argc, char** argv) {
     ProcessGroupGloo world(store, env.rank, env.world_size, GlooOptions{.timeout = 10s});
     if (scenario == "collectives") {
       collectives(world);
+    } else if (scenario == "loop") {
+      // All-reduces until killed (fault tests stop or kill a rank from outside): "looping" once
+      // in the loop; a failed op prints its error and exits 3.
+      milliseconds timeout(argc > 2 ? std::atoi(argv[2]) : 10000);
+      Tensor x = filled<float>(1024, DType::f32, [](int64_t i) { return double(i); });
+      world.barrier()->wait();
+      std::printf("looping\n");
+      std::fflush(stdout);
+      auto start = std::chrono::steady_clock::now();
+      for (int64_t i = 0; std::chrono::steady_clock::now() - start < 60s; ++i) {
+        try {
+          world.all_reduce(x, {.op = ReduceOp::avg, .timeout = timeout})->wait();
+        } catch (const Error& e) {
+          std::printf("error in all_reduce %lld: %s\n", static_cast<long long>(i), e.what());
+          std::fflush(stdout);
+          ::_exit(3);
+        }
+      }
     } else if (scenario == "timeout") {
       world.barrier()->wait();
       if (env.rank == 0) {
