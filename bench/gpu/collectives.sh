@@ -20,7 +20,7 @@ gpus=${BENCH_GPUS:-2}
 
 t0=$(date +%s)
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRIREME_DEPS_PREFIX="$deps/usr" \
-  -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DTRIREME_BUILD_BENCH=ON -DTRIREME_BUILD_TESTS=OFF > "$out/collectives_build.log" 2>&1 &&
+  -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DTRIREME_BUILD_BENCH=ON > "$out/collectives_build.log" 2>&1 &&
   ninja -C build-gpu collectives >> "$out/collectives_build.log" 2>&1
 if [ $? -ne 0 ]; then
   tail -40 "$out/collectives_build.log"
