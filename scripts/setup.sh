@@ -16,6 +16,7 @@ packages=(
   nlohmann-json3-dev libfmt-dev
   fortunes-zh                # the default corpus: Tang and Song poems
   time                       # bench/: peak memory of each side
+  iproute2                   # tests/dist: two "hosts" as network namespaces
 )
 if [ "${1:-}" = "--peer" ]; then
   packages+=(python3 python3-numpy python3-torch)  # the PyTorch peer and scripts/make_gpt_fixture.py

@@ -23,6 +23,12 @@ TEST_P(Collectives, MatchClosedFormAnswers) {
   EXPECT_EQ(r.exit_code, 0) << r.message << "\n" << all_logs(r, n);
 }
 
+TEST_P(Collectives, ByDeviceGroupDispatchesCpuTensorsToGloo) {
+  int n = GetParam();
+  LaunchResult r = run_worker(n, "by_device");
+  EXPECT_EQ(r.exit_code, 0) << r.message << "\n" << all_logs(r, n);
+}
+
 INSTANTIATE_TEST_SUITE_P(Dist, Collectives, ::testing::Values(2, 3, 4));
 
 TEST(Collectives, TimeoutsFireAndNameTheOp) {

@@ -63,3 +63,64 @@ TEST(ProcessGroup, UnsupportedCallsSayWhichBackendAndOp) {
   }
   EXPECT_THROW(DeviceMesh(world, {{"dp", 2}}), Error);  // 2 ranks in a world of 1
 }
+
+TEST(DeviceMesh, SpecStringsParse) {
+  auto dims = parse_mesh_dims("dp=2,pp=1,tp=2");
+  ASSERT_EQ(dims.size(), 3u);
+  EXPECT_EQ(dims[0].name, "dp");
+  EXPECT_EQ(dims[2].size, 2);
+  auto spaced = parse_mesh_dims("dp=2 x pp=3 x tp=4");
+  ASSERT_EQ(spaced.size(), 3u);
+  EXPECT_EQ(spaced[1].name, "pp");
+  EXPECT_EQ(spaced[1].size, 3);
+  EXPECT_EQ(parse_mesh_dims("expert=2,x=3")[1].name, "x");  // 'x' inside a name is no separator
+  EXPECT_THROW(parse_mesh_dims(""), Error);
+  EXPECT_THROW(parse_mesh_dims("dp"), Error);
+  EXPECT_THROW(parse_mesh_dims("dp=two"), Error);
+  // Order: fastest first in the string, slowest first in the result.
+  auto ordered = order_mesh_dims(dims, "tp-dp-pp");
+  EXPECT_EQ(ordered[0].name, "pp");
+  EXPECT_EQ(ordered[1].name, "dp");
+  EXPECT_EQ(ordered[2].name, "tp");
+  EXPECT_THROW(order_mesh_dims(dims, "tp-dp"), Error);
+  EXPECT_THROW(order_mesh_dims(dims, "tp-dp-ep"), Error);
+  EXPECT_THROW(order_mesh_dims(dims, "tp-tp-dp"), Error);
+}
+
+namespace {
+
+// A world that records the groups the mesh asks for, without any processes.
+class RecordingGroup : public ProcessGroup {
+ public:
+  RecordingGroup(int rank, int size, std::vector<std::vector<int>>* made) : ProcessGroup(rank, size), made_(made) {}
+  std::string backend_name() const override { return "recording"; }
+  std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks, const std::string&) override {
+    made_->push_back(ranks);
+    int me = static_cast<int>(std::find(ranks.begin(), ranks.end(), rank()) - ranks.begin());
+    return std::make_shared<RecordingGroup>(me, static_cast<int>(ranks.size()), made_);
+  }
+
+ private:
+  std::vector<std::vector<int>>* made_;
+};
+
+}  // namespace
+
+TEST(DeviceMesh, RankOrderFromAString) {
+  // 8 ranks, dp=2 pp=2 tp=2. Default order: tp fastest, then pp, then dp.
+  std::vector<std::vector<int>> made;
+  DeviceMesh plain(std::make_shared<RecordingGroup>(5, 8, &made), "dp=2,pp=2,tp=2");
+  EXPECT_EQ(made, (std::vector<std::vector<int>>{{1, 5}, {5, 7}, {4, 5}}));  // dp, pp, tp groups of rank 5
+  EXPECT_EQ(plain.coordinate("dp"), 1);
+  EXPECT_EQ(plain.coordinate("pp"), 0);
+  EXPECT_EQ(plain.coordinate("tp"), 1);
+  // "tp-dp-pp": tp fastest, then dp, then pp: rank 5 = tp 1 + 2 * (dp 0) + 4 * (pp 1).
+  made.clear();
+  DeviceMesh mesh(std::make_shared<RecordingGroup>(5, 8, &made), "dp=2,pp=2,tp=2", "tp-dp-pp");
+  EXPECT_EQ(mesh.coordinate("tp"), 1);
+  EXPECT_EQ(mesh.coordinate("dp"), 0);
+  EXPECT_EQ(mesh.coordinate("pp"), 1);
+  EXPECT_EQ(mesh.group("tp")->size(), 2);
+  EXPECT_EQ(made, (std::vector<std::vector<int>>{{1, 5}, {5, 7}, {4, 5}}));  // pp, dp, tp groups of rank 5
+  EXPECT_THROW(DeviceMesh(std::make_shared<RecordingGroup>(0, 8, &made), "dp=2,tp=2"), Error);  // 4 != 8
+}

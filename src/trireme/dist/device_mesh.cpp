@@ -1,6 +1,8 @@
 // DeviceMesh: rank <-> coordinate arithmetic and one sub-group per mesh dimension.
 #include "trireme/dist/device_mesh.h"
 
+#include <algorithm>
+
 namespace trireme::dist {
 
 namespace {
@@ -47,6 +49,64 @@ std::vector<int> mesh_group_ranks(const std::vector<int>& shape, int dim, int ra
   }
   return ranks;
 }
+
+std::vector<MeshDim> parse_mesh_dims(const std::string& spec) {
+  std::vector<MeshDim> dims;
+  std::string item;
+  auto take = [&] {
+    if (item.empty()) return;
+    auto eq = item.find('=');
+    TRIREME_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < item.size(), "mesh spec '", spec, "': '", item,
+                  "' is not NAME=SIZE");
+    std::string name = item.substr(0, eq), size = item.substr(eq + 1);
+    TRIREME_CHECK(size.find_first_not_of("0123456789") == std::string::npos && size.size() < 9, "mesh spec '", spec,
+                  "': the size of '", name, "' is not a number: '", size, "'");
+    dims.push_back({name, std::stoi(size)});
+    item.clear();
+  };
+  for (size_t i = 0; i <= spec.size(); ++i) {
+    char c = i < spec.size() ? spec[i] : ',';
+    // Separators: ',' or ' x ' (an 'x' alone between spaces, or beside one, ends the item).
+    bool x_separator = c == 'x' && (i == 0 || spec[i - 1] == ' ') && (i + 1 == spec.size() || spec[i + 1] == ' ');
+    if (c == ',' || c == ' ' || c == '*' || x_separator) {
+      take();
+    } else {
+      item += c;
+    }
+  }
+  TRIREME_CHECK(!dims.empty(), "mesh spec '", spec, "' names no dimension (write e.g. \"dp=2,pp=1,tp=2\")");
+  return dims;
+}
+
+std::vector<MeshDim> order_mesh_dims(const std::vector<MeshDim>& dims, const std::string& order) {
+  if (order.empty()) return dims;
+  std::vector<std::string> names;
+  std::string item;
+  for (size_t i = 0; i <= order.size(); ++i) {
+    if (i == order.size() || order[i] == '-' || order[i] == ',') {
+      if (!item.empty()) names.push_back(item);
+      item.clear();
+    } else {
+      item += order[i];
+    }
+  }
+  std::string known;
+  for (size_t i = 0; i < dims.size(); ++i) known += (i ? ", " : "") + dims[i].name;
+  TRIREME_CHECK(names.size() == dims.size(), "mesh order '", order, "' must name each of the ", dims.size(),
+                " dimensions (", known, ") once");
+  std::vector<MeshDim> out;
+  for (size_t i = names.size(); i-- > 0;) {  // fastest first in the string; slowest first here
+    auto it = std::find_if(dims.begin(), dims.end(), [&](const MeshDim& d) { return d.name == names[i]; });
+    TRIREME_CHECK(it != dims.end(), "mesh order '", order, "': no dimension '", names[i], "' (the mesh has ", known, ")");
+    for (const auto& o : out)
+      TRIREME_CHECK(o.name != names[i], "mesh order '", order, "' names '", names[i], "' twice");
+    out.push_back(*it);
+  }
+  return out;
+}
+
+DeviceMesh::DeviceMesh(std::shared_ptr<ProcessGroup> world, const std::string& spec, const std::string& order)
+    : DeviceMesh(std::move(world), order_mesh_dims(parse_mesh_dims(spec), order)) {}
 
 DeviceMesh::DeviceMesh(std::shared_ptr<ProcessGroup> world, std::vector<MeshDim> dims)
     : world_(std::move(world)), dims_(std::move(dims)) {

@@ -6,6 +6,11 @@
 //   DeviceMesh mesh(world, {{"dp", 2}, {"pp", 2}, {"tp", 2}});
 //   mesh.group("tp")->all_reduce(partial_sums)->wait();
 //   int stage = mesh.coordinate("pp");
+//
+//   // The same mesh from a string; or the rank order given separately, fastest-varying first
+//   // (as Megatron's "tp-cp-ep-dp-pp"): here tp varies fastest, then dp, then pp.
+//   DeviceMesh same(world, "dp=2,pp=2,tp=2");
+//   DeviceMesh reordered(world, "dp=2,pp=2,tp=2", "tp-dp-pp");   // tp {0,1}, dp {0,2}, pp {0,4}
 #pragma once
 
 #include <memory>
@@ -28,13 +33,23 @@ int mesh_rank(const std::vector<int>& shape, const std::vector<int>& coordinates
 // The ranks that share every coordinate of `rank` except along `dim`, in order along `dim`.
 std::vector<int> mesh_group_ranks(const std::vector<int>& shape, int dim, int rank);
 
+// "dp=2,pp=1,tp=2" (also "dp=2 x pp=1 x tp=2"): the dimensions, slowest-varying first. Throws
+// on a malformed spec, naming it.
+std::vector<MeshDim> parse_mesh_dims(const std::string& spec);
+// The dimensions laid out in `order` ("tp-dp-pp": fastest-varying first, naming each dimension
+// once), returned slowest first as DeviceMesh takes them. An empty order keeps dims as they are.
+std::vector<MeshDim> order_mesh_dims(const std::vector<MeshDim>& dims, const std::string& order);
+
 class DeviceMesh {
  public:
   // The product of the sizes must be world->size(). Every rank of world calls this: it
   // creates this rank's group along each dimension (size-1 dimensions included, so code can
   // use mesh.group("pp") whether or not pipeline parallelism is on).
   DeviceMesh(std::shared_ptr<ProcessGroup> world, std::vector<MeshDim> dims);
+  // From a spec string and an optional rank order (parse_mesh_dims, order_mesh_dims).
+  DeviceMesh(std::shared_ptr<ProcessGroup> world, const std::string& spec, const std::string& order = "");
 
+  // dims() lists the dimensions in their layout order: slowest-varying first.
   int ndim() const { return static_cast<int>(dims_.size()); }
   const std::vector<MeshDim>& dims() const { return dims_; }
   std::vector<int> shape() const;

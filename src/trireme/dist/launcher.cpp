@@ -414,7 +414,15 @@ LaunchResult launch(const LaunchOptions& options) {
   int port = options.master_port;
   if (options.node_rank == 0) {
     std::string host = options.store_host.empty() ? (options.nnodes == 1 ? "127.0.0.1" : "0.0.0.0") : options.store_host;
-    server = std::make_unique<StoreServer>(StoreServerOptions{.host = host, .port = options.master_port, .token = token});
+    try {
+      server = std::make_unique<StoreServer>(StoreServerOptions{.host = host, .port = options.master_port, .token = token});
+    } catch (const Error& e) {
+      bool in_use = std::string(e.what()).find("in use") != std::string::npos;
+      TRIREME_FAIL("launch: cannot host the job's store on ", host, ":", options.master_port,
+                   in_use ? ": the port is already in use (another job's store, or another program; choose a free "
+                            "--master-port, or leave it out on one node to let the system pick)"
+                          : str_cat(": ", e.what()));
+    }
     port = server->port();
   }
 

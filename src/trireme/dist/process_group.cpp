@@ -8,6 +8,7 @@ const char* reduce_op_name(ReduceOp op) {
     case ReduceOp::sum: return "sum";
     case ReduceOp::avg: return "avg";
     case ReduceOp::max: return "max";
+    case ReduceOp::min: return "min";
   }
   return "?";
 }
@@ -38,6 +39,7 @@ WorkPtr ProcessGroup::all_gather(const Tensor&, const Tensor&, const AllGatherOp
 WorkPtr ProcessGroup::reduce_scatter(const Tensor&, const Tensor&, const ReduceScatterOptions&) {
   unsupported("reduce_scatter");
 }
+WorkPtr ProcessGroup::all_to_all(const Tensor&, const Tensor&, const AllToAllOptions&) { unsupported("all_to_all"); }
 WorkPtr ProcessGroup::send(const Tensor&, int, const SendRecvOptions&) { unsupported("send"); }
 WorkPtr ProcessGroup::recv(const Tensor&, int, const SendRecvOptions&) { unsupported("recv"); }
 WorkPtr ProcessGroup::barrier(const BarrierOptions&) { unsupported("barrier"); }

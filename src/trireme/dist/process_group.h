@@ -25,7 +25,7 @@ namespace trireme::dist {
 
 using std::chrono::milliseconds;
 
-enum class ReduceOp { sum, avg, max };
+enum class ReduceOp { sum, avg, max, min };
 const char* reduce_op_name(ReduceOp op);
 
 // A timeout of zero means "the group's default timeout".
@@ -42,6 +42,9 @@ struct AllGatherOptions {
 };
 struct ReduceScatterOptions {
   ReduceOp op = ReduceOp::sum;
+  milliseconds timeout{0};
+};
+struct AllToAllOptions {
   milliseconds timeout{0};
 };
 struct SendRecvOptions {
@@ -90,6 +93,9 @@ class ProcessGroup {
   virtual WorkPtr all_gather(const Tensor& output, const Tensor& input, const AllGatherOptions& options = {});
   // output (input.numel() / size() elements) = this rank's chunk of op over ranks of input.
   virtual WorkPtr reduce_scatter(const Tensor& output, const Tensor& input, const ReduceScatterOptions& options = {});
+  // Equal splits: input and output hold size() chunks of input.numel() / size() elements each;
+  // chunk j of this rank's input goes to rank j, and chunk j of the output comes from rank j.
+  virtual WorkPtr all_to_all(const Tensor& output, const Tensor& input, const AllToAllOptions& options = {});
   virtual WorkPtr send(const Tensor& tensor, int dst, const SendRecvOptions& options = {});
   virtual WorkPtr recv(const Tensor& tensor, int src, const SendRecvOptions& options = {});
   virtual WorkPtr barrier(const BarrierOptions& options = {});

@@ -2,6 +2,7 @@
 #include "trireme/dist/process_group_factory.h"
 
 #include "trireme/cuda/device.h"
+#include "trireme/dist/process_group_by_device.h"
 #include "trireme/dist/process_group_gloo.h"
 #include "trireme/dist/process_group_nccl.h"
 
@@ -9,8 +10,8 @@ namespace trireme::dist {
 
 std::string resolve_backend(const std::string& backend) {
   if (backend == "auto") return nccl_is_built() && cuda::is_available() ? "nccl" : "gloo";
-  TRIREME_CHECK(backend == "gloo" || backend == "nccl", "make_process_group: unknown backend '", backend,
-                "' (choose gloo, nccl or auto)");
+  TRIREME_CHECK(backend == "gloo" || backend == "nccl" || backend == "by_device", "make_process_group: unknown backend '",
+                backend, "' (choose gloo, nccl, by_device or auto)");
   return backend;
 }
 
@@ -25,6 +26,7 @@ std::shared_ptr<ProcessGroup> make_process_group(const std::string& backend, std
     return std::make_shared<ProcessGroupNccl>(std::move(store), rank, size,
                                               NcclOptions{.timeout = options.timeout, .device = options.device});
   }
+  if (chosen == "by_device") return std::make_shared<ProcessGroupByDevice>(std::move(store), rank, size, options);
   return std::make_shared<ProcessGroupGloo>(std::move(store), rank, size, GlooOptions{.timeout = options.timeout});
 }
 

@@ -1,5 +1,6 @@
 // make_process_group: one call that picks the backend, "gloo" for CPU tensors or "nccl" for
-// CUDA tensors, with "auto" choosing NCCL whenever it is built and a GPU is usable.
+// CUDA tensors, with "auto" choosing NCCL whenever it is built and a GPU is usable, or
+// "by_device": both in one group, each call going where its tensor lives (ProcessGroupByDevice).
 //
 //   DistEnv env = dist_env_from_environment();
 //   if (cuda::is_available()) cuda::set_device(env.local_rank);
@@ -21,8 +22,8 @@ struct ProcessGroupOptions {
   int device = -1;               // nccl: the GPU of this rank; -1: the current device
 };
 
-// "auto" -> "nccl" when this build has NCCL and a GPU is usable, else "gloo"; "gloo" and "nccl"
-// are returned as they are; anything else throws naming the choices.
+// "auto" -> "nccl" when this build has NCCL and a GPU is usable, else "gloo"; "gloo", "nccl" and
+// "by_device" are returned as they are; anything else throws naming the choices.
 std::string resolve_backend(const std::string& backend);
 
 // Every rank of the group calls this with the same backend (see ProcessGroupGloo and

@@ -15,6 +15,7 @@
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/rendezvous/context.h>
@@ -124,6 +125,14 @@ gloo::AllreduceOptions::Func reduce_function(DType dtype, ReduceOp op) {
         for (size_t i = 0; i < n; ++i) o[i] = acc_t<T>(x[i]) < acc_t<T>(y[i]) ? y[i] : x[i];
       };
     }
+    if (op == ReduceOp::min) {
+      return [](void* out, const void* a, const void* b, size_t n) {
+        auto* o = static_cast<T*>(out);
+        auto* x = static_cast<const T*>(a);
+        auto* y = static_cast<const T*>(b);
+        for (size_t i = 0; i < n; ++i) o[i] = acc_t<T>(y[i]) < acc_t<T>(x[i]) ? y[i] : x[i];
+      };
+    }
     return [](void* out, const void* a, const void* b, size_t n) {
       auto* o = static_cast<T*>(out);
       auto* x = static_cast<const T*>(a);
@@ -164,6 +173,7 @@ struct ProcessGroupGloo::Impl {
   std::shared_ptr<StoreClient> store;
   GlooOptions options;
   std::shared_ptr<gloo::rendezvous::Context> context;
+  std::string name = "world";  // what errors call the group: "world", or new_group's name
   std::map<std::string, int> groups_named;  // how many child groups of each name were made here
 
   std::thread worker;
@@ -210,8 +220,8 @@ struct ProcessGroupGloo::Impl {
   // Turns a Gloo failure into an error naming the op, this rank and, when the store knows,
   // the rank that died (Note [store liveness]).
   [[noreturn]] void fail(const std::string& op, milliseconds timeout, const std::string& gloo_what) {
-    std::string where = str_cat(op, " failed on ", self->describe_rank(self->rank()), " of a ", self->size(),
-                                "-rank gloo group");
+    std::string where = str_cat(op, " failed on ", self->describe_rank(self->rank()), " of the ", self->size(),
+                                "-rank gloo group '", name, "'");
     bool timed_out = gloo_what.find("imed out") != std::string::npos;
     // A dead peer's sockets close at once, but the store may see its connection drop a little
     // after Gloo does: look a few times before deciding nobody died.
@@ -273,6 +283,14 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<StoreClient> store, int rank,
   }
   impl_->options = options;
   ignore_sigpipe();
+
+  // Workers started with different WORLD_SIZEs would wait for each other until the timeout, or
+  // connect into a broken mesh: the first to arrive records the size and the others compare.
+  std::string size_text = std::to_string(size_);
+  std::string agreed = impl_->store->compare_set(options.prefix + "group_size", "", size_text);
+  TRIREME_CHECK(agreed == size_text, "ProcessGroupGloo: ", describe_rank(rank), " was started for a group of ", size_,
+                " ranks, but another rank of the same group was started for ", agreed,
+                " (do all workers get the same WORLD_SIZE?)");
 
   gloo::transport::tcp::attr attr;
   attr.hostname = default_hostname(options, *impl_->store);
@@ -394,6 +412,31 @@ WorkPtr ProcessGroupGloo::reduce_scatter(const Tensor& output, const Tensor& inp
   });
 }
 
+WorkPtr ProcessGroupGloo::all_to_all(const Tensor& output, const Tensor& input, const AllToAllOptions& options) {
+  check_tensor("all_to_all", input, "input");
+  check_tensor("all_to_all", output, "output");
+  TRIREME_CHECK(output.dtype() == input.dtype(), "gloo all_to_all: output is ", output.dtype(), " but input is ",
+                input.dtype());
+  TRIREME_CHECK(input.numel() % size_ == 0 && output.numel() == input.numel(), "gloo all_to_all: input ",
+                input.sizes(), " and output ", output.sizes(), " must hold the same number of elements, a multiple of ",
+                "the group's ", size_, " ranks");
+  TRIREME_CHECK(input.numel() == 0 || input.data_ptr() != output.data_ptr(),
+                "gloo all_to_all: output and input must not be the same memory");
+  milliseconds timeout = impl_->timeout_for(options.timeout);
+  std::string op = str_cat("all_to_all(", input.sizes(), " ", input.dtype(), ")");
+  return impl_->enqueue(op, {output, input}, [impl = impl_.get(), output, input, timeout, op] {
+    impl->run(op, timeout, [&] {
+      size_t bytes = static_cast<size_t>(input.numel()) * input.element_size();
+      gloo::AlltoallOptions o(impl->context);
+      o.setInput<char>(static_cast<char*>(input.data_ptr()), bytes);
+      o.setOutput<char>(static_cast<char*>(output.data_ptr()), bytes);
+      o.setTag(impl->next_tag++);
+      o.setTimeout(timeout);
+      if (bytes > 0) gloo::alltoall(o);
+    });
+  });
+}
+
 WorkPtr ProcessGroupGloo::barrier(const BarrierOptions& options) {
   milliseconds timeout = impl_->timeout_for(options.timeout);
   return impl_->enqueue("barrier", {}, [impl = impl_.get(), timeout] {
@@ -496,7 +539,9 @@ std::shared_ptr<ProcessGroup> ProcessGroupGloo::new_group(const std::vector<int>
   std::string ranks_key;
   for (int g : global) ranks_key += (ranks_key.empty() ? "" : ",") + std::to_string(g);
   options.prefix = str_cat(impl_->options.prefix, name, "#", instance, "[", ranks_key, "]/");
-  return std::shared_ptr<ProcessGroup>(new ProcessGroupGloo(impl_->store, my_rank, global, options));
+  auto child = std::shared_ptr<ProcessGroupGloo>(new ProcessGroupGloo(impl_->store, my_rank, global, options));
+  child->impl_->name = name;
+  return child;
 }
 
 }  // namespace trireme::dist

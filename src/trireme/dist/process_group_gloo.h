@@ -43,6 +43,7 @@ class ProcessGroupGloo : public ProcessGroup {
   WorkPtr broadcast(const Tensor& tensor, const BroadcastOptions& options = {}) override;
   WorkPtr all_gather(const Tensor& output, const Tensor& input, const AllGatherOptions& options = {}) override;
   WorkPtr reduce_scatter(const Tensor& output, const Tensor& input, const ReduceScatterOptions& options = {}) override;
+  WorkPtr all_to_all(const Tensor& output, const Tensor& input, const AllToAllOptions& options = {}) override;
   WorkPtr send(const Tensor& tensor, int dst, const SendRecvOptions& options = {}) override;
   WorkPtr recv(const Tensor& tensor, int src, const SendRecvOptions& options = {}) override;
   WorkPtr barrier(const BarrierOptions& options = {}) override;

@@ -45,6 +45,7 @@ ncclRedOp_t nccl_reduce_op(ReduceOp op) {
     case ReduceOp::sum: return ncclSum;
     case ReduceOp::avg: return ncclAvg;  // integers: the sum divided, rounding toward zero
     case ReduceOp::max: return ncclMax;
+    case ReduceOp::min: return ncclMin;
   }
   return ncclSum;
 }
@@ -633,6 +634,37 @@ WorkPtr ProcessGroupNccl::reduce_scatter(const Tensor& output, const Tensor& inp
   return std::make_shared<NcclWork>(impl_, state);
 }
 
+WorkPtr ProcessGroupNccl::all_to_all(const Tensor& output, const Tensor& input, const AllToAllOptions& options) {
+  check_tensor(*impl_, "all_to_all", input, "input");
+  check_tensor(*impl_, "all_to_all", output, "output");
+  TRIREME_CHECK(output.dtype() == input.dtype(), "nccl all_to_all: output is ", output.dtype(), " but input is ",
+                input.dtype());
+  TRIREME_CHECK(input.numel() % size_ == 0 && output.numel() == input.numel(), "nccl all_to_all: input ",
+                input.sizes(), " and output ", output.sizes(), " must hold the same number of elements, a multiple of ",
+                "the group's ", size_, " ranks");
+  TRIREME_CHECK(input.numel() == 0 || input.data_ptr() != output.data_ptr(),
+                "nccl all_to_all: output and input must not be the same memory");
+  std::string op = str_cat("all_to_all(", input.sizes(), " ", input.dtype(), ")");
+  ncclDataType_t type = nccl_dtype(input.dtype(), op, false);
+  auto state = impl_->issue(op, impl_->timeout_for(options.timeout), {output, input}, [&] {
+    if (input.numel() == 0) return ncclSuccess;
+    auto chunk = static_cast<size_t>(input.numel() / size_);
+    size_t bytes = chunk * input.element_size();
+    auto* in = static_cast<char*>(input.data_ptr());
+    auto* out = static_cast<char*>(output.data_ptr());
+    ncclResult_t result = ncclGroupStart();
+    for (int peer = 0; peer < size_ && (result == ncclSuccess || result == ncclInProgress); ++peer) {
+      result = ncclSend(in + bytes * static_cast<size_t>(peer), chunk, type, peer, impl_->comm, impl_->stream.handle());
+      if (result == ncclSuccess || result == ncclInProgress)
+        result = ncclRecv(out + bytes * static_cast<size_t>(peer), chunk, type, peer, impl_->comm,
+                          impl_->stream.handle());
+    }
+    ncclResult_t end = ncclGroupEnd();
+    return result == ncclSuccess || result == ncclInProgress ? end : result;
+  });
+  return std::make_shared<NcclWork>(impl_, state);
+}
+
 WorkPtr ProcessGroupNccl::barrier(const BarrierOptions& options) {
   Tensor buffer = impl_->barrier_buffer;
   auto state = impl_->issue("barrier", impl_->timeout_for(options.timeout), {buffer}, [&] {
@@ -738,6 +770,9 @@ WorkPtr ProcessGroupNccl::all_gather(const Tensor& out, const Tensor& in, const 
 }
 WorkPtr ProcessGroupNccl::reduce_scatter(const Tensor& out, const Tensor& in, const ReduceScatterOptions& o) {
   return ProcessGroup::reduce_scatter(out, in, o);
+}
+WorkPtr ProcessGroupNccl::all_to_all(const Tensor& out, const Tensor& in, const AllToAllOptions& o) {
+  return ProcessGroup::all_to_all(out, in, o);
 }
 WorkPtr ProcessGroupNccl::send(const Tensor& t, int dst, const SendRecvOptions& o) { return ProcessGroup::send(t, dst, o); }
 WorkPtr ProcessGroupNccl::recv(const Tensor& t, int src, const SendRecvOptions& o) { return ProcessGroup::recv(t, src, o); }

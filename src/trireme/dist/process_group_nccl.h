@@ -72,6 +72,10 @@ class ProcessGroupNccl : public ProcessGroup {
   // throws after options.timeout naming this rank and, when known, the rank that died).
   // Sets NCCL_NVLS_ENABLE=0 in the environment unless it is set (see launcher.cpp).
   ProcessGroupNccl(std::shared_ptr<StoreClient> store, int rank, int size, NcclOptions options = {});
+  // A group of some of the job's ranks made without a parent communicator (what a group that
+  // creates its NCCL side lazily needs): global_ranks[i] is the job-wide rank of member i, and
+  // options.prefix must be the same on the members and unique among the job's groups.
+  ProcessGroupNccl(std::shared_ptr<StoreClient> store, int rank, std::vector<int> global_ranks, NcclOptions options);
   // Waits up to the group's timeout for the ops in flight, then releases the communicator
   // (aborting it when they do not finish or the group has failed).
   ~ProcessGroupNccl() override;
@@ -84,6 +88,8 @@ class ProcessGroupNccl : public ProcessGroup {
   WorkPtr broadcast(const Tensor& tensor, const BroadcastOptions& options = {}) override;
   WorkPtr all_gather(const Tensor& output, const Tensor& input, const AllGatherOptions& options = {}) override;
   WorkPtr reduce_scatter(const Tensor& output, const Tensor& input, const ReduceScatterOptions& options = {}) override;
+  // One NCCL group of a send and a recv per peer (this rank included).
+  WorkPtr all_to_all(const Tensor& output, const Tensor& input, const AllToAllOptions& options = {}) override;
   WorkPtr send(const Tensor& tensor, int dst, const SendRecvOptions& options = {}) override;
   WorkPtr recv(const Tensor& tensor, int src, const SendRecvOptions& options = {}) override;
   // An all-reduce of one element: wait() orders the caller's stream after every rank's earlier
@@ -99,7 +105,6 @@ class ProcessGroupNccl : public ProcessGroup {
   struct Impl;
 
  private:
-  ProcessGroupNccl(std::shared_ptr<StoreClient> store, int rank, std::vector<int> global_ranks, NcclOptions options);
 
   std::shared_ptr<Impl> impl_;  // shared with the Works, which may outlive the group
 };

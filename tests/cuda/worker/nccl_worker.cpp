@@ -15,6 +15,7 @@
 #include "trireme/cuda/device.h"
 #include "trireme/dist/device_mesh.h"
 #include "trireme/dist/env.h"
+#include "trireme/dist/process_group_by_device.h"
 #include "trireme/dist/process_group_factory.h"
 #include "trireme/dist/process_group_nccl.h"
 #include "trireme/ops/copy.h"
@@ -99,6 +100,16 @@ void collectives_of(ProcessGroupNccl& world, DType d) {
   world.all_reduce(m, {.op = ReduceOp::max})->wait(10s);
   expect_values(m, [&](int64_t i) { return (W - 1) * 10 - i; }, "all_reduce max " + name);
 
+  Tensor mn = on_gpu(n, d, [&](int64_t i) { return r * 10 - i; });
+  world.all_reduce(mn, {.op = ReduceOp::min})->wait();
+  expect_values(mn, [&](int64_t i) { return -i; }, "all_reduce min " + name);
+
+  // all_to_all, chunks of 3 (odd): rank q sends 16 q + 4 j + k as element k of chunk j to rank j.
+  Tensor a2a_in = on_gpu(3 * W, d, [&](int64_t e) { return 16 * r + 4 * (e / 3) + e % 3; });
+  Tensor a2a_out = to_device(Tensor::empty({3 * W}, d), g_device);
+  world.all_to_all(a2a_out, a2a_in)->wait();
+  expect_values(a2a_out, [&](int64_t e) { return 16 * (e / 3) + 4 * r + e % 3; }, "all_to_all " + name);
+
   Tensor c = on_gpu(n, d, [&](int64_t i) { return r * 100 + i; });
   world.broadcast(c, {.root = W - 1})->wait();
   expect_values(c, [&](int64_t i) { return (W - 1) * 100 + i; }, "broadcast " + name);
@@ -118,6 +129,8 @@ void collectives_of(ProcessGroupNccl& world, DType d) {
                 "reduce_scatter avg " + name);
   world.reduce_scatter(rs_out, rs_in, {.op = ReduceOp::max})->wait();
   expect_values(rs_out, [&](int64_t k) { return W - 1 + 3.0 * r + k; }, "reduce_scatter max " + name);
+  world.reduce_scatter(rs_out, rs_in, {.op = ReduceOp::min})->wait();
+  expect_values(rs_out, [&](int64_t k) { return 3.0 * r + k; }, "reduce_scatter min " + name);
 
   // send/recv around the ring: each rank sends, then receives (Note [nccl send/recv]).
   Tensor s = on_gpu(4, d, [&](int64_t i) { return r * 100 + i; });
@@ -208,6 +221,28 @@ void collectives(ProcessGroupNccl& world, std::shared_ptr<StoreClient> store) {
   cpu.data<float>()[1] = 1;
   cpu_group->all_reduce(cpu)->wait();
   EXPECT_TRUE(cpu.data<float>()[0] == rank_sum && cpu.data<float>()[1] == W, "gloo beside nccl");
+
+  // One group for both: CPU tensors through Gloo, CUDA tensors through NCCL (made on the first).
+  auto both = make_process_group("by_device", store, r, W, {.timeout = 20s});
+  auto both_ptr = std::static_pointer_cast<ProcessGroupByDevice>(both);
+  Tensor host = Tensor::empty({1}, DType::f32);
+  host.data<float>()[0] = float(r);
+  both->all_reduce(host)->wait();
+  EXPECT_TRUE(host.data<float>()[0] == rank_sum && !both_ptr->nccl_if_made(), "by_device: CPU via gloo, no nccl yet");
+  Tensor dev = on_gpu(3, DType::bf16, [&](int64_t i) { return r + i; });
+  both->all_reduce(dev)->wait();
+  expect_values(dev, [&](int64_t i) { return rank_sum + W * i; }, "by_device: CUDA via nccl");
+  EXPECT_TRUE(both_ptr->nccl_if_made() && both_ptr->nccl_if_made()->backend_name() == "nccl", "by_device made nccl");
+  DeviceMesh both_mesh(both, "dp=1,tp=" + std::to_string(W));
+  Tensor tg = on_gpu(1, DType::f32, [&](int64_t) { return r; });
+  both_mesh.group("tp")->all_reduce(tg)->wait();
+  expect_values(tg, [&](int64_t) { return rank_sum; }, "by_device mesh: CUDA tensor");
+  Tensor tc = Tensor::empty({1}, DType::f32);
+  tc.data<float>()[0] = float(r);
+  both_mesh.group("tp")->all_reduce(tc, {.op = ReduceOp::min})->wait();
+  EXPECT_TRUE(tc.data<float>()[0] == 0, "by_device mesh: CPU tensor");
+  expect_error([&] { both->all_gather(to_device(Tensor::empty({2 * W}, DType::f32), g_device), Tensor::empty({2}, DType::f32)); },
+               {"all_gather", "same device"}, "by_device: mixed devices");
   world.barrier()->wait(10s);
 }
 

@@ -1,6 +1,6 @@
 // The worker program the dist tests launch as several processes: one scenario per run, checked
 // against closed-form answers (sums of ranks); exits 0 when every check holds.
-//   dist_worker collectives | timeout | peer_dies | die | env | sleep
+//   dist_worker collectives | by_device | timeout | peer_dies | die | env | sleep
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -14,6 +14,7 @@
 #include "trireme/core/tensor.h"
 #include "trireme/dist/device_mesh.h"
 #include "trireme/dist/env.h"
+#include "trireme/dist/process_group_factory.h"
 #include "trireme/dist/process_group_gloo.h"
 
 using namespace trireme;
@@ -48,7 +49,65 @@ void expect_values(const Tensor& t, auto expected_of, const char* what) {
   }
 }
 
-void collectives(ProcessGroupGloo& world) {
+// A 1-d tensor of n elements of any dtype, element i = value_of(i).
+Tensor filled_as(DType dtype, int64_t n, auto value_of) {
+  Tensor t = Tensor::empty({n}, dtype);
+  dispatch_dtype(dtype, [&]<class T>() {
+    for (int64_t i = 0; i < n; ++i) t.data<T>()[i] = T(static_cast<float>(value_of(i)));
+  });
+  return t;
+}
+
+// Every op on every dtype, with odd element counts (chunks of 1, 3, 5 and 7 elements). Values
+// stay small integers, so bf16/f16 hold them exactly and the answers are closed forms.
+void collectives_every_dtype(ProcessGroup& world) {
+  const int r = world.rank(), W = world.size();
+  const double rank_sum = W * (W - 1) / 2.0;
+  for (DType dtype : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i32, DType::i64}) {
+    std::string name = str_cat(dtype);
+    for (int64_t n : {1, 7}) {
+      Tensor s = filled_as(dtype, n, [&](int64_t i) { return r + i; });
+      world.all_reduce(s)->wait();
+      expect_values(s, [&](int64_t i) { return rank_sum + W * i; }, (name + " all_reduce sum").c_str());
+      Tensor mx = filled_as(dtype, n, [&](int64_t i) { return r + i; });
+      world.all_reduce(mx, {.op = ReduceOp::max})->wait();
+      expect_values(mx, [&](int64_t i) { return W - 1 + i; }, (name + " all_reduce max").c_str());
+      Tensor mn = filled_as(dtype, n, [&](int64_t i) { return r + i; });
+      world.all_reduce(mn, {.op = ReduceOp::min})->wait();
+      expect_values(mn, [&](int64_t i) { return i; }, (name + " all_reduce min").c_str());
+      Tensor av = filled_as(dtype, n, [&](int64_t i) { return W * r + i; });  // sums divide exactly by W
+      world.all_reduce(av, {.op = ReduceOp::avg})->wait();
+      expect_values(av, [&](int64_t i) { return W * rank_sum / W + i; }, (name + " all_reduce avg").c_str());
+    }
+    // all_gather of 5 elements per rank: rank q contributes 10 q + j.
+    Tensor in = filled_as(dtype, 5, [&](int64_t j) { return 10 * r + j; });
+    Tensor out = Tensor::empty({5 * W}, dtype);
+    world.all_gather(out, in)->wait();
+    expect_values(out, [&](int64_t k) { return 10 * (k / 5) + k % 5; }, (name + " all_gather").c_str());
+    // reduce_scatter into 3 elements per rank, with every op: rank q's element j is q + j.
+    Tensor rs_in = filled_as(dtype, 3 * W, [&](int64_t j) { return r + j; });
+    Tensor rs_out = Tensor::empty({3}, dtype);
+    world.reduce_scatter(rs_out, rs_in, {.op = ReduceOp::sum})->wait();
+    expect_values(rs_out, [&](int64_t k) { return rank_sum + W * (3.0 * r + k); }, (name + " reduce_scatter sum").c_str());
+    world.reduce_scatter(rs_out, rs_in, {.op = ReduceOp::min})->wait();
+    expect_values(rs_out, [&](int64_t k) { return 3.0 * r + k; }, (name + " reduce_scatter min").c_str());
+    world.reduce_scatter(rs_out, rs_in, {.op = ReduceOp::max})->wait();
+    expect_values(rs_out, [&](int64_t k) { return W - 1 + 3.0 * r + k; }, (name + " reduce_scatter max").c_str());
+    // all_to_all with chunks of 3: rank q sends 16 q + 4 j + k as element k of chunk j to rank j.
+    Tensor a2a_in = filled_as(dtype, 3 * W, [&](int64_t e) { return 16 * r + 4 * (e / 3) + e % 3; });
+    Tensor a2a_out = Tensor::empty({3 * W}, dtype);
+    world.all_to_all(a2a_out, a2a_in)->wait();
+    expect_values(a2a_out, [&](int64_t e) { return 16 * (e / 3) + 4 * r + e % 3; }, (name + " all_to_all").c_str());
+  }
+  try {
+    world.all_to_all(Tensor::empty({W + 1}, DType::f32), Tensor::empty({W + 1}, DType::f32));
+    EXPECT_TRUE(W == 1, "all_to_all with a size not divisible by the group should throw");
+  } catch (const Error& e) {
+    EXPECT_TRUE(std::string(e.what()).find("all_to_all") != std::string::npos, e.what());
+  }
+}
+
+void collectives(ProcessGroup& world) {
   const int r = world.rank(), W = world.size();
   const double rank_sum = W * (W - 1) / 2.0;
 
@@ -109,6 +168,8 @@ void collectives(ProcessGroupGloo& world) {
   }
   world.barrier()->wait();
 
+  collectives_every_dtype(world);
+
   // Errors on bad arguments name the op.
   try {
     world.all_gather(Tensor::empty({3}, DType::f32), in);
@@ -129,6 +190,13 @@ void collectives(ProcessGroupGloo& world) {
     expect_values(d, [&](int64_t) { return 2 * (r % 2) + 2; }, "dp group sum");
     EXPECT_TRUE(mesh.coordinate("tp") == r % 2 && mesh.coordinate("dp") == r / 2, "mesh coordinates");
     EXPECT_TRUE(mesh.group("tp")->size() == 2 && mesh.group("tp")->rank() == r % 2, "tp group rank");
+    // The rank order from a string: "dp-tp" makes dp the fastest-varying dimension.
+    DeviceMesh swapped(world_ptr, "dp=2,tp=2", "dp-tp");
+    Tensor u = filled<float>(1, DType::f32, [&](int64_t) { return r; });
+    swapped.group("dp")->all_reduce(u)->wait();
+    expect_values(u, [&](int64_t) { return 4 * (r / 2) + 1; }, "dp group sum with dp fastest");
+    EXPECT_TRUE(swapped.coordinate("dp") == r % 2 && swapped.coordinate("tp") == r / 2, "swapped mesh coordinates");
+    EXPECT_TRUE(swapped.group("dp")->backend_name() == world.backend_name(), "mesh groups use the world's backend");
   }
 }
 
@@ -161,9 +229,35 @@ int main(int argc, char** argv) {
       return 0;
     }
     auto store = std::make_shared<StoreClient>(store_client_options(env, 10s));
+    if (scenario == "by_device") {
+      // The group that follows each tensor's device; CPU tensors only here, so NCCL is never made.
+      auto by_device = make_process_group("by_device", store, env.rank, env.world_size, {.timeout = 10s});
+      EXPECT_TRUE(by_device->backend_name() == "by_device", by_device->backend_name());
+      collectives(*by_device);
+      std::printf("rank %d: %s ok\n", env.rank, scenario.c_str());
+      return 0;
+    }
     ProcessGroupGloo world(store, env.rank, env.world_size, GlooOptions{.timeout = 10s});
     if (scenario == "collectives") {
       collectives(world);
+    } else if (scenario == "loop") {
+      // All-reduces until killed (fault tests stop or kill a rank from outside): "looping" once
+      // in the loop; a failed op prints its error and exits 3.
+      milliseconds timeout(argc > 2 ? std::atoi(argv[2]) : 10000);
+      Tensor x = filled<float>(1024, DType::f32, [](int64_t i) { return double(i); });
+      world.barrier()->wait();
+      std::printf("looping\n");
+      std::fflush(stdout);
+      auto start = std::chrono::steady_clock::now();
+      for (int64_t i = 0; std::chrono::steady_clock::now() - start < 60s; ++i) {
+        try {
+          world.all_reduce(x, {.op = ReduceOp::avg, .timeout = timeout})->wait();
+        } catch (const Error& e) {
+          std::printf("error in all_reduce %lld: %s\n", static_cast<long long>(i), e.what());
+          std::fflush(stdout);
+          ::_exit(3);
+        }
+      }
     } else if (scenario == "timeout") {
       world.barrier()->wait();
       if (env.rank == 0) {

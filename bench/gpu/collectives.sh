@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# On the GPU machine: builds bench/collectives (with .gpu_deps, see scripts/gpu_deps.sh) and
+# prints trireme's NCCL bus bandwidth (bf16, 2 GPUs, 4 KiB to 256 MiB) next to PyTorch's
+# (../shared/peer/torch_gpt_bench.py --collectives, or a copy in .peer/). Logs go to $OUT (or out/gpu).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+out=${OUT:-out/gpu}
+mkdir -p "$out"
+export PATH=/opt/torch/.venv/bin:/usr/local/cuda/bin:$PATH
+deps=$PWD/.gpu_deps
+if [ -f "$deps/deps.tar.xz" ] && [ ! -d "$deps/usr" ]; then tar -xJf "$deps/deps.tar.xz" -C "$deps"; fi
+ml=$deps/usr/lib/x86_64-linux-gnu
+export LD_LIBRARY_PATH=$ml:$ml/openblas-openmp:$deps/usr/lib:${LD_LIBRARY_PATH:-}
+peer=${TRIREME_PEER:-../shared/peer/torch_gpt_bench.py}
+[ -f "$peer" ] || peer=.peer/torch_gpt_bench.py
+python=/opt/torch/.venv/bin/python3
+[ -x "$python" ] || python=python3
+gpus=${BENCH_GPUS:-2}
+
+t0=$(date +%s)
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRIREME_DEPS_PREFIX="$deps/usr" \
+  -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DTRIREME_BUILD_BENCH=ON > "$out/collectives_build.log" 2>&1 &&
+  ninja -C build-gpu collectives >> "$out/collectives_build.log" 2>&1
+if [ $? -ne 0 ]; then
+  tail -40 "$out/collectives_build.log"
+  echo "BENCH BUILD FAILED"
+  exit 1
+fi
+echo "build: $(( $(date +%s) - t0 )) s"
+
+echo "== trireme (NCCL, bf16, $gpus GPUs)"
+timeout 150 build-gpu/bench/collectives --backend nccl --dtype bf16 --nproc "$gpus" 2>&1 | tee "$out/collectives_trireme.log"
+echo "== PyTorch ($peer --collectives --gpus $gpus)"
+if [ -f "$peer" ]; then
+  timeout 150 "$python" "$peer" --collectives --gpus "$gpus" 2>&1 | tee "$out/collectives_torch.log"
+else
+  echo "no peer script at ../shared/peer or .peer: PyTorch not run"
+fi
