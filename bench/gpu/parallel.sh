@@ -11,15 +11,8 @@
 # script, build included) bound the time. Full logs in $OUT (or out/gpu).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+source scripts/gpu_env.sh
 export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
-out=${OUT:-out/gpu}
-mkdir -p "$out"
-export PATH=/opt/torch/.venv/bin:/usr/local/cuda/bin:$PATH
-deps=$PWD/.gpu_deps
-if [ -f "$deps/deps.tar.xz" ] && [ ! -d "$deps/usr" ]; then tar -xJf "$deps/deps.tar.xz" -C "$deps"; fi
-ml=$deps/usr/lib/x86_64-linux-gnu
-export LD_LIBRARY_PATH=$ml:$ml/openblas-openmp:$deps/usr/lib:${LD_LIBRARY_PATH:-}
 peer=${TRIREME_PEER:-../shared/peer/torch_gpt_bench.py}
 [ -f "$peer" ] || peer=.peer/torch_gpt_bench.py
 python=/opt/torch/.venv/bin/python3

@@ -6,14 +6,7 @@
 # peak memory is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-out=${OUT:-out/gpu}
-mkdir -p "$out"
-export PATH=/opt/torch/.venv/bin:/usr/local/cuda/bin:$PATH
-deps=$PWD/.gpu_deps
-if [ -f "$deps/deps.tar.xz" ] && [ ! -d "$deps/usr" ]; then tar -xJf "$deps/deps.tar.xz" -C "$deps"; fi
-ml=$deps/usr/lib/x86_64-linux-gnu
-export LD_LIBRARY_PATH=$ml:$ml/openblas-openmp:$deps/usr/lib:${LD_LIBRARY_PATH:-}
+source scripts/gpu_env.sh
 batch=${BENCH_BATCH:-16}
 model=${BENCH_MODEL:-gpt2-124m}
 peer=${TRIREME_PEER:-../shared/peer/torch_gpt_bench.py}

@@ -1,0 +1,11 @@
+# Sourced (from the repository root) by every script that runs on the GPU machine: the
+# environment ../shared/GPU.md requires of every process, the toolchain there, and the Debian-side
+# dependencies unpacked from .gpu_deps (scripts/gpu_deps.sh). Sets $out (logs) and $deps.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+out=${OUT:-out/gpu}
+mkdir -p "$out"
+export PATH=/opt/torch/.venv/bin:/usr/local/cuda/bin:$PATH
+deps=$PWD/.gpu_deps
+if [ -f "$deps/deps.tar.xz" ] && [ ! -d "$deps/usr" ]; then tar -xJf "$deps/deps.tar.xz" -C "$deps"; fi
+ml=$deps/usr/lib/x86_64-linux-gnu
+export LD_LIBRARY_PATH=$ml:$ml/openblas-openmp:$deps/usr/lib:${LD_LIBRARY_PATH:-}
