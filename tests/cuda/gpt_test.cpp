@@ -11,6 +11,7 @@
 #include <cstdio>
 
 #include "cuda_test_util.h"
+#include "gpt_parity_fixture.h"
 #include "trireme/io/safetensors.h"
 #include "trireme/models/gpt.h"
 #include "trireme/optim/adamw.h"
@@ -22,53 +23,15 @@ namespace {
 
 constexpr double kRelTol = 1e-5;
 
-double rel_error(const Tensor& a_any, const Tensor& b_any) {
-  const Tensor a = to_device(a_any.detach(), Device::cpu()), b = to_device(b_any.detach(), Device::cpu());
-  EXPECT_EQ(a.sizes(), b.sizes());
-  if (a.sizes() != b.sizes()) return INFINITY;
-  auto av = a.to_vector<float>(), bv = b.to_vector<float>();
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < av.size(); ++i) {
-    diff = std::max(diff, std::abs(double(av[i]) - double(bv[i])));
-    scale = std::max(scale, std::abs(double(bv[i])));
-  }
-  return scale == 0 ? diff : diff / scale;
-}
-
 double host_item(const Tensor& t) { return to_device(t.detach(), Device::cpu()).item(); }
 
-struct Fixture {
-  io::SafetensorsFile file;
-  models::GPTConfig config;
+using trireme::testing::rel_error;
 
-  Fixture() {
-    file = io::load_safetensors(std::string(TRIREME_SOURCE_DIR) + "/tests/fixtures/gpt_parity.safetensors");
-    config.vocab_size = int64_t(meta("vocab_size"));
-    config.block_size = int64_t(meta("block_size"));
-    config.n_layer = int64_t(meta("n_layer"));
-    config.n_head = int64_t(meta("n_head"));
-    config.d_model = int64_t(meta("d_model"));
-    config.ln_eps = meta("ln_eps");
-    config.dropout = 0.0;
-    config.tie_embeddings = true;
-  }
-  const Tensor& get(const std::string& name) const { return file.tensors.at(name); }
+// The parity fixture with the model on the GPU.
+struct Fixture : trireme::testing::GptParityFixture {
   Tensor cuda(const std::string& name) const { return to_device(get(name), Device::cuda(0)); }
-  std::map<std::string, Tensor> group(const std::string& prefix) const {
-    std::map<std::string, Tensor> out;
-    for (const auto& [name, t] : file.tensors) {
-      if (name.rfind(prefix + ".", 0) == 0) out[name.substr(prefix.size() + 1)] = t;
-    }
-    return out;
-  }
-  double meta(const std::string& key) const { return std::stod(file.metadata.at(key)); }
-  optim::AdamWOptions adamw() const {
-    return {.lr = meta("lr"), .betas = {meta("beta1"), meta("beta2")}, .eps = meta("eps"),
-            .weight_decay = meta("weight_decay")};
-  }
   std::unique_ptr<models::GPT> model_on_gpu() const {
-    auto gpt = std::make_unique<models::GPT>(config, /*seed=*/0);
-    gpt->load_state_dict(group("param"));
+    auto gpt = model();
     gpt->to(Device::cuda(0));
     return gpt;
   }

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "gpt_parity_fixture.h"
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/io/safetensors.h"
 #include "trireme/models/gpt.h"
@@ -21,60 +22,10 @@ namespace {
 
 constexpr double kRelTol = 1e-5;
 
-double rel_error(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.sizes(), b.sizes());
-  if (a.sizes() != b.sizes()) return INFINITY;
-  auto av = a.to_vector<float>(), bv = b.to_vector<float>();
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < av.size(); ++i) {
-    diff = std::max(diff, std::abs(double(av[i]) - double(bv[i])));
-    scale = std::max(scale, std::abs(double(bv[i])));
-  }
-  return scale == 0 ? diff : diff / scale;
-}
-
 double rel_error_scalar(double a, double b) { return std::abs(a - b) / std::abs(b); }
 
-struct Fixture {
-  io::SafetensorsFile file;
-  models::GPTConfig config;
-
-  Fixture() {
-    file = io::load_safetensors(std::string(TRIREME_SOURCE_DIR) + "/tests/fixtures/gpt_parity.safetensors");
-    config.vocab_size = int64_t(meta("vocab_size"));
-    config.block_size = int64_t(meta("block_size"));
-    config.n_layer = int64_t(meta("n_layer"));
-    config.n_head = int64_t(meta("n_head"));
-    config.d_model = int64_t(meta("d_model"));
-    config.ln_eps = meta("ln_eps");
-    config.dropout = 0.0;
-    config.tie_embeddings = true;
-  }
-  const Tensor& get(const std::string& name) const {
-    auto it = file.tensors.find(name);
-    if (it == file.tensors.end()) throw Error("fixture has no tensor '" + name + "'");
-    return it->second;
-  }
-  // The tensors under "<prefix>.", with the prefix removed.
-  std::map<std::string, Tensor> group(const std::string& prefix) const {
-    std::map<std::string, Tensor> out;
-    for (const auto& [name, t] : file.tensors) {
-      if (name.rfind(prefix + ".", 0) == 0) out[name.substr(prefix.size() + 1)] = t;
-    }
-    return out;
-  }
-  double meta(const std::string& key) const { return std::stod(file.metadata.at(key)); }
-  optim::AdamWOptions adamw() const {
-    return {.lr = meta("lr"), .betas = {meta("beta1"), meta("beta2")}, .eps = meta("eps"),
-            .weight_decay = meta("weight_decay")};
-  }
-  // A GPT holding the fixture's initial weights (strict load: every name must match PyTorch's).
-  std::unique_ptr<models::GPT> model() const {
-    auto gpt = std::make_unique<models::GPT>(config, /*seed=*/0);
-    gpt->load_state_dict(group("param"));
-    return gpt;
-  }
-};
+using Fixture = trireme::testing::GptParityFixture;
+using trireme::testing::rel_error;
 
 void expect_params_match(const nn::NamedTensors& params, const std::map<std::string, Tensor>& ref,
                          double tol, const std::string& what) {
