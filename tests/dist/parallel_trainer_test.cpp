@@ -1,8 +1,9 @@
 // `trireme train --nproc N` end to end: a tiny GPT on the Tang poems trained in each parallel
 // layout logs the single process's per-step losses, gradient norms and validation losses
-// (1e-4 relative, docs/PARALLELISM.md); config errors exit with status 2 and say what to change;
-// a parallel checkpoint is whole single-process tensors that `trireme generate` loads; a parallel
-// run resumes bit-identically, and refuses a checkpoint of another layout.
+// (1e-4 relative, docs/PARALLELISM.md), tp x pp included; config errors exit with status 2 and say
+// what to change; a parallel checkpoint (pp, tp x pp) is whole single-process tensors that
+// `trireme generate` loads; a parallel run resumes bit-identically, and refuses a checkpoint of
+// another layout.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -165,6 +166,10 @@ TEST_F(ParallelTrainer, AccumulationAndCombinedLayoutsMatchOneProcess) {
                                            "--set parallel.virtual_stages=2 --set parallel.micro_batches=2");
 }
 
+TEST_F(ParallelTrainer, TensorParallelInsidePipelineMatchesOneProcess) {
+  expect_matches_single("tp2_pp2", "--nproc 4 --set parallel.tp=2 --set parallel.pp=2 --set parallel.micro_batches=2");
+}
+
 TEST_F(ParallelTrainer, ConfigErrorsSayWhatToChange) {
   Result heads = train("err", "--nproc 2 --set parallel.tp=3");
   EXPECT_EQ(heads.status, 2) << heads.output;
@@ -189,36 +194,38 @@ TEST_F(ParallelTrainer, ConfigErrorsSayWhatToChange) {
   EXPECT_EQ(batch.status, 2) << batch.output;
   EXPECT_NE(batch.output.find("train.batch_size: expected a multiple of parallel.dp x parallel.micro_batches"),
             std::string::npos) << batch.output;
-
-  Result tp_pp = train("err", "--nproc 4 --set parallel.tp=2 --set parallel.pp=2");
-  EXPECT_EQ(tp_pp.status, 2) << tp_pp.output;
-  EXPECT_NE(tp_pp.output.find("not available yet"), std::string::npos) << tp_pp.output;
 }
 
 TEST_F(ParallelTrainer, CheckpointIsWholeTensorsThatGenerateLoads) {
-  Result r = train("pp2_ckpt", "--nproc 2 --set parallel.pp=2 --set parallel.micro_batches=2");
-  ASSERT_EQ(r.status, 0) << r.output;
-  auto dir = train::find_latest_checkpoint(root_ / "pp2_ckpt" / "checkpoints");
-  ASSERT_TRUE(dir);
-  EXPECT_TRUE(fs::exists(*dir / "optimizer.rank0.safetensors"));
-  EXPECT_TRUE(fs::exists(*dir / "optimizer.rank1.safetensors"));
-  // The same names and shapes as the single process's checkpoint, and nearly the same values.
-  auto mine = io::load_safetensors((*dir / "model.safetensors").string());
-  auto ref = io::load_safetensors((*train::find_latest_checkpoint(root_ / "single" / "checkpoints") /
-                                   "model.safetensors").string());
-  ASSERT_EQ(mine.order.size(), ref.order.size());
-  for (const auto& n : ref.order) {
-    ASSERT_TRUE(mine.tensors.count(n)) << n;
-    EXPECT_EQ(mine.tensors.at(n).sizes(), ref.tensors.at(n).sizes()) << n;
-    auto a = to_dtype(ref.tensors.at(n), DType::f64).to_vector<double>();
-    auto b = to_dtype(mine.tensors.at(n), DType::f64).to_vector<double>();
-    double d = 0;
-    for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(a[i] - b[i]));
-    EXPECT_LT(d, 1e-3) << n;
+  // pp: the stages' parts merged; tp x pp: each stage's tp shards gathered, then the stages merged.
+  for (auto [name, nproc, layout] :
+       {std::tuple{"pp2_ckpt", 2, "--set parallel.pp=2 --set parallel.micro_batches=2"},
+        std::tuple{"tp2_pp2_ckpt", 4, "--set parallel.tp=2 --set parallel.pp=2 --set parallel.micro_batches=2"}}) {
+    SCOPED_TRACE(name);
+    Result r = train(name, str_cat("--nproc ", nproc, " ", layout));
+    ASSERT_EQ(r.status, 0) << r.output;
+    auto dir = train::find_latest_checkpoint(root_ / name / "checkpoints");
+    ASSERT_TRUE(dir);
+    for (int rank = 0; rank < nproc; ++rank)
+      EXPECT_TRUE(fs::exists(*dir / ("optimizer.rank" + std::to_string(rank) + ".safetensors"))) << rank;
+    // The same names and shapes as the single process's checkpoint, and nearly the same values.
+    auto mine = io::load_safetensors((*dir / "model.safetensors").string());
+    auto ref = io::load_safetensors((*train::find_latest_checkpoint(root_ / "single" / "checkpoints") /
+                                     "model.safetensors").string());
+    ASSERT_EQ(mine.order.size(), ref.order.size());
+    for (const auto& n : ref.order) {
+      ASSERT_TRUE(mine.tensors.count(n)) << n;
+      EXPECT_EQ(mine.tensors.at(n).sizes(), ref.tensors.at(n).sizes()) << n;
+      auto a = to_dtype(ref.tensors.at(n), DType::f64).to_vector<double>();
+      auto b = to_dtype(mine.tensors.at(n), DType::f64).to_vector<double>();
+      double d = 0;
+      for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(a[i] - b[i]));
+      EXPECT_LT(d, 1e-3) << n;
+    }
+    Result g = run_cli("generate --checkpoint " + (root_ / name).string() + " --prompt 春 --max-new-tokens 8");
+    EXPECT_EQ(g.status, 0) << g.output;
+    EXPECT_GT(g.output.size(), 3u);
   }
-  Result g = run_cli("generate --checkpoint " + (root_ / "pp2_ckpt").string() + " --prompt 春 --max-new-tokens 8");
-  EXPECT_EQ(g.status, 0) << g.output;
-  EXPECT_GT(g.output.size(), 3u);
 }
 
 TEST_F(ParallelTrainer, ResumesBitIdenticallyAndOnlyWithTheSameLayout) {

@@ -111,8 +111,8 @@ TEST(Config, ParallelSectionIsCheckedAgainstTheModelAndBatch) {
                   "train.batch_size: expected a multiple of parallel.dp x parallel.micro_batches = 2 x 3 = 6");
   EXPECT_CONTAINS(config_error("[optim]\nname = \"sgd\"\n[parallel]\ndp = 2\nzero = true\n"),
                   "parallel.zero: ZeRO-1 shards AdamW's state, but optim.name = \"sgd\"");
-  EXPECT_CONTAINS(config_error("[parallel]\ntp = 2\npp = 2\n"),
-                  "parallel.tp: tensor parallelism inside pipeline stages is not available yet");
+  // Tensor parallelism inside pipeline stages is a layout like any other.
+  EXPECT_EQ(Config::parse("[parallel]\ntp = 2\npp = 2\n").resolve().parallel.world_size(), 4);
   EXPECT_CONTAINS(config_error("[parallel]\npp = 2\nvirtual_stages = 2\n"),
                   "parallel.virtual_stages: 2 chunks per pipeline rank need parallel.schedule = \"interleaved\"");
   EXPECT_CONTAINS(config_error("[parallel]\npp = 2\nschedule = \"interleaved\"\nvirtual_stages = 2\nmicro_batches = 3\n"

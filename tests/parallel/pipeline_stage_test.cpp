@@ -104,6 +104,41 @@ TEST(PipelineStage, SlicesHoldTheSingleProcessParameters) {
   EXPECT_EQ(names.back(), "transformer.ln_f.bias");
 }
 
+TEST(PipelineStage, TensorParallelStagesHoldSlicesOfTheSingleProcessParameters) {
+  // tp 2 x pp 2 without processes (construction needs no communication): every shard is its
+  // slice of models::GPT's parameter, and the slices of both tp ranks cover it.
+  for (bool tie : {true, false}) {
+    models::GPTConfig cfg = tiny();
+    cfg.tie_embeddings = tie;
+    models::GPT gpt(cfg, 5);
+    std::map<std::string, Tensor> whole;
+    for (auto& [n, t] : gpt.named_parameters()) whole[n] = t;
+    std::set<std::string> seen;
+    for (int pp = 0; pp < 2; ++pp) {
+      std::map<std::string, std::vector<Tensor>> shards;
+      std::map<std::string, ShardSpec> specs;
+      for (int r = 0; r < 2; ++r) {
+        PipelineStage stage(cfg, {.stages = 2, .rank = pp, .tp = TpGroup{nullptr, 2, r}}, 5);
+        EXPECT_FALSE(stage.shard_specs().empty());
+        EXPECT_EQ(stage.tied_weight().defined(), tie) << pp;
+        for (auto& [n, t] : stage.named_parameters()) {
+          ASSERT_TRUE(whole.count(n)) << n;
+          seen.insert(n);
+          auto it = stage.shard_specs().find(n);
+          if (it == stage.shard_specs().end()) {
+            EXPECT_EQ(max_abs_diff(whole[n], t), 0.0) << n;
+          } else {
+            shards[n].push_back(t.detach());
+            specs[n] = it->second;
+          }
+        }
+      }
+      for (auto& [n, parts] : shards) EXPECT_EQ(max_abs_diff(unshard(parts, specs[n]), whole[n]), 0.0) << n;
+    }
+    EXPECT_EQ(seen.size(), whole.size());
+  }
+}
+
 TEST(PipelineStage, ChainedStagesComputeTheGPTLogits) {
   models::GPT gpt(tiny(5), 3);
   Tensor ids = tokens(2, 8, 1);

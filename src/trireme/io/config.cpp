@@ -307,13 +307,6 @@ const std::vector<CrossCheck>& cross_checks() {
         return "";
       },
       [](const Config& c) -> std::string {
-        int64_t tp = c.get_int("parallel.tp"), pp = c.get_int("parallel.pp");
-        return tp == 1 || pp == 1
-                   ? ""
-                   : str_cat("parallel.tp: tensor parallelism inside pipeline stages is not available yet (tp = ", tp,
-                             " with pp = ", pp, "); use parallel.tp = 1 or parallel.pp = 1 (dp combines with either)");
-      },
-      [](const Config& c) -> std::string {
         int64_t v = c.get_int("parallel.virtual_stages");
         bool inter = c.get_string("parallel.schedule") == "interleaved";
         if (v > 1 && !inter)

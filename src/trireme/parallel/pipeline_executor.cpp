@@ -64,7 +64,7 @@ double PipelineExecutor::step(const Tensor& ids, const Tensor& targets) {
   const int64_t B = ids.size(0), T = ids.size(1), d = stage_->config().d_model;
   TRIREME_CHECK(B % m == 0, "PipelineExecutor.step: batch ", B, " does not split into ", m, " micro-batches");
   const int64_t b = B / m;
-  const DType act_dtype = stage_->blocks.front().front()->ln_1->weight.dtype();
+  const DType act_dtype = stage_->dtype();
 
   // State of one (micro-batch, chunk) between its actions.
   struct Slot {
@@ -165,18 +165,25 @@ double PipelineExecutor::step(const Tensor& ids, const Tensor& targets) {
 }
 
 double PipelineExecutor::grad_norm() {
-  std::vector<Tensor> params;
+  // Each element once: tp shards summed over tp, tp-replicated parameters counted by tp rank 0,
+  // stages summed over pp, the tied weight counted by rank 0 only.
+  const TpGroup& tp = stage_->tp();
+  std::vector<Tensor> replicated, sharded;
   Tensor tied = stage_->tied_weight();
   for (auto& [name, p] : stage_->named_parameters()) {
     // The tied weight's summed gradient lives on rank 0 and the last rank: count it once.
     if (tied.defined() && rank_ == stages_ - 1 && p.impl() == tied.impl()) continue;
-    params.push_back(p);
+    (stage_->shard_specs().count(name) ? sharded : replicated).push_back(p);
   }
-  const double local = optim::grad_norm(params);
-  if (stages_ == 1) return local;
+  if (tp.size == 1 && stages_ == 1) return optim::grad_norm(replicated);
+  auto squared = [](const std::vector<Tensor>& ps) {
+    const double n = ps.empty() ? 0.0 : optim::grad_norm(ps);
+    return n * n;
+  };
   Tensor sq = Tensor::empty({1}, DType::f64);
-  sq.data<double>()[0] = local * local;
-  pp_->all_reduce(sq)->wait();
+  sq.data<double>()[0] = (tp.rank == 0 ? squared(replicated) : 0.0) + squared(sharded);
+  if (tp.size > 1) tp.group->all_reduce(sq)->wait();
+  if (stages_ > 1) pp_->all_reduce(sq)->wait();
   return std::sqrt(sq.data<double>()[0]);
 }
 

@@ -15,7 +15,9 @@
 // as the table says (the last stage scales each micro-batch's mean loss by 1/m, so the
 // accumulated gradients are those of the whole batch's mean loss when every target counts), sums
 // the tied embedding's gradient between the first and last stage (Note [pipeline tied
-// embeddings]), and returns the batch's mean loss on every pipeline rank.
+// embeddings]), and returns the batch's mean loss on every pipeline rank. A stage with tensor
+// parallelism (Note [tensor parallelism inside stages]) runs the same table on each of its tp
+// ranks, each paired through its own pipeline group with the same tp rank of the other stages.
 //
 // Communication uses only ProcessGroup send/recv/all_reduce/broadcast: a send is posted when the
 // table says and waited for at the end of the step; a receive is posted when the table says and
@@ -55,9 +57,11 @@ class PipelineExecutor {
   // mean loss over the batch (the last stage's, broadcast to every pipeline rank).
   double step(const Tensor& ids, const Tensor& targets);
 
-  // The global L2 norm of the gradients over every stage (the tied weight counted once), and
+  // The global L2 norm of the gradients over every stage and tp rank (each element once: tp
+  // shards summed over tp, tp-replicated parameters counted by tp rank 0, the tied weight
+  // counted once), and
   // clip_grad_norm scales them by max_norm / (norm + 1e-6) when it exceeds max_norm. Every
-  // pipeline rank calls them together.
+  // pipeline and tp rank calls them together.
   double grad_norm();
   double clip_grad_norm(double max_norm);
 

@@ -229,7 +229,14 @@ class PipelineRunner : public ParallelRunnerBase {
     double n = 0;
     for (const auto& [name, p] : stage_->named_parameters()) {
       if (last && tied.defined() && p.impl() == tied.impl()) continue;  // rank 0 counts it
-      n += double(p.numel());
+      auto it = stage_->shard_specs().find(name);  // a tp shard counts as its full (unpadded) shape
+      if (it == stage_->shard_specs().end()) {
+        n += double(p.numel());
+      } else {
+        double full = 1;
+        for (int64_t s : it->second.full_shape) full *= double(s);
+        n += full;
+      }
     }
     Tensor t = full({1}, n, DType::f64);
     ctx().pp_group()->all_reduce(t)->wait();
@@ -292,22 +299,23 @@ class PipelineRunner : public ParallelRunnerBase {
   }
 
   std::filesystem::path save(const std::filesystem::path& root, Checkpoint ckpt) override {
-    // The first replica's stages write the model (rank 0 merges their parts; the tied weight
-    // comes from stage 0, Note [pipeline tied embeddings]); every rank its optimizer state.
-    if (ctx().dp_rank() == 0) ckpt.model = stage_->state_dict();
+    // The first replica's stages write the model, whole (tp shards gathered per stage, then
+    // tp rank 0 of each stage writes; rank 0 merges their parts; the tied weight comes from
+    // stage 0, Note [pipeline tied embeddings]); every rank its optimizer state.
+    if (ctx().dp_rank() == 0) {
+      NamedTensors whole = stage_->full_state_dict();  // collective over tp
+      if (ctx().tp_rank() == 0) ckpt.model = std::move(whole);
+    }
     ckpt.optimizer = optimizer_->state_dict();
     return save_checkpoint_distributed(root, ckpt, *job_->world);
   }
 
   void load(const std::filesystem::path& dir, const Checkpoint& ckpt) override {
     auto full = as_map(ckpt.model);
-    std::map<std::string, Tensor> mine;
     for (const auto& [name, t] : stage_->state_dict()) {
-      auto it = full.find(name);
-      TRIREME_CHECK(it != full.end(), "checkpoint '", dir.string(), "': model.safetensors has no '", name, "'");
-      mine[name] = it->second;
+      TRIREME_CHECK(full.count(name), "checkpoint '", dir.string(), "': model.safetensors has no '", name, "'");
     }
-    stage_->load_state_dict(mine);
+    stage_->load_full_state_dict(full);  // each tp rank its slices
     optimizer_->load_state_dict(as_map(load_checkpoint_optimizer(dir, rank())));
   }
 

@@ -2,8 +2,9 @@
 // the StepRunners for each layout (docs/PARALLELISM.md):
 //   pp == 1   TensorParallelGPT (tp = 1 included) + Reducer over dp (overlapped buckets) + AdamW,
 //             SGD or ZeroOptimizer; micro_batches > 1 accumulates gradients
-//   pp > 1    PipelineStage + PipelineExecutor (its schedule and micro-batches), gradients
-//             averaged over dp after the pipeline step
+//   pp > 1    PipelineStage (tp > 1: tensor-parallel blocks, embedding and head inside each
+//             stage) + PipelineExecutor (its schedule and micro-batches), gradients averaged over
+//             dp after the pipeline step
 //
 //   auto job = ParallelJob::connect(cfg.parallel, dist::dist_env_from_environment());
 //   auto runner = make_parallel_runner(cfg, vocab_size, job);   // every rank, together

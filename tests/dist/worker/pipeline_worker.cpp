@@ -1,7 +1,8 @@
 // The worker the pipeline tests launch: trains a tiny GPT for some steps with a pipeline layout
 // and, in the same process, with one process's plain GPT on the same seed and data, and checks
 // that per-step losses and final parameters agree. Exits 0 when they do.
-//   pipeline_worker --pp 2 --dp 1 --layers 4 --schedule 1f1b --micro-batches 4 --virtual 1 --steps 20
+//   pipeline_worker --pp 2 --dp 1 --tp 1 --layers 4 --schedule 1f1b --micro-batches 4 --virtual 1 --steps 20
+// With --tp 2 each stage splits its heads, MLP and vocabulary over 2 ranks (vocabulary 61: padded).
 #include <unistd.h>
 
 #include <chrono>
@@ -30,7 +31,7 @@ using namespace std::chrono_literals;
 namespace {
 
 struct Args {
-  int pp = 2, dp = 1, layers = 4, micro_batches = 4, virtual_stages = 1, steps = 20;
+  int pp = 2, dp = 1, tp = 1, layers = 4, micro_batches = 4, virtual_stages = 1, steps = 20;
   double lr = 1e-2;
   std::string schedule = "1f1b";
 };
@@ -59,6 +60,7 @@ int main(int argc, char** argv) {
     std::string k = argv[i], v = argv[i + 1];
     if (k == "--pp") a.pp = std::atoi(v.c_str());
     else if (k == "--dp") a.dp = std::atoi(v.c_str());
+    else if (k == "--tp") a.tp = std::atoi(v.c_str());
     else if (k == "--layers") a.layers = std::atoi(v.c_str());
     else if (k == "--micro-batches") a.micro_batches = std::atoi(v.c_str());
     else if (k == "--virtual") a.virtual_stages = std::atoi(v.c_str());
@@ -78,7 +80,7 @@ int main(int argc, char** argv) {
     auto store = std::make_shared<dist::StoreClient>(dist::store_client_options(env, 20s));
     auto world = std::make_shared<dist::ProcessGroupGloo>(store, env.rank, env.world_size,
                                                           dist::GlooOptions{.timeout = 20s});
-    parallel::ParallelContext ctx(world, {.dp = a.dp, .pp = a.pp, .micro_batches = a.micro_batches,
+    parallel::ParallelContext ctx(world, {.dp = a.dp, .tp = a.tp, .pp = a.pp, .micro_batches = a.micro_batches,
                                           .schedule = a.schedule, .virtual_stages = a.virtual_stages});
     std::printf("%s schedule=%s m=%d v=%d layers=%d\n", ctx.describe().c_str(), a.schedule.c_str(),
                 a.micro_batches, a.virtual_stages, a.layers);
@@ -139,7 +141,11 @@ int main(int argc, char** argv) {
     double worst_param = 0, worst_key_bias = 0;
     std::string worst_name;
     const bool verbose = std::getenv("PIPELINE_WORKER_VERBOSE") != nullptr;
-    for (auto& [n, t] : stage->named_parameters()) {
+    // Whole tensors (tp shards gathered: a collective over tp), the stage's parameters only.
+    std::map<std::string, Tensor> held;
+    for (auto& [n, t] : stage->named_parameters()) held[n] = t;
+    for (auto& [n, t] : stage->full_state_dict()) {
+      if (!held.count(n)) continue;
       const Tensor& ref = whole.at(n);
       double d = 0;
       if (n.find("attn.c_attn.bias") != std::string::npos) {
