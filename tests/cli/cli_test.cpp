@@ -10,6 +10,8 @@
 #include <fstream>
 #include <string>
 
+#include "trireme/cuda/device.h"
+
 namespace {
 
 struct Result {
@@ -95,6 +97,26 @@ TEST(Cli, ConfigErrorsNameTheKeyAndExit2) {
   std::filesystem::remove(unknown);
   std::filesystem::remove(wrong_type);
   std::filesystem::remove(bad_toml);
+}
+
+// train.device = "cuda" (and generate --device cuda) where no GPU can be used: the reason
+// (no CUDA in the build, or the CUDA runtime's own error) in one message, before any work.
+TEST(Cli, CudaWithoutAGpuSaysWhy) {
+  if (trireme::cuda::is_available()) GTEST_SKIP() << "a GPU is usable here";
+  const std::string out_dir = (std::filesystem::temp_directory_path() / ("cli_cuda" + std::to_string(::getpid()))).string();
+  Result r = run("train --set train.device=cuda --set train.out_dir=" + out_dir);
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("train.device = \"cuda\", but no GPU can be used: " + trireme::cuda::unavailable_reason()),
+            std::string::npos) << r.out;
+  EXPECT_LE(lines(r.out), 2) << r.out;  // "trireme train: config error:" and the reason
+  EXPECT_FALSE(std::filesystem::exists(out_dir));
+
+  r = run("generate --checkpoint " + std::filesystem::temp_directory_path().string() + " --prompt x --device cuda");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_EQ(lines(r.out), 1) << r.out;
+  EXPECT_NE(r.out.find(trireme::cuda::unavailable_reason()), std::string::npos) << r.out;
+  r = run("generate --checkpoint " + std::filesystem::temp_directory_path().string() + " --prompt x --device tpu");
+  EXPECT_EQ(r.status, 2) << r.out;
 }
 
 TEST(Cli, EnvReportsTheBuild) {

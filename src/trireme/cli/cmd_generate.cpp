@@ -9,7 +9,7 @@ namespace trireme::cli {
 
 Command add_generate_command(CLI::App& root) {
   struct Options {
-    std::string checkpoint, prompt;
+    std::string checkpoint, prompt, device = "cpu";
     int64_t max_new_tokens = 100, top_k = 0;
     double temperature = 1.0;
     uint64_t seed = 0;
@@ -24,8 +24,17 @@ Command add_generate_command(CLI::App& root) {
   app->add_option("-t,--temperature", opt->temperature, "softmax temperature; 0 = greedy")->check(CLI::Range(0.0, 100.0));
   app->add_option("-k,--top-k", opt->top_k, "sample among the k most likely tokens; 0 = all")->check(CLI::Range(0, 10000000));
   app->add_option("--seed", opt->seed, "sampling seed");
+  app->add_option("--device", opt->device, "where the model runs: cpu, cuda or cuda:N")
+      ->check([](const std::string& s) {
+        try {
+          Device::parse(s);
+          return std::string();
+        } catch (const Error&) {
+          return "expected cpu, cuda or cuda:N, not '" + s + "'";
+        }
+      });
   return {app, [opt] {
-            train::TextGenerator g = train::load_generator(opt->checkpoint);
+            train::TextGenerator g = train::load_generator(opt->checkpoint, Device::parse(opt->device));
             std::printf("%s", opt->prompt.c_str());
             std::fflush(stdout);
             g.generate(opt->prompt,

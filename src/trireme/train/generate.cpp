@@ -9,6 +9,9 @@
 
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/core/rng.h"
+#include "trireme/cuda/device.h"
+#include "trireme/ops/copy.h"
+#include "trireme/ops/factory.h"
 #include "trireme/io/config.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/view.h"
@@ -67,15 +70,17 @@ std::string TextGenerator::generate(const std::string& prompt, const SamplingOpt
   std::vector<int32_t> ids = tokenizer_->encode(prompt);
   TRIREME_CHECK(!ids.empty(), "generate: the prompt is empty; give at least one character");
   const int64_t T = model_->config().block_size;
+  const Device device = model_->parameters().front().device();
   std::vector<int32_t> generated;
   std::string text;
   size_t emitted = 0;
   for (int64_t i = 0; i < o.max_new_tokens; ++i) {
     const size_t ctx_len = std::min<size_t>(ids.size(), size_t(T));
     std::vector<int64_t> ctx(ids.end() - std::ptrdiff_t(ctx_len), ids.end());
-    Tensor logits = model_->forward(from_vector(ctx, {1, int64_t(ctx_len)}));  // (1, t, V)
+    Tensor logits = model_->forward(from_vector(ctx, {1, int64_t(ctx_len)}, device));  // (1, t, V)
     const int64_t V = logits.size(-1);
     Tensor last = to_dtype(reshape(narrow(logits, 1, int64_t(ctx_len) - 1, 1), {V}), DType::f32);
+    if (!device.is_cpu()) last = to_device(last, Device::cpu());
     int32_t next = sample_token(last.to_vector<float>(), o.temperature, o.top_k, o.seed, uint64_t(i));
     ids.push_back(next);
     generated.push_back(next);
@@ -90,7 +95,16 @@ std::string TextGenerator::generate(const std::string& prompt, const SamplingOpt
   return text;
 }
 
-TextGenerator load_generator(const std::string& checkpoint) {
+TextGenerator load_generator(const std::string& checkpoint, Device device) {
+  if (device.is_cuda()) {
+    TRIREME_CHECK(cuda::is_available(), "generate: the device is ", device.str(), ", but no GPU can be used: ",
+                  cuda::unavailable_reason());
+    TRIREME_CHECK(device.index < cuda::device_count(), "generate: the device is ", device.str(), ", but this machine has ",
+                  cuda::device_count(), " GPU(s)");
+#ifdef TRIREME_WITH_CUDA
+    cuda::set_device(device.index);
+#endif
+  }
   auto dir = find_latest_checkpoint(checkpoint);
   TRIREME_CHECK(dir.has_value(), "no checkpoint found at '", checkpoint,
                 "' (give a checkpoint folder or a training run's out_dir)");
@@ -102,6 +116,7 @@ TextGenerator load_generator(const std::string& checkpoint) {
   models::GPTConfig gc = gpt_config(cfg, tok->vocab_size());
   auto model = std::make_unique<models::GPT>(gc, 0);
   model->load_state_dict(ck.model);
+  if (!device.is_cpu()) model->to(device);
   return TextGenerator(std::move(model), std::move(tok));
 }
 

@@ -1,6 +1,7 @@
 // Sampling text from a trained GPT: temperature, top-k, a seed, and text streamed as produced.
 //
 //   auto g = load_generator("out/checkpoints");           // model + tokenizer from a checkpoint
+//   auto g = load_generator("out", Device::cuda(0));      // ... run on a GPU
 //   g.generate("床前明月光", {.max_new_tokens = 64, .top_k = 20}, [](std::string_view piece) { ... });
 #pragma once
 
@@ -37,8 +38,9 @@ class TextGenerator {
 };
 
 // Loads the model, its config and the tokenizer saved in a checkpoint (a checkpoint folder, or a
-// run's out_dir / checkpoints folder, whose latest checkpoint is used).
-TextGenerator load_generator(const std::string& checkpoint);
+// run's out_dir / checkpoints folder, whose latest checkpoint is used), the model on `device`
+// (a GPU must be usable: the error says why not).
+TextGenerator load_generator(const std::string& checkpoint, Device device = Device::cpu());
 
 // Picks a token from logits (V) f32: softmax(logits / temperature) restricted to the top k,
 // drawn with the counter-based RNG at (seed, index). Exposed for tests.

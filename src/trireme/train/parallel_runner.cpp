@@ -21,6 +21,12 @@ namespace trireme::train {
 
 using namespace std::chrono_literals;
 
+std::string pipeline_on_gpu_error(const io::TrainConfig& cfg) {
+  return str_cat("train.device = \"", cfg.train.device, "\" with parallel.pp = ", cfg.parallel.pp,
+                 ": pipeline parallelism runs on the CPU only for now; use pp = 1 (dp and tp run on GPUs) ",
+                 "or train.device = \"cpu\"");
+}
+
 parallel::ParallelLayout parallel_layout(const io::ParallelConfig& p) {
   return {.dp = int(p.dp),
           .tp = int(p.tp),
@@ -91,6 +97,7 @@ class ParallelRunnerBase : public StepRunner {
  public:
   ParallelRunnerBase(const io::TrainConfig& cfg, std::shared_ptr<ParallelJob> job) : cfg_(cfg), job_(std::move(job)) {}
   int rank() const override { return job_->ctx->world_rank(); }
+  Device device() const override { return job_->device; }
   std::string describe_layout() const override {
     const auto& p = cfg_.parallel;
     std::string extra = str_cat(", micro_batches=", p.micro_batches);
@@ -104,6 +111,14 @@ class ParallelRunnerBase : public StepRunner {
  protected:
   const parallel::ParallelContext& ctx() const { return *job_->ctx; }
   int64_t local_batch() const { return cfg_.train.batch_size / cfg_.parallel.dp; }
+  // This rank's part of batch `index` of `loader`, on the job's device.
+  io::Batch local_batch_of(const io::DataLoader& loader, int64_t index) const {
+    io::Batch b = loader.batch(index, cfg_.train.batch_size, ctx().dp_rank(), ctx().layout().dp);
+    if (!job_->device.is_cpu()) {
+      b.inputs = to_device(b.inputs, job_->device), b.targets = to_device(b.targets, job_->device);
+    }
+    return b;
+  }
 
   io::TrainConfig cfg_;
   std::shared_ptr<ParallelJob> job_;
@@ -117,6 +132,8 @@ class TensorDataRunner : public ParallelRunnerBase {
       : ParallelRunnerBase(cfg, std::move(job)) {
     const auto& L = ctx().layout();
     model_ = std::make_shared<parallel::TensorParallelGPT>(gpt_config(cfg, vocab), ctx(), uint64_t(cfg.train.seed));
+    // On the device before the Reducer and the optimizers: their buckets and state live there.
+    if (!job_->device.is_cpu()) model_->to(job_->device);
     reducer_ = std::make_unique<parallel::Reducer>(model_->named_parameters(), ctx().dp_group(),
                                                    parallel::ReducerOptions{.bucket_bytes = L.bucket_bytes, .zero1 = L.zero1});
     if (L.zero1) {
@@ -152,7 +169,7 @@ class TensorDataRunner : public ParallelRunnerBase {
   StepResult train_step(int64_t step, const io::DataLoader& train) override {
     const int m = ctx().layout().micro_batches;
     model_->set_rng(uint64_t(cfg_.train.seed), uint64_t(step));
-    io::Batch b = train.batch(step, cfg_.train.batch_size, ctx().dp_rank(), ctx().layout().dp);
+    io::Batch b = local_batch_of(train, step);
     const int64_t rows = local_batch() / m;
     double loss_sum = 0;
     for (int i = 0; i < m; ++i) {
@@ -162,7 +179,7 @@ class TensorDataRunner : public ParallelRunnerBase {
       Tensor loss = model_->loss(x, y);
       if (m > 1) loss = loss / double(m);  // the micro-batches' mean losses add up to the batch's
       loss.backward();
-      loss_sum += loss.item();
+      loss_sum += host_value(loss);
     }
     reducer_->finish();
     auto pieces = zero_ ? zero_->grad_pieces(model_->shard_specs())
@@ -184,8 +201,8 @@ class TensorDataRunner : public ParallelRunnerBase {
     model_->eval();
     double total = 0;
     for (int64_t i = 0; i < batches; ++i) {
-      io::Batch b = val.batch(i, cfg_.train.batch_size, ctx().dp_rank(), ctx().layout().dp);
-      total += model_->loss(b.inputs, b.targets).item();
+      io::Batch b = local_batch_of(val, i);
+      total += host_value(model_->loss(b.inputs, b.targets));
     }
     model_->train();
     return mean_over(ctx().dp_group(), total / double(batches), job_->device);
@@ -350,6 +367,9 @@ class PipelineRunner : public ParallelRunnerBase {
 
 std::unique_ptr<StepRunner> make_parallel_runner(const io::TrainConfig& cfg, int64_t vocab,
                                                  std::shared_ptr<ParallelJob> job) {
+  // The pipeline executor and the stage-by-stage evaluation allocate their activation buffers
+  // on the CPU (parallel/pipeline_executor.cpp), so pp > 1 runs on the CPU only for now.
+  if (cfg.parallel.pp > 1 && !job->device.is_cpu()) throw io::ConfigError(pipeline_on_gpu_error(cfg));
   if (cfg.parallel.pp > 1) return std::make_unique<PipelineRunner>(cfg, vocab, std::move(job));
   return std::make_unique<TensorDataRunner>(cfg, vocab, std::move(job));
 }

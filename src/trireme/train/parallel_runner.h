@@ -4,7 +4,7 @@
 //             SGD or ZeroOptimizer; micro_batches > 1 accumulates gradients
 //   pp > 1    PipelineStage (tp > 1: tensor-parallel blocks, embedding and head inside each
 //             stage) + PipelineExecutor (its schedule and micro-batches), gradients averaged over
-//             dp after the pipeline step
+//             dp after the pipeline step (CPU only for now: pipeline_on_gpu_error)
 //
 //   auto job = ParallelJob::connect(cfg.parallel, dist::dist_env_from_environment());
 //   auto runner = make_parallel_runner(cfg, vocab_size, job);   // every rank, together
@@ -34,6 +34,9 @@ struct ParallelJob {
   static std::shared_ptr<ParallelJob> connect(const io::ParallelConfig& config, const dist::DistEnv& env,
                                               DeviceType device = DeviceType::cpu);
 };
+
+// The config error for pp > 1 on a GPU, which the runners do not support yet.
+std::string pipeline_on_gpu_error(const io::TrainConfig& cfg);
 
 // The ParallelLayout that a [parallel] section describes.
 parallel::ParallelLayout parallel_layout(const io::ParallelConfig& config);

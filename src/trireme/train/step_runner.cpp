@@ -2,6 +2,7 @@
 #include "trireme/train/step_runner.h"
 
 #include "trireme/autograd/grad_mode.h"
+#include "trireme/ops/copy.h"
 #include "trireme/optim/adamw.h"
 #include "trireme/optim/clip_grad.h"
 #include "trireme/optim/sgd.h"
@@ -29,13 +30,23 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const io::TrainConfig& cfg, con
       params, optim::SGDOptions{.lr = cfg.optim.lr, .momentum = cfg.optim.momentum, .weight_decay = cfg.optim.weight_decay});
 }
 
+double host_value(const Tensor& t) {
+  return t.device().is_cpu() ? t.detach().item() : to_device(t.detach(), Device::cpu()).item();
+}
+
 namespace {
 
 class SingleProcessRunner : public StepRunner {
  public:
-  SingleProcessRunner(const io::TrainConfig& cfg, int64_t vocab)
-      : cfg_(cfg), model_(std::make_unique<models::GPT>(gpt_config(cfg, vocab), uint64_t(cfg.train.seed))),
-        optimizer_(make_optimizer(cfg, model_->named_parameters())) {}
+  SingleProcessRunner(const io::TrainConfig& cfg, int64_t vocab, Device device)
+      : cfg_(cfg), device_(device),
+        model_(std::make_unique<models::GPT>(gpt_config(cfg, vocab), uint64_t(cfg.train.seed))) {
+    if (!device_.is_cpu()) model_->to(device_);
+    // After the move: the optimizer keeps the parameters (and creates its state) where they are.
+    optimizer_ = make_optimizer(cfg, model_->named_parameters());
+  }
+
+  Device device() const override { return device_; }
 
   std::string describe_layout() const override { return "1 process (dp=1 tp=1 pp=1)"; }
   nlohmann::json layout_json() const override {
@@ -47,14 +58,14 @@ class SingleProcessRunner : public StepRunner {
   StepResult train_step(int64_t step, const io::DataLoader& train) override {
     // Dropout masks are a function of (seed, step, layer name): resuming reproduces them.
     model_->set_rng(uint64_t(cfg_.train.seed), uint64_t(step));
-    io::Batch b = train.batch(step, cfg_.train.batch_size);
+    io::Batch b = on_device(train.batch(step, cfg_.train.batch_size));
     Tensor loss = model_->loss(b.inputs, b.targets);
     loss.backward();
     const double grad_norm = cfg_.optim.grad_clip > 0 ? optim::clip_grad_norm(optimizer_->params(), cfg_.optim.grad_clip)
                                                       : optim::grad_norm(model_->parameters());
     optimizer_->step();
     optimizer_->zero_grad(true);
-    return {loss.item(), grad_norm};
+    return {host_value(loss), grad_norm};
   }
 
   double eval_loss(const io::DataLoader& val, int64_t batches) override {
@@ -62,8 +73,8 @@ class SingleProcessRunner : public StepRunner {
     model_->eval();
     double total = 0;
     for (int64_t i = 0; i < batches; ++i) {
-      io::Batch b = val.batch(i, cfg_.train.batch_size);
-      total += model_->loss(b.inputs, b.targets).item();
+      io::Batch b = on_device(val.batch(i, cfg_.train.batch_size));
+      total += host_value(model_->loss(b.inputs, b.targets));
     }
     model_->train();
     return total / double(batches);
@@ -82,15 +93,21 @@ class SingleProcessRunner : public StepRunner {
   }
 
  private:
+  io::Batch on_device(io::Batch b) const {
+    if (!device_.is_cpu()) b.inputs = to_device(b.inputs, device_), b.targets = to_device(b.targets, device_);
+    return b;
+  }
+
   io::TrainConfig cfg_;
+  Device device_;
   std::unique_ptr<models::GPT> model_;
   std::unique_ptr<optim::Optimizer> optimizer_;
 };
 
 }  // namespace
 
-std::unique_ptr<StepRunner> make_single_process_runner(const io::TrainConfig& cfg, int64_t vocab) {
-  return std::make_unique<SingleProcessRunner>(cfg, vocab);
+std::unique_ptr<StepRunner> make_single_process_runner(const io::TrainConfig& cfg, int64_t vocab, Device device) {
+  return std::make_unique<SingleProcessRunner>(cfg, vocab, device);
 }
 
 }  // namespace trireme::train

@@ -3,7 +3,7 @@
 // parallel layout (parallel_runner.h). The loop itself (schedule, evaluation cadence, metrics,
 // progress, checkpoint cadence) is the same for all of them.
 //
-//   std::unique_ptr<StepRunner> r = make_single_process_runner(cfg, vocab_size);
+//   std::unique_ptr<StepRunner> r = make_single_process_runner(cfg, vocab_size, Device::cuda(0));
 //   r->set_lr(schedule.lr(step));
 //   StepResult res = r->train_step(step, train_loader);   // res.loss: the global batch's mean loss
 //   double val = r->eval_loss(val_loader, cfg.train.eval_batches);
@@ -34,6 +34,8 @@ class StepRunner {
   virtual ~StepRunner() = default;
 
   virtual int rank() const { return 0; }  // global rank: 0 prints, writes metrics and plots
+  // Where this rank's model, batches and optimizer state live (the CPU, or one GPU).
+  virtual Device device() const = 0;
   virtual std::string describe_layout() const = 0;
   // What a checkpoint records and resume compares: {"dp", "tp", "pp", "virtual_stages", "zero"}.
   virtual nlohmann::json layout_json() const = 0;
@@ -58,6 +60,12 @@ models::GPTConfig gpt_config(const io::TrainConfig& cfg, int64_t vocab);
 // AdamW or SGD over `params`, as cfg.optim says.
 std::unique_ptr<optim::Optimizer> make_optimizer(const io::TrainConfig& cfg, const optim::NamedParams& params);
 // The one-process runner: models::GPT and the optimizer, exactly the single-process trainer.
-std::unique_ptr<StepRunner> make_single_process_runner(const io::TrainConfig& cfg, int64_t vocab);
+// The model is initialised on the CPU (the same weights for every device) and then moved to
+// `device`; batches go there step by step, losses come back as host copies.
+std::unique_ptr<StepRunner> make_single_process_runner(const io::TrainConfig& cfg, int64_t vocab,
+                                                       Device device = Device::cpu());
+
+// A scalar tensor's value on any device (Tensor::item() reads CPU tensors only).
+double host_value(const Tensor& t);
 
 }  // namespace trireme::train

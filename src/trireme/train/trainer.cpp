@@ -15,6 +15,7 @@
 #endif
 
 #include "trireme/core/allocator.h"
+#include "trireme/cuda/device.h"
 #include "trireme/dist/env.h"
 #include "trireme/io/data_loader.h"
 #include "trireme/io/prepare.h"
@@ -47,6 +48,7 @@ struct Trainer::State {
   io::TrainConfig cfg;
   TrainOptions options;
   fs::path out_dir;
+  Device device;  // this process's: the CPU, or one GPU
   std::unique_ptr<io::Tokenizer> tokenizer;
   std::vector<int32_t> train_tokens, val_tokens;
   std::shared_ptr<ParallelJob> job;   // null in one process
@@ -97,6 +99,29 @@ void prepare_data(Trainer::State& s) {
                 " tokens, fewer than model.block_size + 2 = ", T + 2, "; raise data.val_fraction or lower block_size");
 }
 
+// train.device as a Device this process can use, or a ConfigError saying why not (no GPU, a
+// build without CUDA, an index past the last GPU, a layout the GPU runners lack). In a parallel
+// run "cuda" means cuda:LOCAL_RANK for each process (ParallelJob::connect picks it).
+Device resolve_device(const io::TrainConfig& cfg, bool parallel) {
+  const Device d = Device::parse(cfg.train.device);
+  if (d.is_cpu()) return d;
+  const std::string key = str_cat("train.device = \"", cfg.train.device, "\"");
+  if (parallel && cfg.train.device != "cuda") {
+    throw io::ConfigError(str_cat(key, ": a parallel run gives each process the GPU cuda:LOCAL_RANK; ",
+                                  "set train.device = \"cuda\""));
+  }
+  if (parallel && cfg.parallel.pp > 1) throw io::ConfigError(pipeline_on_gpu_error(cfg));
+  if (!cuda::is_available()) {
+    throw io::ConfigError(str_cat(key, ", but no GPU can be used: ", cuda::unavailable_reason(),
+                                  "; set train.device = \"cpu\" to train on the CPU"));
+  }
+  if (!parallel && d.index >= cuda::device_count()) {
+    throw io::ConfigError(str_cat(key, ", but this machine has ", cuda::device_count(), " GPU",
+                                  cuda::device_count() == 1 ? "" : "s", " (cuda:0 to cuda:", cuda::device_count() - 1, ")"));
+  }
+  return d;
+}
+
 // Validation loss over a fixed set of windows (the first eval_batches batches of a loader
 // with its own seed), so every evaluation of a run measures the same samples.
 double evaluate(Trainer::State& s, const io::DataLoader& val) { return s.runner->eval_loss(val, s.cfg.train.eval_batches); }
@@ -134,8 +159,6 @@ Trainer::Trainer(const io::Config& config, TrainOptions options) : s_(std::make_
   s.cfg = config.resolve();
   s.options = options;
   s.out_dir = s.cfg.train.out_dir;
-  TRIREME_CHECK(s.cfg.train.device == "cpu", "train.device: '", s.cfg.train.device,
-                "' is not supported by the trainer yet (only cpu)");
   if (s.cfg.train.threads > 0) {
 #ifdef _OPENMP
     omp_set_num_threads(int(s.cfg.train.threads));
@@ -146,8 +169,11 @@ Trainer::Trainer(const io::Config& config, TrainOptions options) : s_(std::make_
   // [parallel] section asks for several (ParallelJob::connect then says how to start them).
   const dist::DistEnv env = dist::dist_env_from_environment();
   const io::ParallelConfig& par = s.cfg.parallel;
-  if (env.world_size > 1 || par.world_size() > 1) {
-    s.job = ParallelJob::connect(par, env);
+  const bool parallel = env.world_size > 1 || par.world_size() > 1;
+  s.device = resolve_device(s.cfg, parallel);
+  if (parallel) {
+    s.job = ParallelJob::connect(par, env, s.device.type);
+    s.device = s.job->device;
     if (env.rank != 0) s.options.quiet = true, s.options.interactive = false;  // rank 0 speaks for the job
   }
   fs::create_directories(s.out_dir);
@@ -159,7 +185,10 @@ Trainer::Trainer(const io::Config& config, TrainOptions options) : s_(std::make_
     throw io::ConfigError(str_cat("parallel: micro_batches = ", par.micro_batches, " and zero = ", par.zero ? "true" : "false",
                                   " need a parallel run; in one process use micro_batches = 1 and zero = false"));
   } else {
-    s.runner = make_single_process_runner(s.cfg, vocab);
+#ifdef TRIREME_WITH_CUDA
+    if (s.device.is_cuda()) cuda::set_device(s.device.index);  // kernels launch on the current GPU
+#endif
+    s.runner = make_single_process_runner(s.cfg, vocab, s.device);
   }
   if (s.cfg.schedule.kind == "cosine") {
     s.schedule = std::make_unique<optim::WarmupCosineLr>(
@@ -216,10 +245,10 @@ TrainSummary Trainer::run() {
   Progress progress(cfg.train.steps, cfg.train.log_interval, s.options.interactive);
   log_line(s.options, str_cat("model: GPT d_model=", cfg.model.d_model, " n_layer=", cfg.model.n_layer,
                               " n_head=", cfg.model.n_head, " block_size=", T, " vocab=", sum.vocab_size, ", ",
-                              sum.num_parameters, " parameters; layout: ", s.runner->describe_layout(), ", cpu, ",
-                              cpu::num_threads(), " threads", s.job ? " per process" : ""));
+                              sum.num_parameters, " parameters; layout: ", s.runner->describe_layout(), ", ", s.device.str(), ", ",
+                              cpu::num_threads(), " CPU threads", s.job ? " per process" : ""));
 
-  reset_peak_memory(Device::cpu());
+  reset_peak_memory(s.device);
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   sum.initial_val_loss = NAN;
@@ -248,7 +277,7 @@ TrainSummary Trainer::run() {
     m.grad_norm = grad_norm;
     m.elapsed_s = elapsed();
     m.tokens_per_s = double((done - s.start_step) * B * T) / std::max(m.elapsed_s, 1e-9);
-    m.peak_memory_bytes = memory_stats(Device::cpu()).peak_bytes;
+    m.peak_memory_bytes = memory_stats(s.device).peak_bytes;
     const bool eval_now = (cfg.train.eval_interval > 0 && done % cfg.train.eval_interval == 0) || done == cfg.train.steps;
     if (eval_now) {
       m.val_loss = evaluate(s, val_loader);
