@@ -58,7 +58,7 @@ TEST(TokenShard, RefusesForeignTruncatedAndPaddedFiles) {
   expect_refused(good.substr(0, 20), "truncated");
   expect_refused(good.substr(0, good.size() - 1), "truncated");
   expect_refused(good.substr(0, good.size() - 1), "found 39 bytes");
-  expect_refused(good + "xx", "2 trailing bytes");
+  expect_refused(good + "xx", "2 trailing byte(s)");
 
   std::string v2 = good;
   v2[8] = 2;
@@ -147,6 +147,33 @@ TEST(Prepare, DefaultPoemCorpus) {
   std::string val = d.tokenizer->decode(d.val.tokens);
   EXPECT_TRUE(val.starts_with("题目:《") || val.starts_with("《")) << val.substr(0, 60);
   EXPECT_EQ(std::count(d.val.tokens.begin(), d.val.tokens.end(), 0), 0) << "no <unk> in validation";
+}
+
+}  // namespace
+}  // namespace trireme::io
+
+namespace trireme::io {
+namespace {
+
+TEST(TokenShard, FileReaderRefusesBadFilesToo) {
+  auto dir = testing::scratch_dir();
+  std::string good = serialize_token_shard(std::vector<int32_t>{1, 2, 3, 4}, 100);
+  struct Case {
+    std::string bytes, needle;
+  };
+  for (const Case& c : {Case{"", "not a trireme token shard"}, Case{"hello world, not a shard at all", "not a trireme"},
+                        Case{good.substr(0, 12), "truncated"}, Case{good.substr(0, good.size() - 2), "truncated"},
+                        Case{good + "x", "1 trailing byte(s)"}}) {
+    testing::write_file(dir / "s.bin", c.bytes);
+    try {
+      read_token_shard((dir / "s.bin").string());
+      ADD_FAILURE() << "accepted; expected " << c.needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(c.needle), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("s.bin"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(read_token_shard((dir / "missing.bin").string()), Error);
 }
 
 }  // namespace

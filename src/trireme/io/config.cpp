@@ -2,9 +2,11 @@
 #include "trireme/io/config.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
-#include <fstream>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <sstream>
 #include <toml++/toml.h>
 

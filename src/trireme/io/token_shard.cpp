@@ -6,7 +6,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "trireme/core/error.h"
 #include "trireme/io/utf8.h"
@@ -74,56 +73,85 @@ void write_token_shard(const std::string& path, std::span<const int32_t> tokens,
   TRIREME_CHECK(!ec, "token shard: cannot rename '", tmp, "' to '", path, "': ", ec.message());
 }
 
-TokenShard parse_token_shard(std::string_view bytes, const std::string& what) {
+namespace {
+
+struct ShardHeader {
+  uint32_t width;
+  uint64_t count, vocab;
+};
+
+// Checks the header (the first bytes of the file; fewer than 32 when the file is shorter)
+// against the whole file's size, before any token is read.
+ShardHeader check_header(std::string_view head, uint64_t file_size, const std::string& what) {
   // A short prefix of the magic is a truncated shard rather than a foreign file.
-  size_t m = std::min<size_t>(bytes.size(), 8);
-  TRIREME_CHECK(m > 0 && std::memcmp(bytes.data(), kTokenShardMagic, m) == 0, what,
-                ": not a trireme token shard (", bytes.empty() ? "the file is empty" : "it does not start with \"TRIRTOK1\"",
-                ")");
-  TRIREME_CHECK(bytes.size() >= kTokenShardHeaderBytes, what, ": truncated: expected a ",
-                kTokenShardHeaderBytes, "-byte header, found ", bytes.size(), " bytes");
-  uint32_t version = get<uint32_t>(bytes, 8);
+  size_t m = std::min<size_t>(head.size(), 8);
+  TRIREME_CHECK(m > 0 && std::memcmp(head.data(), kTokenShardMagic, m) == 0, what, ": not a trireme token shard (",
+                head.empty() ? "the file is empty" : "it does not start with \"TRIRTOK1\"", ")");
+  TRIREME_CHECK(file_size >= kTokenShardHeaderBytes, what, ": truncated: expected a ", kTokenShardHeaderBytes,
+                "-byte header, found ", file_size, " bytes");
+  ShardHeader h;
+  uint32_t version = get<uint32_t>(head, 8);
   TRIREME_CHECK(version == kTokenShardVersion, what, ": unsupported token shard version ", version,
                 " (this build reads version ", kTokenShardVersion, ")");
-  uint32_t width = get<uint32_t>(bytes, 12);
-  TRIREME_CHECK(width == 2 || width == 4, what, ": unsupported token dtype code ", width,
+  h.width = get<uint32_t>(head, 12);
+  TRIREME_CHECK(h.width == 2 || h.width == 4, what, ": unsupported token dtype code ", h.width,
                 " (expected 2 for u16 or 4 for u32)");
-  uint64_t count = get<uint64_t>(bytes, 16);
-  uint64_t vocab = get<uint64_t>(bytes, 24);
-  TRIREME_CHECK(vocab > 0 && vocab <= (uint64_t(1) << 32), what, ": vocabulary size ", vocab, " is out of range");
+  h.count = get<uint64_t>(head, 16);
+  h.vocab = get<uint64_t>(head, 24);
+  TRIREME_CHECK(h.vocab > 0 && h.vocab <= (uint64_t(1) << 32), what, ": vocabulary size ", h.vocab, " is out of range");
   // Compare counts before multiplying, so a corrupt huge count cannot overflow the size check.
-  uint64_t payload = bytes.size() - kTokenShardHeaderBytes;
-  TRIREME_CHECK(count <= payload / width, what, ": truncated: the header says ", count, " tokens, expected ",
-                kTokenShardHeaderBytes, " + ", count, " x ", width, " bytes, found ", bytes.size(), " bytes");
-  uint64_t expected = kTokenShardHeaderBytes + count * width;
-  TRIREME_CHECK(bytes.size() == expected, what, ": ", bytes.size() - expected,
-                " trailing bytes after the tokens (expected ", expected, " bytes, found ", bytes.size(), ")");
+  uint64_t payload = file_size - kTokenShardHeaderBytes;
+  TRIREME_CHECK(h.count <= payload / h.width, what, ": truncated: the header says ", h.count, " tokens, expected ",
+                kTokenShardHeaderBytes, " + ", h.count, " x ", h.width, " bytes, found ", file_size, " bytes");
+  uint64_t expected = kTokenShardHeaderBytes + h.count * h.width;
+  TRIREME_CHECK(file_size == expected, what, ": ", file_size - expected,
+                " trailing byte(s) after the tokens (expected ", expected, " bytes, found ", file_size, ")");
+  return h;
+}
+
+TokenShard decode_tokens(const char* p, const ShardHeader& h, const std::string& what) {
   TokenShard shard;
-  shard.vocab_size = int64_t(vocab);
-  shard.dtype_bytes = width;
-  shard.tokens.resize(count);
-  const char* p = bytes.data() + kTokenShardHeaderBytes;
-  for (uint64_t i = 0; i < count; ++i) {
+  shard.vocab_size = int64_t(h.vocab);
+  shard.dtype_bytes = h.width;
+  shard.tokens.resize(h.count);
+  for (uint64_t i = 0; i < h.count; ++i) {
     uint32_t t;
-    if (width == 2) {
+    if (h.width == 2) {
       uint16_t v;
       std::memcpy(&v, p + 2 * i, 2);
       t = v;
     } else {
       std::memcpy(&t, p + 4 * i, 4);
     }
-    TRIREME_CHECK(t < vocab, what, ": token ", t, " at position ", i, " is not below the vocabulary size ", vocab);
+    TRIREME_CHECK(t < h.vocab, what, ": token ", t, " at position ", i, " is not below the vocabulary size ", h.vocab);
     shard.tokens[i] = int32_t(t);
   }
   return shard;
 }
 
+}  // namespace
+
+TokenShard parse_token_shard(std::string_view bytes, const std::string& what) {
+  ShardHeader h = check_header(bytes.substr(0, kTokenShardHeaderBytes), bytes.size(), what);
+  return decode_tokens(bytes.data() + kTokenShardHeaderBytes, h, what);
+}
+
 TokenShard read_token_shard(const std::string& path) {
+  // The header is checked against the file size before the tokens are read, so a foreign or
+  // truncated file is refused without reading (or allocating for) its contents.
+  std::error_code ec;
+  uint64_t size = std::filesystem::file_size(path, ec);
+  TRIREME_CHECK(!ec, "token shard: cannot open '", path, "': ", ec.message());
   std::ifstream in(path, std::ios::binary);
   TRIREME_CHECK(in, "token shard: cannot open '", path, "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse_token_shard(ss.str(), path);
+  std::string head(std::min<uint64_t>(size, kTokenShardHeaderBytes), '\0');
+  in.read(head.data(), std::streamsize(head.size()));
+  TRIREME_CHECK(in, path, ": error reading the header");
+  ShardHeader h = check_header(head, size, path);
+  std::string payload(size - kTokenShardHeaderBytes, '\0');
+  in.read(payload.data(), std::streamsize(payload.size()));
+  TRIREME_CHECK(in, path, ": error reading the tokens");
+  return decode_tokens(payload.data(), h, path);
 }
 
 size_t split_point(std::string_view text, double val_fraction) {

@@ -44,7 +44,7 @@ void write_token_shard(const std::string& path, std::span<const int32_t> tokens,
 
 // Errors (each prefixed by `what`, the file name for read_token_shard): "not a trireme token
 // shard" (wrong magic), unsupported version, unsupported dtype, "truncated: expected N bytes,
-// found M", "M - N trailing bytes after the tokens", a token >= the vocabulary size.
+// found M", "K trailing byte(s) after the tokens", a token >= the vocabulary size.
 TokenShard parse_token_shard(std::string_view bytes, const std::string& what = "buffer");
 TokenShard read_token_shard(const std::string& path);
 
