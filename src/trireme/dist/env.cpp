@@ -39,34 +39,33 @@ DistEnv dist_env_from_environment(const EnvLookup& lookup_arg) {
     return v && !v->empty() ? parse_int(name, *v) : fallback;
   };
 
+  // Which launcher started us, by the variables it sets: rank, size, local rank, local size.
+  struct Launcher {
+    const char *source, *rank, *size, *local_rank, *local_size;
+  };
+  static const Launcher launchers[] = {
+      {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
+      {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+       "OMPI_COMM_WORLD_LOCAL_SIZE"},
+      {"mpich", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
+      {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr},
+  };
   DistEnv env;
-  if (lookup("RANK") && lookup("WORLD_SIZE")) {
-    env.source = "torchrun";
-    env.rank = get_int("RANK", 0);
-    env.world_size = get_int("WORLD_SIZE", 1);
-    env.local_rank = get_int("LOCAL_RANK", env.rank);
-    env.local_world_size = get_int("LOCAL_WORLD_SIZE", env.world_size);
-  } else if (lookup("OMPI_COMM_WORLD_RANK")) {
-    env.source = "openmpi";
-    env.rank = get_int("OMPI_COMM_WORLD_RANK", 0);
-    env.world_size = get_int("OMPI_COMM_WORLD_SIZE", 1);
-    env.local_rank = get_int("OMPI_COMM_WORLD_LOCAL_RANK", env.rank);
-    env.local_world_size = get_int("OMPI_COMM_WORLD_LOCAL_SIZE", env.world_size);
-  } else if (lookup("PMI_RANK")) {
-    env.source = "mpich";
-    env.rank = get_int("PMI_RANK", 0);
-    env.world_size = get_int("PMI_SIZE", 1);
-    env.local_rank = get_int("MPI_LOCALRANKID", env.rank);
-    env.local_world_size = get_int("MPI_LOCALNRANKS", env.world_size);
-  } else if (lookup("SLURM_PROCID")) {
-    env.source = "slurm";
-    env.rank = get_int("SLURM_PROCID", 0);
-    env.world_size = get_int("SLURM_NTASKS", 1);
-    env.local_rank = get_int("SLURM_LOCALID", env.rank);
-    auto per_node = lookup("SLURM_NTASKS_PER_NODE");
-    env.local_world_size = per_node ? parse_slurm_tasks_per_node(*per_node) : env.world_size;
-  } else {
-    env.source = "default";
+  env.source = "default";
+  for (const Launcher& l : launchers) {
+    // torchrun's RANK alone is not enough (users export it for other reasons): it needs WORLD_SIZE.
+    if (!lookup(l.rank) || (std::string(l.source) == "torchrun" && !lookup(l.size))) continue;
+    env.source = l.source;
+    env.rank = get_int(l.rank, 0);
+    env.world_size = get_int(l.size, 1);
+    env.local_rank = get_int(l.local_rank, env.rank);
+    if (l.local_size) {
+      env.local_world_size = get_int(l.local_size, env.world_size);
+    } else {  // Slurm: SLURM_NTASKS_PER_NODE
+      auto per_node = lookup("SLURM_NTASKS_PER_NODE");
+      env.local_world_size = per_node ? parse_slurm_tasks_per_node(*per_node) : env.world_size;
+    }
+    break;
   }
   if (auto v = lookup("MASTER_ADDR")) env.master_addr = *v;
   env.master_port = get_int("MASTER_PORT", 0);

@@ -28,20 +28,6 @@ std::vector<int64_t> read_indices(const char* op, const Tensor& index, int64_t s
   return idx;
 }
 
-// x viewed as (outer, size, inner) around `dim`.
-struct Split3 {
-  int64_t outer = 1, size = 1, inner = 1;
-};
-Split3 split_at(const Shape& s, int64_t dim) {
-  Split3 r;
-  for (int64_t d = 0; d < int64_t(s.size()); ++d) {
-    if (d < dim) r.outer *= s[size_t(d)];
-    else if (d == dim) r.size = s[size_t(d)];
-    else r.inner *= s[size_t(d)];
-  }
-  return r;
-}
-
 template <class T>
 void index_select_cpu(const Tensor& x, int64_t dim, const Tensor& index, Tensor& out) {
   const std::vector<int64_t> idx = read_indices("index_select", index, x.size(dim));

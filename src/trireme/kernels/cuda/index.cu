@@ -12,20 +12,6 @@
 namespace trireme::cuda_kernels {
 namespace {
 
-// x viewed as (outer, size, inner) around `dim`.
-struct Split3 {
-  int64_t outer = 1, size = 1, inner = 1;
-};
-Split3 split_at(const Shape& s, int64_t dim) {
-  Split3 r;
-  for (int64_t d = 0; d < int64_t(s.size()); ++d) {
-    if (d < dim) r.outer *= s[size_t(d)];
-    else if (d == dim) r.size = s[size_t(d)];
-    else r.inner *= s[size_t(d)];
-  }
-  return r;
-}
-
 Tensor contiguous_on_device(const Tensor& t) {
   if (t.is_contiguous()) return t;
   Tensor c = Tensor::empty(t.sizes(), t.dtype(), t.device());
