@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cuda_test_util.h"
+#include "tiny_trainer_config.h"
 #include "trireme/io/config.h"
 #include "trireme/train/generate.h"
 #include "trireme/train/trainer.h"
@@ -22,40 +23,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string run_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("trireme_cuda_trainer_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  return d.string();
-}
+std::string run_dir(const std::string& name) { return trireme::testing::fresh_run_dir("trireme_cuda_trainer_" + name); }
 
 // tests/train/trainer_test.cpp's tiny GPT on the Tang poems, with a gentler learning rate so that
 // rounding differences between cuBLASLt and OpenBLAS stay small through Adam.
 io::Config small_config(const std::string& out_dir, const std::string& device, int64_t steps, double dropout) {
-  return io::Config::parse(R"(
-[model]
-d_model = 32
-n_layer = 2
-n_head = 2
-block_size = 16
-bias = true
-[data]
-corpus = ["tang"]
-tokenizer = "char"
-[optim]
-lr = 3e-3
-grad_clip = 1.0
-[schedule]
-kind = "cosine"
-warmup_steps = 5
-min_lr = 3e-4
-[train]
-batch_size = 8
-eval_batches = 4
-log_interval = 100
-threads = 1
-)", "test", {"train.out_dir=" + out_dir, "train.device=" + device, "train.steps=" + std::to_string(steps),
-             "train.eval_interval=" + std::to_string(steps), "train.checkpoint_interval=10",
-             "model.dropout=" + std::to_string(dropout)});
+  return trireme::testing::tiny_trainer_config(out_dir, steps, dropout,
+                                      {"optim.lr=3e-3", "optim.grad_clip=1.0", "schedule.min_lr=3e-4",
+                                       "train.device=" + device});
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "tiny_trainer_config.h"
 #include "trireme/io/config.h"
 #include "trireme/train/checkpoint.h"
 #include "trireme/train/generate.h"
@@ -15,37 +16,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string run_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("trireme_trainer_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  return d.string();
-}
+std::string run_dir(const std::string& name) { return trireme::testing::fresh_run_dir("trireme_trainer_" + name); }
 
 io::Config small_config(const std::string& out_dir, int64_t steps, double dropout = 0.1) {
-  return io::Config::parse(R"(
-[model]
-d_model = 32
-n_layer = 2
-n_head = 2
-block_size = 16
-bias = true
-[data]
-corpus = ["tang"]
-tokenizer = "char"
-[optim]
-lr = 1e-2
-[schedule]
-kind = "cosine"
-warmup_steps = 5
-min_lr = 1e-3
-[train]
-batch_size = 8
-eval_batches = 4
-log_interval = 100
-threads = 1
-)", "test", {"train.out_dir=" + out_dir, "train.steps=" + std::to_string(steps),
-             "train.eval_interval=" + std::to_string(steps), "train.checkpoint_interval=10",
-             "model.dropout=" + std::to_string(dropout)});
+  return trireme::testing::tiny_trainer_config(out_dir, steps, dropout, {"optim.lr=1e-2", "schedule.min_lr=1e-3"});
 }
 
 }  // namespace

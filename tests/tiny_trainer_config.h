@@ -1,0 +1,50 @@
+// The tiny GPT-on-the-poems config shared by the trainer tests (tests/train, tests/cuda).
+#pragma once
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "trireme/io/config.h"
+
+namespace trireme::testing {
+
+// A fresh (removed) folder under the temp directory, unique per process.
+inline std::string fresh_run_dir(const std::string& name) {
+  std::filesystem::path d = std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(d);
+  return d.string();
+}
+
+// d_model 32, 2 layers, block 16, batch 8, char tokenizer on the Tang poems, evaluation at the end
+// and a checkpoint every 10 steps; `extra` overrides (optim.lr, train.device, ...) come last.
+inline io::Config tiny_trainer_config(const std::string& out_dir, int64_t steps, double dropout,
+                                      const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> overrides = {"train.out_dir=" + out_dir, "train.steps=" + std::to_string(steps),
+                                        "train.eval_interval=" + std::to_string(steps),
+                                        "train.checkpoint_interval=10", "model.dropout=" + std::to_string(dropout)};
+  overrides.insert(overrides.end(), extra.begin(), extra.end());
+  return io::Config::parse(R"(
+[model]
+d_model = 32
+n_layer = 2
+n_head = 2
+block_size = 16
+bias = true
+[data]
+corpus = ["tang"]
+tokenizer = "char"
+[schedule]
+kind = "cosine"
+warmup_steps = 5
+[train]
+batch_size = 8
+eval_batches = 4
+log_interval = 100
+threads = 1
+)", "test", overrides);
+}
+
+}  // namespace trireme::testing
