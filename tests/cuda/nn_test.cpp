@@ -5,6 +5,7 @@
 
 #include "cuda_op_check.h"
 #include "trireme/core/rng.h"
+#include "trireme/cuda/device.h"
 #include "trireme/kernels/philox.h"
 #include "trireme/ops/nn_functional.h"
 #include "trireme/optim/adamw.h"
@@ -20,6 +21,17 @@ using V = std::vector<Tensor>;
 // Integer tensors (ids, targets, indices) made on the CPU and moved to the device of `like`.
 Tensor ints_like(const std::vector<int64_t>& values, const Tensor& like, DType dtype = DType::i64) {
   return to_device(to_dtype(from_vector<int64_t>(values, {int64_t(values.size())}), dtype), like.device());
+}
+
+// fn() throws a trireme::Error whose message contains `text`.
+template <class Fn>
+void expect_throw_with(Fn fn, const std::string& text) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error thrown; expected one containing: " << text;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+  }
 }
 
 TEST(CudaNn, LayerNormAndRmsNorm) {
@@ -57,8 +69,14 @@ TEST(CudaNn, CrossEntropy) {
   // Every row ignored: 0, not NaN (mean).
   check_cuda_op({"cross_entropy_all_ignored", {{2, 5}},
                  [](const V& x) { return cross_entropy(x[0], ints_like({-100, -100}, x[0])); }});
+  // A target out of range: the call returns (the host does not wait for the GPU) and the next
+  // synchronisation throws, naming the op, the target, its row and the class count; then the
+  // device is usable again.
   Tensor logits = to_device(zeros({2, 5}), Device::cuda(0));
-  EXPECT_THROW(cross_entropy(logits, ints_like({1, 5}, logits)), Error);
+  Tensor bad = cross_entropy(logits, ints_like({1, 5}, logits));
+  expect_throw_with(
+      [&] { bad.item(); }, "cross_entropy: target 5 at row 1 is out of range for 5 classes");
+  EXPECT_NEAR(cross_entropy(logits, ints_like({1, 4}, logits)).item(), std::log(5.0), 1e-6);
 }
 
 TEST(CudaNn, DropoutMaskIsBitIdenticalToTheCpu) {
@@ -90,7 +108,10 @@ TEST(CudaNn, EmbeddingAndIndexSelect) {
   check_cuda_op({"index_select_dim0", {{6, 9}}, [](const V& x) { return index_select(x[0], 0, ints_like({5, 5, 1}, x[0], DType::i32)); }});
   check_cuda_op({"index_select_last", {{4, 6}}, [](const V& x) { return index_select(x[0], 1, ints_like({5, 0, 0}, x[0])); }});
   Tensor w = to_device(zeros({4, 3}), Device::cuda(0));
-  EXPECT_THROW(embedding(w, ints_like({1, 4}, w)), Error);
+  Tensor bad = embedding(w, ints_like({1, 4}, w));
+  expect_throw_with([&] { cuda::synchronize(0); },
+                    "embedding: id 4 (at position 1) is out of range for a vocabulary of size V = 4");
+  EXPECT_EQ(to_device(embedding(w, ints_like({1, 3}, w)), Device::cpu()).numel(), 6);
   EXPECT_THROW(index_select(w, 0, ints_like({-1}, w)), Error);
 
   // The backward is deterministic: the same bits on every run.

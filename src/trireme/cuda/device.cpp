@@ -2,8 +2,8 @@
 // than the runtime, no device) means "no usable GPU", reported as 0 devices.
 #include "trireme/cuda/device.h"
 
-
 #include "trireme/cuda/check.h"
+#include "trireme/cuda/device_error.h"
 
 namespace trireme::cuda {
 namespace {
@@ -52,6 +52,7 @@ void set_device(int device) {
 void synchronize(int device) {
   DeviceGuard g(device < 0 ? current_device() : device);
   TRIREME_CUDA_CHECK(cudaDeviceSynchronize());
+  raise_pending_device_error(device < 0 ? current_device() : device);
 }
 
 DeviceGuard::DeviceGuard(int device) : previous_(current_device()) {

@@ -5,6 +5,7 @@
 
 #include "trireme/cuda/check.h"
 #include "trireme/cuda/device.h"
+#include "trireme/cuda/device_error.h"
 
 namespace trireme::cuda {
 namespace {
@@ -39,6 +40,7 @@ Stream Stream::create(int device, bool high_priority) {
 void Stream::synchronize() const {
   DeviceGuard g(device_);
   TRIREME_CUDA_CHECK(cudaStreamSynchronize(handle_));
+  raise_pending_device_error(device_);
 }
 
 bool Stream::query() const {
@@ -101,7 +103,9 @@ void Event::wait(const Stream& stream) const {
 }
 
 void Event::synchronize() const {
-  if (handle_) TRIREME_CUDA_CHECK(cudaEventSynchronize(handle_));
+  if (!handle_) return;
+  TRIREME_CUDA_CHECK(cudaEventSynchronize(handle_));
+  raise_pending_device_error();
 }
 
 bool Event::query() const {

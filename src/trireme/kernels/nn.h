@@ -35,15 +35,18 @@ using SoftmaxKernel = void (*)(const Tensor& x, Tensor& y);  // softmax or log_s
 using SoftmaxBackwardKernel = void (*)(const Tensor& grad, const Tensor& y, Tensor& grad_x);
 
 // ---- cross-entropy: logits (N, C), targets (N) i64/i32 ----
-// Writes each row's loss (N, stat; 0 for ignored rows) and log-sum-exp (N, stat); returns the
-// number of rows not ignored. Throws on a target outside [0, C) that is not ignore_index.
-using CrossEntropyKernel = int64_t (*)(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
-                                       Tensor& losses, Tensor& lse);
-// grad_logits[r, c] = (softmax[r, c] - [c == target_r]) * grad[r] * scale; zero rows where ignored.
-// grad (N) may have any stride (stride 0 broadcasts a scalar gradient).
+// Writes each row's loss (N, stat; 0 for ignored rows), log-sum-exp (N, stat) and the number of
+// rows not ignored into `count` (a 0-dim stat tensor on the logits' device: no host round trip).
+// A target outside [0, C) that is not ignore_index is an error: thrown at the call on the CPU;
+// on CUDA the row is skipped and the error thrown at the next synchronisation
+// (cuda/device_error.h).
+using CrossEntropyKernel = void (*)(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                                    Tensor& losses, Tensor& lse, Tensor& count);
+// grad_logits[r, c] = (softmax[r, c] - [c == target_r]) * grad[r]; zero rows where ignored (or out
+// of range). grad (N) is in the stat dtype (the mean's 1/count is folded in without rounding to a
+// 16-bit logits dtype) and may have any stride (stride 0 broadcasts a scalar gradient).
 using CrossEntropyBackwardKernel = void (*)(const Tensor& logits, const Tensor& targets, const Tensor& lse,
-                                            const Tensor& grad, double scale, int64_t ignore_index,
-                                            Tensor& grad_logits);
+                                            const Tensor& grad, int64_t ignore_index, Tensor& grad_logits);
 
 // ---- dropout: x contiguous, element i kept iff rng_uniform(seed, stream, offset + i) >= p ----
 using DropoutKernel = void (*)(const Tensor& x, double p, uint64_t seed, uint64_t stream, uint64_t offset,

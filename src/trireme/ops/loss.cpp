@@ -9,6 +9,7 @@
 #include "trireme/kernels/nn.h"
 #include "trireme/kernels/registry.h"
 #include "trireme/ops/elementwise.h"
+#include "trireme/ops/factory.h"
 #include "trireme/ops/nn_functional.h"
 #include "trireme/ops/reduce.h"
 
@@ -18,6 +19,16 @@ using autograd::any_requires_grad;
 using autograd::record;
 using autograd::SavedTensor;
 using autograd::TensorList;
+
+namespace {
+
+// 1 / max(count, 1), computed where count lives.
+Tensor reciprocal_count(const Tensor& count) {
+  return div(scalar_tensor(1.0, count.dtype(), count.device()),
+             maximum(count, scalar_tensor(1.0, count.dtype(), count.device())));
+}
+
+}  // namespace
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, Reduction reduction) {
   TRIREME_CHECK(logits.defined() && targets.defined(), "cross_entropy: logits or targets are undefined");
@@ -35,19 +46,19 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   const DType sd = stat_dtype(logits.dtype());
   Tensor losses = Tensor::empty({n}, sd, logits.device());
   Tensor lse = Tensor::empty({n}, sd, logits.device());
-  const int64_t count =
-      find_kernel<CrossEntropyKernel>("cross_entropy", logits.device(), logits.dtype())(xc, tc, ignore_index, losses, lse);
-
+  Tensor count = Tensor::empty({}, sd, logits.device());  // stays on the device: no host sync
+  find_kernel<CrossEntropyKernel>("cross_entropy", logits.device(), logits.dtype())(xc, tc, ignore_index, losses, lse,
+                                                                                   count);
   Tensor out;
-  double scale = 1.0;  // d out / d losses[r] for rows not ignored
+  Tensor row_scale;  // d out / d losses[r] for rows not ignored: a 0-dim tensor, or undefined for 1
   {
     NoGradGuard no_grad;
     if (reduction == Reduction::none) {
       out = to_dtype(losses, logits.dtype());
     } else {
-      // See Note [cross_entropy with every target ignored].
-      if (reduction == Reduction::mean) scale = count > 0 ? 1.0 / double(count) : 0.0;
-      out = to_dtype(mul(sum(losses), scale), logits.dtype());
+      // See Note [cross_entropy with every target ignored]: a count of 0 divides a sum of 0 by 1.
+      if (reduction == Reduction::mean) row_scale = reciprocal_count(count);
+      out = to_dtype(row_scale.defined() ? sum(losses) * row_scale : sum(losses), logits.dtype());
     }
   }
   if (any_requires_grad({&logits})) {
@@ -55,10 +66,13 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
            [=, sx = SavedTensor(xc), st = SavedTensor(tc)](const TensorList& g) -> TensorList {
              const Tensor& xv = sx.unpack("cross_entropy");
              Tensor gl = Tensor::empty(xv.sizes(), xv.dtype(), xv.device());
-             // A scalar gradient is broadcast over the rows by a stride-0 view.
-             Tensor gr = g[0].dim() == 0 ? g[0].alias({n}, {0}, g[0].offset()) : g[0];
+             // A scalar gradient (times 1/count for the mean) is broadcast over the rows by a
+             // stride-0 view.
+             Tensor g0 = to_dtype(g[0], sd);
+             if (row_scale.defined()) g0 = g0 * row_scale;
+             Tensor gr = g0.dim() == 0 ? g0.alias({n}, {0}, g0.offset()) : g0;
              find_kernel<CrossEntropyBackwardKernel>("cross_entropy_backward", xv.device(), xv.dtype())(
-                 xv, st.unpack("cross_entropy"), lse, gr, scale, ignore_index, gl);
+                 xv, st.unpack("cross_entropy"), lse, gr, ignore_index, gl);
              return {gl};
            });
   }

@@ -28,8 +28,8 @@ std::vector<int64_t> read_targets(const Tensor& targets) {
 }
 
 template <class T>
-int64_t cross_entropy_cpu(const Tensor& logits, const Tensor& targets, int64_t ignore_index, Tensor& losses,
-                          Tensor& lse) {
+void cross_entropy_cpu(const Tensor& logits, const Tensor& targets, int64_t ignore_index, Tensor& losses,
+                       Tensor& lse, Tensor& count_out) {
   using A = acc_t<T>;
   const int64_t n = logits.size(0), c = logits.size(1);
   const auto tgt = read_targets(targets);
@@ -60,18 +60,18 @@ int64_t cross_entropy_cpu(const Tensor& logits, const Tensor& targets, int64_t i
       pl[r] = t == ignore_index ? A(0) : (m - A(xr[t])) + log_s;
     }
   });
-  return count;
+  count_out.data<A>()[0] = A(count);
 }
 
 template <class T>
 void cross_entropy_backward_cpu(const Tensor& logits, const Tensor& targets, const Tensor& lse, const Tensor& grad,
-                                double scale, int64_t ignore_index, Tensor& grad_logits) {
+                                int64_t ignore_index, Tensor& grad_logits) {
   using A = acc_t<T>;
   const int64_t n = logits.size(0), c = logits.size(1);
   const auto tgt = read_targets(targets);
   const T* px = logits.data<T>();
   const A* plse = lse.data<A>();
-  const T* pg = grad.data<T>();
+  const A* pg = grad.data<A>();
   const int64_t gs = grad.dim() ? grad.stride(0) : 0;
   T* out = grad_logits.data<T>();
   parallel_for(n, 2 * c, [&](int64_t r0, int64_t r1) {
@@ -83,7 +83,7 @@ void cross_entropy_backward_cpu(const Tensor& logits, const Tensor& targets, con
         continue;
       }
       const T* xr = px + r * c;
-      const A l = plse[r], g = A(double(A(pg[r * gs])) * scale);
+      const A l = plse[r], g = pg[r * gs];
       for (int64_t j = 0; j < c; ++j) orow[j] = T(exp_acc(A(xr[j]) - l) * g);
       orow[t] = T((exp_acc(A(xr[t]) - l) - A(1)) * g);  // in A: p - 1 loses bits once rounded to T
     }

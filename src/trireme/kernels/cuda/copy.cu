@@ -48,6 +48,29 @@ void copy_bits(const LaunchContext& ctx, const Tensor& src, Tensor& dst) {
                         [=] __device__(const int64_t(&off)[2]) { o[off[0]] = x[off[1]]; });
 }
 
+// Contiguous conversions between the floating types autocast moves between (f32 <-> bf16/f16),
+// typed, without the double round trip and the per-element dtype switch of the general path.
+template <class S, class Dst>
+void convert_contiguous(const LaunchContext& ctx, const Tensor& src, Tensor& dst) {
+  const device_t<S>* x = dptr<S>(src);
+  device_t<Dst>* o = dptr<Dst>(dst);
+  const Shape flat{dst.numel()}, unit{1};
+  launch_elementwise<2>(ctx, flat, {&unit, &unit}, [=] __device__(const int64_t(&off)[2]) {
+    o[off[0]] = from_acc<device_t<Dst>>(float(to_acc(x[off[1]])));
+  });
+}
+
+// True when it handled the copy.
+bool try_fast_convert(const LaunchContext& ctx, const Tensor& src, Tensor& dst) {
+  if (!src.is_contiguous() || !dst.is_contiguous()) return false;
+  const DType s = src.dtype(), d = dst.dtype();
+  if (s == DType::f32 && d == DType::bf16) return convert_contiguous<float, bf16_t>(ctx, src, dst), true;
+  if (s == DType::f32 && d == DType::f16) return convert_contiguous<float, f16_t>(ctx, src, dst), true;
+  if (s == DType::bf16 && d == DType::f32) return convert_contiguous<bf16_t, float>(ctx, src, dst), true;
+  if (s == DType::f16 && d == DType::f32) return convert_contiguous<f16_t, float>(ctx, src, dst), true;
+  return false;
+}
+
 template <class T>
 void copy_cuda(const Tensor& src, Tensor& dst) {
   if (dst.numel() == 0) return;
@@ -63,6 +86,7 @@ void copy_cuda(const Tensor& src, Tensor& dst) {
     }
     return;
   }
+  if (try_fast_convert(ctx, src, dst)) return;
   const void* x = src.data_ptr();
   void* o = dst.data_ptr();
   const DType st = src.dtype(), dt = dst.dtype();
@@ -80,6 +104,10 @@ void fill_cuda(Tensor& out, double value) {
   Bits bits;
   std::memcpy(&bits, &v, sizeof(T));
   LaunchContext ctx(out);
+  if (bits == 0 && out.is_contiguous()) {  // zeroing (gradients, optimizer state): a memset
+    TRIREME_CUDA_CHECK(cudaMemsetAsync(out.data_ptr(), 0, size_t(out.numel()) * sizeof(T), ctx.stream));
+    return;
+  }
   Bits* o = static_cast<Bits*>(out.data_ptr());
   launch_elementwise<1>(ctx, out.sizes(), {&out.strides()}, [=] __device__(const int64_t(&off)[1]) { o[off[0]] = bits; });
 }

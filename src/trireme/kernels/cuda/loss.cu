@@ -1,9 +1,9 @@
 // CUDA cross-entropy: fused log-softmax + NLL per row of contiguous (N, C) logits, and its
-// backward, the twins of kernels/cpu/loss.cpp. One block per row. Targets are read back to the
-// host first: to validate them before anything is written (as the CPU does) and to count the rows
-// not ignored, which the kernel returns (the op needs it for the mean, so this syncs anyway).
+// backward, the twins of kernels/cpu/loss.cpp. One block per row. Targets stay on the device: a
+// target out of range is reported through cuda/device_error.h (its row gets loss 0 and is not
+// counted) and the count of rows not ignored is summed on the device, so the host never waits.
 #include "trireme/kernels/cuda/block_reduce.cuh"
-#include "trireme/kernels/cuda/host_index.h"
+#include "trireme/cuda/device_error.h"
 #include "trireme/kernels/cuda/launch.cuh"
 #include "trireme/kernels/cuda/math.cuh"
 #include "trireme/kernels/nn.h"
@@ -12,9 +12,22 @@
 namespace trireme::cuda_kernels {
 namespace {
 
+// A target that the loss counts, or -1 for an ignored row or one out of range (reported).
+template <class I>
+__device__ __forceinline__ int64_t checked_target(const I* targets, int64_t ts, int64_t r, int64_t c,
+                                                  int64_t ignore_index, cuda::DeviceErrorSlot* err) {
+  const int64_t t = int64_t(targets[r * ts]);
+  if (t == ignore_index) return -1;
+  if (t < 0 || t >= c) {
+    cuda::report_index_error(err, cuda::IndexErrorSite::cross_entropy_target, t, r, c, ignore_index);
+    return -1;
+  }
+  return t;
+}
+
 template <class D, class I>
 __global__ void cross_entropy_kernel(const D* x, const I* targets, int64_t ts, int64_t c, int64_t ignore_index,
-                                     dacc_t<D>* losses, dacc_t<D>* lse) {
+                                     cuda::DeviceErrorSlot* err, dacc_t<D>* losses, dacc_t<D>* lse) {
   using A = dacc_t<D>;
   __shared__ A scratch[32];
   const int64_t r = blockIdx.x;
@@ -29,26 +42,39 @@ __global__ void cross_entropy_kernel(const D* x, const I* targets, int64_t ts, i
   if (threadIdx.x == 0) {
     const A log_s = m_log(s);
     lse[r] = m + log_s;
-    const int64_t t = int64_t(targets[r * ts]);
+    const int64_t t = checked_target(targets, ts, r, c, ignore_index, err);
     // (m - x_t) + log s keeps the bits that m + log s would round away when |m| is large.
-    losses[r] = t == ignore_index ? A(0) : (m - to_acc(xr[t])) + log_s;
+    losses[r] = t < 0 ? A(0) : (m - to_acc(xr[t])) + log_s;
   }
+}
+
+// count = the rows whose target is counted: one block, rows in a fixed order per thread.
+template <class I, class A>
+__global__ void count_targets_kernel(const I* targets, int64_t ts, int64_t n, int64_t c, int64_t ignore_index, A* count) {
+  __shared__ A scratch[32];
+  A k = A(0);
+  for (int64_t r = threadIdx.x; r < n; r += blockDim.x) {
+    const int64_t t = int64_t(targets[r * ts]);
+    k += (t != ignore_index && t >= 0 && t < c) ? A(1) : A(0);
+  }
+  k = block_sum(k, scratch);
+  if (threadIdx.x == 0) *count = k;
 }
 
 template <class D, class I>
 __global__ void cross_entropy_backward_kernel(const D* x, const I* targets, int64_t ts, const dacc_t<D>* lse,
-                                              const D* grad, int64_t gs, double scale, int64_t c,
+                                              const dacc_t<D>* grad, int64_t gs, int64_t c,
                                               int64_t ignore_index, D* out) {
   using A = dacc_t<D>;
   const int64_t r = blockIdx.x;
   const int64_t t = int64_t(targets[r * ts]);
   D* orow = out + r * c;
-  if (t == ignore_index) {
+  if (t == ignore_index || t < 0 || t >= c) {  // ignored, or out of range (reported by the forward)
     for (int64_t j = threadIdx.x; j < c; j += blockDim.x) orow[j] = from_acc<D>(A(0));
     return;
   }
   const D* xr = x + r * c;
-  const A l = lse[r], g = A(double(to_acc(grad[r * gs])) * scale);
+  const A l = lse[r], g = grad[r * gs];
   for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
     const A p = m_exp(to_acc(xr[j]) - l);
     orow[j] = from_acc<D>(j == t ? (p - A(1)) * g : p * g);  // p - 1 in A: it loses bits once rounded to D
@@ -66,34 +92,26 @@ void with_targets(const Tensor& targets, Fn&& fn) {
 }
 
 template <class T>
-int64_t cross_entropy_cuda(const Tensor& logits, const Tensor& targets, int64_t ignore_index, Tensor& losses,
-                           Tensor& lse) {
+void cross_entropy_cuda(const Tensor& logits, const Tensor& targets, int64_t ignore_index, Tensor& losses,
+                        Tensor& lse, Tensor& count) {
   using D = device_t<T>;
   using A = dacc_t<D>;
   const int64_t n = logits.size(0), c = logits.size(1);
-  const std::vector<int64_t> tgt = read_indices_to_host("cross_entropy", targets);
-  int64_t count = 0;
-  for (int64_t r = 0; r < n; ++r) {
-    const int64_t t = tgt[size_t(r)];
-    if (t == ignore_index) continue;
-    TRIREME_CHECK(t >= 0 && t < c, "cross_entropy: target ", t, " at row ", r, " is out of range for ", c,
-                  " classes (expected 0 <= target < ", c, ", or ignore_index = ", ignore_index, ")");
-    ++count;
-  }
-  if (n == 0) return 0;
   LaunchContext ctx(logits);
   const int64_t ts = targets.dim() ? targets.stride(0) : 0;
+  cuda::DeviceErrorSlot* err = cuda::device_error_slot(logits.device().index);
   with_targets(targets, [&]<class I>(const I* tp) {
-    cross_entropy_kernel<D, I><<<unsigned(n), row_block_threads(c, 512), 0, ctx.stream>>>(
-        dptr<T>(logits), tp, ts, c, ignore_index, losses.data<A>(), lse.data<A>());
+    count_targets_kernel<I, A><<<1, 1024, 0, ctx.stream>>>(tp, ts, n, c, ignore_index, count.data<A>());
+    if (n > 0)
+      cross_entropy_kernel<D, I><<<unsigned(n), row_block_threads(c, 512), 0, ctx.stream>>>(
+          dptr<T>(logits), tp, ts, c, ignore_index, err, losses.data<A>(), lse.data<A>());
   });
   TRIREME_CUDA_CHECK_LAUNCH();
-  return count;
 }
 
 template <class T>
 void cross_entropy_backward_cuda(const Tensor& logits, const Tensor& targets, const Tensor& lse, const Tensor& grad,
-                                 double scale, int64_t ignore_index, Tensor& grad_logits) {
+                                 int64_t ignore_index, Tensor& grad_logits) {
   using D = device_t<T>;
   using A = dacc_t<D>;
   const int64_t n = logits.size(0), c = logits.size(1);
@@ -102,7 +120,7 @@ void cross_entropy_backward_cuda(const Tensor& logits, const Tensor& targets, co
   const int64_t ts = targets.dim() ? targets.stride(0) : 0, gs = grad.dim() ? grad.stride(0) : 0;
   with_targets(targets, [&]<class I>(const I* tp) {
     cross_entropy_backward_kernel<D, I><<<unsigned(n), row_block_threads(c, 512), 0, ctx.stream>>>(
-        dptr<T>(logits), tp, ts, lse.data<A>(), dptr<T>(grad), gs, scale, c, ignore_index, dptr<T>(grad_logits));
+        dptr<T>(logits), tp, ts, lse.data<A>(), grad.data<A>(), gs, c, ignore_index, dptr<T>(grad_logits));
   });
   TRIREME_CUDA_CHECK_LAUNCH();
 }

@@ -1,9 +1,10 @@
 // CUDA layer norm and RMS norm over the last dim of a contiguous (R, D) x, forward and backward,
 // the twins of kernels/cpu/norm.cpp. One block per row; row statistics accumulate in double as on
 // the CPU. grad_weight/grad_bias are deterministic without atomics: each thread sums one column
-// over a fixed chunk of rows into a (chunks, D) scratch, then one thread per column adds the
-// chunks in order; the chunking depends only on the shape.
+// over a fixed chunk of rows into a (chunks, D) scratch, then column_sum.cuh's second pass adds
+// the chunks in order; the chunking depends only on the shape.
 #include "trireme/kernels/cuda/block_reduce.cuh"
+#include "trireme/kernels/cuda/column_sum.cuh"
 #include "trireme/kernels/cuda/launch.cuh"
 #include "trireme/kernels/nn.h"
 #include "trireme/kernels/registry.h"
@@ -97,15 +98,6 @@ __global__ void norm_param_partial_kernel(const D* g, const D* x, const dacc_t<D
   if (partial_b) partial_b[c * d + j] = ab;
 }
 
-template <class D>
-__global__ void sum_chunks_kernel(const dacc_t<D>* partial, int64_t chunks, int64_t d, D* out) {
-  const int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j >= d) return;
-  dacc_t<D> s = 0;
-  for (int64_t c = 0; c < chunks; ++c) s += partial[c * d + j];
-  out[j] = from_acc<D>(s);
-}
-
 template <class T>
 const device_t<T>* optional_ptr(const Tensor& t) {
   return t.defined() ? dptr<T>(t) : nullptr;
@@ -131,10 +123,10 @@ void param_grads(const LaunchContext& ctx, const Tensor& grad, const Tensor& x, 
                                                              mean.defined() ? mean.data<A>() : nullptr,
                                                              rstd.data<A>(), rows, d, rows_per_chunk, pw, pb);
   TRIREME_CUDA_CHECK_LAUNCH();
-  const unsigned blocks = unsigned((d + 255) / 256);
-  if (want_w) sum_chunks_kernel<D><<<blocks, 256, 0, ctx.stream>>>(pw, chunks, d, dptr<T>(grad_weight));
-  if (want_b) sum_chunks_kernel<D><<<blocks, 256, 0, ctx.stream>>>(pb, chunks, d, dptr<T>(grad_bias));
-  TRIREME_CUDA_CHECK_LAUNCH();
+  D* gw = want_w ? dptr<T>(grad_weight) : nullptr;
+  D* gb = want_b ? dptr<T>(grad_bias) : nullptr;
+  if (want_w) launch_column_finish<A>(ctx.stream, pw, chunks, d, [=] __device__(int64_t j, A v) { gw[j] = from_acc<D>(v); });
+  if (want_b) launch_column_finish<A>(ctx.stream, pb, chunks, d, [=] __device__(int64_t j, A v) { gb[j] = from_acc<D>(v); });
 }
 
 template <class T>

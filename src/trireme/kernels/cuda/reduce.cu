@@ -3,6 +3,7 @@
 // reduction order per launch shape, so results are deterministic run to run.
 #include <vector>
 
+#include "trireme/kernels/cuda/column_sum.cuh"
 #include "trireme/kernels/cuda/launch.cuh"
 #include "trireme/kernels/reduce.h"
 #include "trireme/kernels/registry.h"
@@ -60,34 +61,6 @@ __global__ void sum_rows_kernel(const D* x, D* o, int64_t num_red, OffsetCalc<2>
   if (threadIdx.x == 0) o[offs[1]] = from_acc<D>(dacc_t<D>(partial[0]));
 }
 
-// Column sums (bias gradients: many rows, kept dims inner). A block owns 32 outputs; its 32 x 32
-// threads split the reduced rows into 32 lanes (a warp reads 32 neighbouring outputs of one row:
-// coalesced), then lane partials are added in lane order, so the result is deterministic. One
-// thread per output walking all rows took ~200 ms per GPT-2 124M step (bench/gpu/RESULTS.md).
-constexpr int kColTile = 32, kRowLanes = 32;
-template <class D, class A>
-__global__ void sum_cols_kernel(const D* x, D* o, int64_t num_out, int64_t num_red, OffsetCalc<2> kept, OffsetCalc<1> red) {
-  __shared__ A partial[kRowLanes][kColTile + 1];
-  const int64_t i = int64_t(blockIdx.x) * kColTile + threadIdx.x;
-  int64_t offs[2] = {0, 0};
-  A acc = A(0);
-  if (i < num_out) {
-    kept.get(i, offs);
-    for (int64_t r = threadIdx.y; r < num_red; r += kRowLanes) {
-      int64_t ro[1];
-      red.get(r, ro);
-      acc += A(to_acc(x[offs[0] + ro[0]]));
-    }
-  }
-  partial[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  if (threadIdx.y == 0 && i < num_out) {
-    A total = A(0);
-    for (int lane = 0; lane < kRowLanes; ++lane) total += partial[lane][threadIdx.x];
-    o[offs[1]] = from_acc<D>(dacc_t<D>(total));
-  }
-}
-
 template <class T>
 void sum_cuda(const Tensor& in, Tensor& out) {
   using D = device_t<T>;
@@ -101,14 +74,26 @@ void sum_cuda(const Tensor& in, Tensor& out) {
   OffsetCalc<1> red = make_offset_calc<1>(p.red_sizes, {&p.red_in}, red_contig);
   const bool inner_reduced = !p.red_in.empty() && p.red_in.back() == 1 &&
                              (p.kept_in.empty() || p.kept_in.back() != 1);
+  // A matrix read down its columns (one merged reduced dim, one unit-stride kept dim): the
+  // two-pass column sum of column_sum.cuh (bias gradients).
+  const bool column_matrix = kept.ndim == 1 && kept.strides[0][0] == 1 && red.ndim == 1 && !inner_reduced;
   if (p.num_red == 0) {  // an empty reduction: zeros
     TRIREME_CUDA_CHECK(cudaMemsetAsync(out.data_ptr(), 0, size_t(out.numel()) * sizeof(T), ctx.stream));
-  } else if (inner_reduced || p.num_out < 1024) {
+  } else if (column_matrix) {
+    const D* x = dptr<T>(in);
+    D* o = dptr<T>(out);
+    const int64_t ld = red.strides[0][0], out_stride = kept.strides[0][1];
+    const int64_t chunks = column_sum_chunks(p.num_red, p.num_out);
+    Tensor partial = Tensor::empty({chunks, p.num_out}, dtype_v<A>, in.device());
+    A* part = partial.data<A>();
+    launch_column_partial<A>(ctx.stream, p.num_red, p.num_out, chunks,
+                             [=] __device__(int64_t r, int64_t c) { return A(to_acc(x[r * ld + c])); }, part);
+    launch_column_finish<A>(ctx.stream, part, chunks, p.num_out,
+                            [=] __device__(int64_t c, A v) { o[c * out_stride] = from_acc<D>(dacc_t<D>(v)); });
+    return;
+  } else {
     sum_rows_kernel<D, A><<<unsigned(p.num_out), kBlock, 0, ctx.stream>>>(dptr<T>(in), dptr<T>(out), p.num_red, kept,
                                                                            red, red_contig);
-  } else {
-    sum_cols_kernel<D, A><<<unsigned((p.num_out + kColTile - 1) / kColTile), dim3(kColTile, kRowLanes), 0, ctx.stream>>>(
-        dptr<T>(in), dptr<T>(out), p.num_out, p.num_red, kept, red);
   }
   TRIREME_CUDA_CHECK_LAUNCH();
 }

@@ -1,0 +1,78 @@
+// The per-device slots of device_error.h and the messages they turn into.
+#include "trireme/cuda/device_error.h"
+
+#include <array>
+#include <mutex>
+
+#include "trireme/cuda/check.h"
+#include "trireme/cuda/device.h"
+
+namespace trireme::cuda {
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+struct Slots {
+  std::mutex mutex;
+  std::array<DeviceErrorSlot*, kMaxDevices> host{};    // the host's view
+  std::array<DeviceErrorSlot*, kMaxDevices> device{};  // the same memory as the device sees it
+};
+
+Slots& slots() {
+  static Slots* s = new Slots();  // never destroyed: kernels may still hold the pointers at exit
+  return *s;
+}
+
+[[noreturn]] void throw_error(int device, const DeviceErrorSlot& e) {
+  switch (IndexErrorSite(e.site)) {
+    case IndexErrorSite::embedding_id:
+      TRIREME_FAIL("embedding: id ", e.value, " (at position ", e.position,
+                   ") is out of range for a vocabulary of size V = ", e.limit, " (found on cuda:", device, ")");
+    case IndexErrorSite::cross_entropy_target:
+      TRIREME_FAIL("cross_entropy: target ", e.value, " at row ", e.position, " is out of range for ", e.limit,
+                   " classes (expected 0 <= target < ", e.limit, ", or ignore_index = ", e.extra,
+                   "; found on cuda:", device, ")");
+    default:
+      TRIREME_FAIL("a CUDA kernel on cuda:", device, " reported error site ", e.site, " (value ", e.value,
+                   ", position ", e.position, ")");
+  }
+}
+
+}  // namespace
+
+DeviceErrorSlot* device_error_slot(int device) {
+  if (device < 0) device = current_device();
+  TRIREME_CHECK(device < kMaxDevices, "device_error_slot: device ", device, " is beyond ", kMaxDevices);
+  Slots& s = slots();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!s.device[size_t(device)]) {
+    DeviceGuard g(device);
+    void* host = nullptr;
+    TRIREME_CUDA_CHECK(cudaHostAlloc(&host, sizeof(DeviceErrorSlot), cudaHostAllocMapped | cudaHostAllocPortable));
+    *static_cast<DeviceErrorSlot*>(host) = DeviceErrorSlot{};
+    void* dev = nullptr;
+    TRIREME_CUDA_CHECK(cudaHostGetDevicePointer(&dev, host, 0));
+    s.host[size_t(device)] = static_cast<DeviceErrorSlot*>(host);
+    s.device[size_t(device)] = static_cast<DeviceErrorSlot*>(dev);
+  }
+  return s.device[size_t(device)];
+}
+
+void raise_pending_device_error(int device) {
+  Slots& s = slots();
+  const int first = device < 0 ? 0 : device, last = device < 0 ? kMaxDevices - 1 : device;
+  for (int d = first; d <= last && d < kMaxDevices; ++d) {
+    volatile DeviceErrorSlot* slot = s.host[size_t(d)];
+    if (!slot || slot->site == 0) continue;
+    DeviceErrorSlot e;
+    e.site = slot->site;
+    e.value = slot->value;
+    e.position = slot->position;
+    e.limit = slot->limit;
+    e.extra = slot->extra;
+    slot->site = 0;  // reported once; the next bad index is reported again
+    throw_error(d, e);
+  }
+}
+
+}  // namespace trireme::cuda
