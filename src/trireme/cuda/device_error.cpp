@@ -32,6 +32,10 @@ Slots& slots() {
       TRIREME_FAIL("cross_entropy: target ", e.value, " at row ", e.position, " is out of range for ", e.limit,
                    " classes (expected 0 <= target < ", e.limit, ", or ignore_index = ", e.extra,
                    "; found on cuda:", device, ")");
+    case IndexErrorSite::vocab_parallel_target:
+      TRIREME_FAIL("vocab_parallel_cross_entropy: target ", e.value, " at row ", e.position,
+                   " is outside the vocabulary of ", e.limit, " (or ignore_index = ", e.extra, "; found on cuda:",
+                   device, ")");
     default:
       TRIREME_FAIL("a CUDA kernel on cuda:", device, " reported error site ", e.site, " (value ", e.value,
                    ", position ", e.position, ")");

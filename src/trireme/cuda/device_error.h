@@ -22,6 +22,7 @@ enum class IndexErrorSite : int32_t {
   none = 0,
   embedding_id = 1,
   cross_entropy_target = 2,
+  vocab_parallel_target = 3,
 };
 
 // One per device, in host memory the device writes to directly. `site` is set first by an

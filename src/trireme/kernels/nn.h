@@ -48,6 +48,22 @@ using CrossEntropyKernel = void (*)(const Tensor& logits, const Tensor& targets,
 using CrossEntropyBackwardKernel = void (*)(const Tensor& logits, const Tensor& targets, const Tensor& lse,
                                             const Tensor& grad, int64_t ignore_index, Tensor& grad_logits);
 
+// ---- vocabulary-parallel cross-entropy (parallel/vocab_parallel_loss.cpp) ----
+// logits (N, Vl) contiguous: this rank's columns, of which [0, real) are the vocabulary ids
+// [start, start + real) and the rest padding; targets (N) i64/i32 full-vocabulary ids. The op
+// all-reduces between the two passes. Stat tensors are f32 (f64 for f64 logits), contiguous.
+// row_max (N) = max over the real columns (-inf when real == 0).
+using VocabRowMaxKernel = void (*)(const Tensor& logits, int64_t real, Tensor& row_max);
+// stats (2, N): row 0 = Σ_{j<real} exp(x[r, j] - row_max[r]); row 1 = x[r, t - start] - row_max[r]
+// when this rank owns target t, else 0. A target outside [0, vocab_size) that is not
+// ignore_index is an error (as in CrossEntropyKernel).
+using VocabRowStatsKernel = void (*)(const Tensor& logits, const Tensor& targets, int64_t start, int64_t real,
+                                     int64_t vocab_size, int64_t ignore_index, const Tensor& row_max, Tensor& stats);
+// grad_logits (N, Vl) in the logits dtype = (exp(x - lse[r]) - [j == t - start]) * grad_row[r] on the
+// real columns, 0 on padding. grad_row (N) stat (0 for ignored rows).
+using VocabGradKernel = void (*)(const Tensor& logits, const Tensor& targets, int64_t start, int64_t real,
+                                 const Tensor& lse, const Tensor& grad_row, Tensor& grad_logits);
+
 // ---- dropout: x contiguous, element i kept iff rng_uniform(seed, stream, offset + i) >= p ----
 using DropoutKernel = void (*)(const Tensor& x, double p, uint64_t seed, uint64_t stream, uint64_t offset,
                                Tensor& y);

@@ -128,66 +128,7 @@ Tensor VocabParallelEmbedding::forward(const Tensor& ids) const {
   return reduce_from_tp_region(rows, tp);
 }
 
-// ---- vocab-parallel cross-entropy ----
-
-Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets, const VocabShard& shard,
-                                    const TpGroup& tp, int64_t ignore_index) {
-  TRIREME_CHECK(logits.dim() == 2 && targets.dim() == 1 && targets.size(0) == logits.size(0),
-                "vocab_parallel_cross_entropy: logits ", logits.sizes(), " must be (N, V_local) and targets ",
-                targets.sizes(), " (N)");
-  TRIREME_CHECK(targets.dtype() == DType::i64 || targets.dtype() == DType::i32,
-                "vocab_parallel_cross_entropy: targets must be integers, got ", targets.str());
-  TRIREME_CHECK(shard.real >= 0 && shard.real <= logits.size(1), "vocab_parallel_cross_entropy: ", shard.real,
-                " real columns of ", logits.sizes());
-  const int64_t N = logits.size(0), Vl = logits.size(1);
-  Tensor probs, onehot, scale;  // saved for backward: softmax and target indicator on the real columns
-  Tensor loss;
-  {
-    NoGradGuard no_grad;
-    Tensor l = to_dtype(logits.detach(), DType::f32);
-    Tensor real = narrow(l, 1, 0, shard.real);  // padding columns never count
-    // Row max over the full vocabulary (a rank with no real columns contributes -inf).
-    Tensor row_max = shard.real > 0 ? contiguous(max(real, 1).first)
-                                    : full({N}, -std::numeric_limits<double>::infinity(), DType::f32, l.device());
-    tp_all_reduce_(row_max, tp, dist::ReduceOp::max);
-    Tensor shifted = real - unsqueeze(row_max, 1);  // (N, real)
-    Tensor e = exp(shifted);
-    Tensor local_t = add(to_dtype(targets, DType::i64), double(-shard.start));
-    onehot = to_dtype(eq(unsqueeze(arange(shard.real, DType::i64, l.device()), 0), unsqueeze(local_t, 1)), DType::f32);
-    // One all-reduce for both sums: row 0 = sum of exponentials, row 1 = the target's shifted logit.
-    Tensor sums = contiguous(stack({sum(e, {1}), sum(shifted * onehot, {1})}, 0));  // (2, N)
-    tp_all_reduce_(sums, tp, dist::ReduceOp::sum);
-    Tensor sum_exp = narrow(sums, 0, 0, 1).detach(), target_shifted = narrow(sums, 0, 1, 1).detach();
-    Tensor valid = to_dtype(ne(to_dtype(targets, DType::i64), scalar_tensor(double(ignore_index), DType::i64, l.device())),
-                            DType::f32);  // (N)
-    // The number of counted targets stays a tensor (no host sync on a GPU); clamped to 1 so
-    // that no counted target gives a zero loss and zero gradient (valid is all zeros then).
-    Tensor count = maximum(sum(valid), scalar_tensor(1.0, DType::f32, l.device()));
-    // Targets outside the vocabulary are errors, as in cross_entropy (checked on the host copy).
-    if (targets.device().is_cpu()) {
-      Tensor t64 = contiguous(to_dtype(targets, DType::i64));
-      const int64_t* t = t64.data<int64_t>();
-      for (int64_t i = 0; i < N; ++i) {
-        TRIREME_CHECK(t[i] == ignore_index || (t[i] >= 0 && t[i] < shard.vocab_size),
-                      "vocab_parallel_cross_entropy: target ", t[i], " at row ", i, " is outside the vocabulary");
-      }
-    }
-    Tensor per_row = (log(squeeze(sum_exp, 0)) - squeeze(target_shifted, 0)) * valid;  // (N)
-    loss = sum(per_row) / count;
-    probs = e / reshape(sum_exp, {N, 1});
-    scale = valid / count;  // d loss / d per-row loss
-  }
-  loss = to_dtype(loss, logits.dtype());
-  if (any_requires_grad({&logits})) {
-    record("vocab_parallel_cross_entropy", {&logits}, {&loss},
-           [probs, onehot, scale, Vl, real = shard.real, dtype = logits.dtype()](const TensorList& g) -> TensorList {
-             Tensor d = (probs - onehot) * unsqueeze(scale * to_dtype(g[0], DType::f32), 1);  // (N, real)
-             if (real < Vl) d = cat({d, zeros({d.size(0), Vl - real}, DType::f32, d.device())}, 1);
-             return {to_dtype(d, dtype)};
-           });
-  }
-  return loss;
-}
+// ---- vocab-parallel cross-entropy: parallel/vocab_parallel_loss.cpp ----
 
 // ---- dropout of a shard ----
 
