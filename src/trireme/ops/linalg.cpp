@@ -117,7 +117,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) { return linear(x, weight, bias, nullptr); }
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, GradInputHook grad_input_hook) {
   check_operands("linear", "input", x, "weight", weight);
   TRIREME_CHECK(weight.dim() == 2, "linear: weight must be 2-D (out_features, in_features), got ", weight.sizes(),
                 " with input ", x.sizes());
@@ -150,9 +152,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
            [=, shape_x = x.sizes()](const TensorList& g) -> TensorList {
              const Tensor g2 = reshape(g[0], {n, out_features});
              Tensor gx, gw, gb;
-             if (need_x) gx = reshape(matmul(g2, sw.unpack("linear")), shape_x);                      // g · W
+             std::function<void()> finish_grad_input;
+             if (need_x) {
+               gx = reshape(matmul(g2, sw.unpack("linear")), shape_x);  // g · W
+               if (grad_input_hook) finish_grad_input = grad_input_hook(gx);
+             }
              if (need_w) gw = matmul(transpose(g2, 0, 1), reshape(sx.unpack("linear"), {n, in}));  // gᵀ · x
              if (need_b) gb = sum(g2, {0});                                                          // column sums
+             if (finish_grad_input) finish_grad_input();
              return {gx, gw, gb};
            });
   }

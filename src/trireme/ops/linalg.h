@@ -1,6 +1,8 @@
 // Matrix products through BLAS (OpenBLAS on the CPU).
 #pragma once
 
+#include <functional>
+
 #include "trireme/core/tensor.h"
 
 namespace trireme {
@@ -10,5 +12,13 @@ namespace trireme {
 Tensor matmul(const Tensor& a, const Tensor& b);
 // y = x · Wᵀ + b for x (..., in), weight (out, in), bias (out) or undefined.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// linear with a hook on its input gradient, for layers that must communicate it (a tensor-parallel
+// column layer all-reduces it). The backward computes grad_input first and calls
+// hook(grad_input), which may start asynchronous work on it in place and returns what to run once
+// the weight and bias gradients are queued (typically: wait for that work). So the communication
+// overlaps the weight-gradient GEMM instead of following it.
+using GradInputHook = std::function<std::function<void()>(Tensor& grad_input)>;
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, GradInputHook grad_input_hook);
 
 }  // namespace trireme

@@ -66,7 +66,13 @@ void ColumnParallelLinear::reset_parameters(uint64_t seed) {
   }
 }
 
-Tensor ColumnParallelLinear::forward(const Tensor& x) const { return linear(copy_to_tp_region(x, tp), weight, bias); }
+// linear(copy_to_tp_region(x), W_r, b_r), with copy_to_tp_region's backward (the all-reduce of
+// dL/dx) started as soon as linear's backward has dL/dx and finished after dL/dW_r is queued: the
+// communication overlaps the weight-gradient GEMM.
+Tensor ColumnParallelLinear::forward(const Tensor& x) const {
+  if (tp.size == 1) return linear(x, weight, bias);
+  return linear(x, weight, bias, tp_grad_input_all_reduce(tp));
+}
 
 // ---- RowParallelLinear ----
 

@@ -113,4 +113,13 @@ Tensor gather_from_tp_region(const Tensor& x, const TpGroup& tp) {
   return y;
 }
 
+std::function<std::function<void()>(Tensor&)> tp_grad_input_all_reduce(const TpGroup& tp) {
+  return [tp](Tensor& grad_input) -> std::function<void()> {
+    if (!active(tp)) return nullptr;
+    // grad_input is the linear backward's own fresh result: reducing it in place is safe.
+    dist::WorkPtr work = group_of(tp, "column-parallel linear backward").all_reduce(grad_input);
+    return [work] { work->wait(); };
+  };
+}
+
 }  // namespace trireme::parallel

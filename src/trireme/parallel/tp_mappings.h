@@ -21,6 +21,8 @@
 // With size 1 (or no group) every op is the identity and records nothing.
 #pragma once
 
+#include <functional>
+
 #include "trireme/core/tensor.h"
 #include "trireme/dist/process_group.h"
 
@@ -48,5 +50,10 @@ Tensor gather_from_tp_region(const Tensor& x, const TpGroup& tp);
 // In place: t = sum over the tp group (no autograd). For layers and losses that reduce
 // statistics (max, sum of exponentials) inside their own forward.
 void tp_all_reduce_(const Tensor& t, const TpGroup& tp, dist::ReduceOp op = dist::ReduceOp::sum);
+
+// The backward of copy_to_tp_region for a column-parallel linear that enters the region itself:
+// a linear grad-input hook (ops/linalg.h) that all-reduces the input gradient in place,
+// asynchronously, and waits for it once the weight gradient is queued (ColumnParallelLinear).
+std::function<std::function<void()>(Tensor&)> tp_grad_input_all_reduce(const TpGroup& tp);
 
 }  // namespace trireme::parallel
