@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # On the GPU machine: builds bench/gpt_train_step (with .gpu_deps, see scripts/gpu_deps.sh) and
-# times a GPT-2 124M training step (B=16, T=1024, vocab 50304) on one GPU, trireme in f32 and in
-# pure bf16 beside PyTorch's eager bf16-autocast peer (../shared/peer/torch_gpt_bench.py, or a
-# copy in .peer/), in one go. Full logs go to $OUT (or out/gpu); a table of tokens/s, MFU and
-# peak memory is printed last.
+# times a GPT-2 124M training step (B=16, T=1024, vocab 50304) on one GPU, trireme in f32, pure
+# bf16 and bf16 autocast beside PyTorch's bf16-autocast peer in eager and compile modes
+# (../shared/peer/torch_gpt_bench.py, or a copy in .peer/), in one go. Full logs go to $OUT (or
+# out/gpu); a table of tokens/s, MFU and peak memory is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/gpu_env.sh
@@ -34,10 +34,15 @@ run() {  # name, command...: one JSON line into $out/bench_<name>.json, the log 
   grep -E '^\{' "$out/bench_$name.log" | tail -1 > "$out/bench_$name.json"
   tail -3 "$out/bench_$name.log"
 }
-run trireme_f32 build-gpu/bench/gpt_train_step --model "$model" --batch "$batch" --device cuda --dtype f32
-run trireme_bf16 build-gpu/bench/gpt_train_step --model "$model" --batch "$batch" --device cuda --dtype bf16
+# DTYPES: trireme's modes (f32, bf16 = pure bf16 parameters, amp-bf16 = f32 master weights with
+# bf16 autocast: the like-for-like peer of PyTorch's autocast). PEER_MODES: eager and/or compile.
+for dt in ${DTYPES:-f32 bf16 amp-bf16}; do
+  run "trireme_$dt" build-gpu/bench/gpt_train_step --model "$model" --batch "$batch" --device cuda --dtype "$dt"
+done
 if [ -f "$peer" ]; then
-  run torch_eager_bf16 "$python" "$peer" --model "$model" --batch "$batch" --mode eager
+  for mode in ${PEER_MODES:-eager compile}; do
+    run "torch_${mode}_bf16" "$python" "$peer" --model "$model" --batch "$batch" --mode "$mode"
+  done
 else
   echo "no peer script at ../shared/peer or .peer: PyTorch not run"
 fi
@@ -51,6 +56,7 @@ for f in "$out"/bench_*.json; do
 import json, sys
 r = json.load(open(sys.argv[1]))
 impl = r.get("impl") or r.get("peer")
+impl += f" ({r['mode']})" if r.get("mode") else ""
 dtype = r.get("dtype", "bf16 autocast")
 print(f"| {impl} | {dtype} | {r['step_ms']} | {r['tokens_per_s']} | {r.get('mfu', '-')} | {r.get('peak_mem_GiB', '-')} |")
 PY
