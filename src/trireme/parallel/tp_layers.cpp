@@ -96,7 +96,7 @@ void RowParallelLinear::reset_parameters(uint64_t seed) {
 Tensor RowParallelLinear::forward(const Tensor& x) const {
   TRIREME_CHECK(x.dim() >= 1 && x.size(-1) == in_local, "RowParallelLinear: input ", x.sizes(),
                 " must end in this rank's ", in_local, " of ", in_features, " input features");
-  Tensor y = reduce_from_tp_region(linear(x, weight), tp);
+  Tensor y = reduce_from_tp_region_owned(linear(x, weight), tp);
   return bias.defined() ? y + bias : y;  // the replicated bias once, after the sum
 }
 

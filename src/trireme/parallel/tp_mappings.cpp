@@ -81,6 +81,20 @@ Tensor reduce_from_tp_region(const Tensor& x, const TpGroup& tp) {
   return y;
 }
 
+Tensor reduce_from_tp_region_owned(const Tensor& x, const TpGroup& tp) {
+  if (!active(tp)) return x;
+  TRIREME_CHECK(x.is_contiguous(), "reduce_from_tp_region_owned: needs a contiguous fresh tensor, got ", x.str());
+  Tensor y = x.detach();  // shares x's storage: the all-reduce below is x's last use
+  {
+    NoGradGuard no_grad;
+    group_of(tp, "reduce_from_tp_region").all_reduce(y)->wait();
+  }
+  if (any_requires_grad({&x})) {
+    record("reduce_from_tp_region", {&x}, {&y}, [](const TensorList& g) -> TensorList { return {g[0]}; });
+  }
+  return y;
+}
+
 namespace {
 Tensor my_chunk(const Tensor& x, const TpGroup& tp, const char* op) {
   const int64_t n = x.size(-1);

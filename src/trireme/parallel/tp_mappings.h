@@ -42,6 +42,9 @@ struct TpGroup {
 
 Tensor copy_to_tp_region(const Tensor& x, const TpGroup& tp);
 Tensor reduce_from_tp_region(const Tensor& x, const TpGroup& tp);
+// The same for an x that nothing else holds (a linear's fresh output): reduced in place, without
+// the copy that reduce_from_tp_region makes to leave its input alone.
+Tensor reduce_from_tp_region_owned(const Tensor& x, const TpGroup& tp);
 // x (..., n) replicated -> (..., n / size): this rank's chunk of the last dim.
 Tensor scatter_to_tp_region(const Tensor& x, const TpGroup& tp);
 // x (..., m) -> (..., m * size): every rank's chunk concatenated along the last dim in rank order.
