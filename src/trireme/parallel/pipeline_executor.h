@@ -22,10 +22,20 @@
 // Communication uses only ProcessGroup send/recv/all_reduce/broadcast: a send is posted when the
 // table says and waited for at the end of the step; a receive is posted when the table says and
 // waited for just before the computation that needs it. Tags name the message: (sender's virtual
-// stage, micro-batch, direction), unique within a step.
+// stage, micro-batch, direction), unique within a step. Buffers, and the scalars reduced over
+// the group (loss, norm), live on the stage's device (its parameters'), so the same code runs
+// over Gloo on the CPU and over NCCL on GPUs.
+//
+// Note [pipeline messages in order]
+// NCCL ignores tags: it pairs the sends from rank a to rank b with b's receives from a in the
+// order each side posts them. A table can run over NCCL only when, for every rank pair, the
+// sender posts its messages in the order the receiver posts the receives. The GPipe, 1F1B and
+// interleaved tables do (tests/dist/dropout_rows_test.cpp checks p 2..4 and many m); the
+// constructor checks it for a stage on a GPU and refuses a table that does not, naming the pair.
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "trireme/dist/process_group.h"
 #include "trireme/parallel/context.h"
@@ -46,6 +56,10 @@ struct PipelineStepStats {
   double wait = 0;     // blocked on receives, sends, and the end-of-step reductions
 };
 
+// Note [pipeline messages in order]: "" when every rank pair of `table` posts its receives in the
+// order of the sends, else a sentence naming a pair that does not.
+std::string pipeline_messages_out_of_order(const ScheduleTable& table);
+
 class PipelineExecutor {
  public:
   // pp_group: the stage's pipeline group (rank i holds stage i); may be null for one stage.
@@ -54,8 +68,11 @@ class PipelineExecutor {
   PipelineExecutor(std::shared_ptr<PipelineStage> stage, const ParallelContext& ctx);
 
   // One step's forwards and backwards; accumulates into the stage parameters' .grad. Returns the
-  // mean loss over the batch (the last stage's, broadcast to every pipeline rank).
-  double step(const Tensor& ids, const Tensor& targets);
+  // mean loss over the batch (the last stage's, broadcast to every pipeline rank). first_row: the
+  // row of the step's global batch that ids' row 0 is (a dp rank's slice starts at
+  // dp_rank x B); each micro-batch's forward runs in a GlobalRowScope of its global rows, so
+  // dropout draws the single process's masks (Note [dropout keyed by global sample]).
+  double step(const Tensor& ids, const Tensor& targets, int64_t first_row = 0);
 
   // The global L2 norm of the gradients over every stage and tp rank (each element once: tp
   // shards summed over tp, tp-replicated parameters counted by tp rank 0, the tied weight
@@ -78,6 +95,7 @@ class PipelineExecutor {
   PipelineOptions options_;
   int rank_ = 0, stages_ = 1;
   ScheduleTable table_;
+  Device device_ = Device::cpu();  // the stage's parameters'
   std::shared_ptr<dist::ProcessGroup> tied_group_;  // first and last rank, when p > 2
   PipelineStepStats stats_;
 };
