@@ -127,8 +127,9 @@ class ParallelTrainer : public ::testing::Test {
   }
 
   // Trains `name` with `extra` flags and compares every step with the single process (the one
-  // trained with dropout 0.1 when `dropout`).
+  // trained with dropout 0.1 when `dropout`, Note [gradient norm with dropout]).
   static void expect_matches_single(const std::string& name, const std::string& extra, bool dropout = false) {
+    const double norm_tolerance = dropout ? 1e-2 : 1e-4;
     const std::vector<Step>& ref = dropout ? single_dropout() : *single_;
     Result r = train(name, dropout ? extra + " " + kDropout : extra);
     ASSERT_EQ(r.status, 0) << r.output;
@@ -143,7 +144,7 @@ class ParallelTrainer : public ::testing::Test {
       if (!std::isnan(a.val_loss)) worst_val = std::max(worst_val, std::abs(a.val_loss - b.val_loss) / a.val_loss);
       EXPECT_LT(std::abs(a.loss - b.loss), 1e-4 * a.loss) << name << " step " << i + 1 << ": " << b.loss << " vs " << a.loss;
     }
-    EXPECT_LT(worst_norm, 1e-4) << name;
+    EXPECT_LT(worst_norm, norm_tolerance) << name;
     EXPECT_LT(worst_val, 1e-4) << name;
     EXPECT_NE(r.output.find("layout: "), std::string::npos) << r.output;
     std::printf("[ %s ] losses %.4f -> %.4f; worst relative diff: loss %.1e, grad norm %.1e, val loss %.1e\n",
@@ -190,12 +191,22 @@ TEST_F(ParallelTrainer, TensorParallelInsidePipelineMatchesOneProcess) {
 
 // Note [dropout keyed by global sample]: with dropout each sample draws the single process's
 // masks in every layout, so the per-step losses are equal, not just equal in distribution.
+//
+// Note [gradient norm with dropout]
+// Losses and validation losses are held to the usual 1e-4 (measured: at most 6e-7), but the
+// gradient norm only to 1e-2: on this config's dropout 0.1 trajectory step 11's norm (2.2, a
+// spike; the others are near 1) is ill-conditioned, moving by 8e-4 between two single-process
+// runs that differ only in train.threads (1 vs 2), so no layout can match it to 1e-4. Steps 1-7
+// agree to 3e-8 there.
 TEST_F(ParallelTrainer, DropoutRunsMatchOneProcessPerStep) {
-  // The check can fail: dropout 0.1 changes every step's loss by far more than the tolerance.
+  // The check can fail: dropout 0.1 moves the losses by more than the tolerance (measured: up
+  // to 8.6e-4 relative), so a layout drawing other masks than the single process fails it.
   const std::vector<Step>& with = single_dropout();
   ASSERT_EQ(with.size(), single_->size());
+  double moved = 0;
   for (size_t i = 0; i < with.size(); ++i)
-    EXPECT_GT(std::abs(with[i].loss - (*single_)[i].loss), 1e-3 * (*single_)[i].loss) << "step " << i + 1;
+    moved = std::max(moved, std::abs(with[i].loss - (*single_)[i].loss) / (*single_)[i].loss);
+  EXPECT_GT(moved, 3e-4);
   expect_matches_single("dp2_dropout", "--nproc 2 --set parallel.dp=2", true);
   expect_matches_single("tp2_dropout", "--nproc 2 --set parallel.tp=2", true);
   expect_matches_single("pp2_gpipe_dropout",
