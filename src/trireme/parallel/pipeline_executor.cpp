@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "trireme/autograd/engine.h"
@@ -80,6 +81,7 @@ PipelineExecutor::PipelineExecutor(std::shared_ptr<PipelineStage> stage, dist::P
                   " schedule cannot run on GPUs: NCCL matches a rank pair's messages by their order, not their tag, ",
                   "and ", why, "; use the 1f1b or gpipe schedule");
   }
+  if (stages_ > 1) connect_peers();
   // Note [pipeline tied embeddings]: the two holders of the tied weight share a group.
   if (stage_->tied_weight().defined() && stages_ > 2)
     tied_group_ = pp_->new_group({0, stages_ - 1}, "pipeline_tied_embedding");
@@ -89,6 +91,25 @@ PipelineExecutor::PipelineExecutor(std::shared_ptr<PipelineStage> stage, const P
     : PipelineExecutor(std::move(stage), ctx.pp_group(),
                        PipelineOptions{.micro_batches = ctx.layout().micro_batches,
                                        .schedule = schedule_kind_from_name(ctx.layout().schedule)}) {}
+
+void PipelineExecutor::connect_peers() {
+  // Note [pipeline p2p warm-up]. Pairs (low, high) in sorted order: every rank takes its pairs in
+  // the same global order, so no two ranks wait on each other in a cycle.
+  std::set<std::pair<int, int>> pairs;
+  for (int r = 0; r < stages_; ++r)
+    for (const Action& a : table_[size_t(r)])
+      if (a.kind != ActionKind::forward && a.kind != ActionKind::backward)
+        pairs.insert({std::min(r, a.peer), std::max(r, a.peer)});
+  for (const auto& [lo, hi] : pairs) {
+    if (lo != rank_ && hi != rank_) continue;
+    const int other = lo == rank_ ? hi : lo;
+    Tensor out = zeros({1}, DType::f32, device_), in = Tensor::empty({1}, DType::f32, device_);
+    dist::WorkPtr sent = pp_->send(out, other, {.tag = kWarmupTag});
+    dist::WorkPtr received = pp_->recv(in, other, {.tag = kWarmupTag});
+    sent->wait();
+    received->wait();
+  }
+}
 
 int PipelineExecutor::tag_of(int direction, int micro_batch, int sender_virtual_stage) const {
   return (sender_virtual_stage * options_.micro_batches + micro_batch) * 2 + direction;

@@ -32,6 +32,16 @@
 // sender posts its messages in the order the receiver posts the receives. The GPipe, 1F1B and
 // interleaved tables do (tests/dist/dropout_rows_test.cpp checks p 2..4 and many m); the
 // constructor checks it for a stage on a GPU and refuses a table that does not, naming the pair.
+//
+// Note [pipeline p2p warm-up]
+// NCCL connects two ranks for point-to-point lazily, on the host, the first time a group of
+// transfers between them starts, and that setup blocks until the peer sets up the same
+// connection. A step's first transfers would set up one direction at a time: rank 0's first
+// group (its activations out and the first gradient in) cannot start until rank 1 posts a send
+// to rank 0, which rank 1 does only after its forwards, which wait for rank 0's activations: a
+// deadlock (suspected from a hang on 2 H200s; the fix is not yet checked there). So the
+// constructor exchanges one element each way with every peer the table talks to, both
+// directions in one group, before any step. On the CPU (Gloo) it is a harmless ping.
 #pragma once
 
 #include <memory>
@@ -89,6 +99,9 @@ class PipelineExecutor {
 
  private:
   int tag_of(int direction, int micro_batch, int sender_virtual_stage) const;
+  // Note [pipeline p2p warm-up]: one message each way between every pair of ranks the table connects.
+  void connect_peers();
+  static constexpr int kWarmupTag = (1 << 30) + 1;  // above every step tag (and the runner's eval tags)
 
   std::shared_ptr<PipelineStage> stage_;
   dist::ProcessGroup* pp_;
