@@ -1,6 +1,7 @@
 // `trireme train --nproc N` end to end: a tiny GPT on the Tang poems trained in each parallel
 // layout logs the single process's per-step losses, gradient norms and validation losses
-// (1e-4 relative, docs/PARALLELISM.md), tp x pp included; config errors exit with status 2 and say
+// (1e-4 relative, docs/PARALLELISM.md), tp x pp and dp x pp with ZeRO-1 included, and with dropout
+// 0.1 per step too (Note [dropout keyed by global sample]); config errors exit with status 2 and say
 // what to change; a parallel checkpoint (pp, tp x pp) is whole single-process tensors that
 // `trireme generate` loads; a parallel run resumes bit-identically, and refuses a checkpoint of
 // another layout.
@@ -101,6 +102,8 @@ class ParallelTrainer : public ::testing::Test {
   static void TearDownTestSuite() {
     delete single_;
     single_ = nullptr;
+    delete single_dropout_;
+    single_dropout_ = nullptr;
     fs::remove_all(root_);
   }
 
@@ -113,34 +116,50 @@ class ParallelTrainer : public ::testing::Test {
     return run_cli("train -c " + (root_ / "tiny.toml").string() + " --set train.out_dir=" + dir.string() + " " + extra);
   }
 
-  // Trains `name` with `extra` flags and compares every step with the single process.
-  static void expect_matches_single(const std::string& name, const std::string& extra) {
-    Result r = train(name, extra);
+  // The single process with dropout 0.1 (made on first use).
+  static const std::vector<Step>& single_dropout() {
+    if (!single_dropout_) {
+      Result r = train("single_dropout", kDropout);
+      EXPECT_EQ(r.status, 0) << r.output;
+      single_dropout_ = new std::vector<Step>(read_metrics(root_ / "single_dropout"));
+    }
+    return *single_dropout_;
+  }
+
+  // Trains `name` with `extra` flags and compares every step with the single process (the one
+  // trained with dropout 0.1 when `dropout`, Note [gradient norm with dropout]).
+  static void expect_matches_single(const std::string& name, const std::string& extra, bool dropout = false) {
+    const double norm_tolerance = dropout ? 1e-2 : 1e-4;
+    const std::vector<Step>& ref = dropout ? single_dropout() : *single_;
+    Result r = train(name, dropout ? extra + " " + kDropout : extra);
     ASSERT_EQ(r.status, 0) << r.output;
     std::vector<Step> got = read_metrics(root_ / name);
-    ASSERT_EQ(got.size(), single_->size()) << r.output;
+    ASSERT_EQ(got.size(), ref.size()) << r.output;
     double worst = 0, worst_norm = 0, worst_val = 0;
     for (size_t i = 0; i < got.size(); ++i) {
-      const Step &a = (*single_)[i], &b = got[i];
+      const Step &a = ref[i], &b = got[i];
       worst = std::max(worst, std::abs(a.loss - b.loss) / a.loss);
       worst_norm = std::max(worst_norm, std::abs(a.grad_norm - b.grad_norm) / a.grad_norm);
       EXPECT_EQ(std::isnan(a.val_loss), std::isnan(b.val_loss)) << "step " << i + 1;
       if (!std::isnan(a.val_loss)) worst_val = std::max(worst_val, std::abs(a.val_loss - b.val_loss) / a.val_loss);
       EXPECT_LT(std::abs(a.loss - b.loss), 1e-4 * a.loss) << name << " step " << i + 1 << ": " << b.loss << " vs " << a.loss;
     }
-    EXPECT_LT(worst_norm, 1e-4) << name;
+    EXPECT_LT(worst_norm, norm_tolerance) << name;
     EXPECT_LT(worst_val, 1e-4) << name;
     EXPECT_NE(r.output.find("layout: "), std::string::npos) << r.output;
     std::printf("[ %s ] losses %.4f -> %.4f; worst relative diff: loss %.1e, grad norm %.1e, val loss %.1e\n",
                 name.c_str(), got.front().loss, got.back().loss, worst, worst_norm, worst_val);
   }
 
+  static constexpr const char* kDropout = "--set model.dropout=0.1";
   static fs::path root_;
   static std::vector<Step>* single_;
+  static std::vector<Step>* single_dropout_;
 };
 
 fs::path ParallelTrainer::root_;
 std::vector<Step>* ParallelTrainer::single_ = nullptr;
+std::vector<Step>* ParallelTrainer::single_dropout_ = nullptr;
 
 }  // namespace
 
@@ -168,6 +187,55 @@ TEST_F(ParallelTrainer, AccumulationAndCombinedLayoutsMatchOneProcess) {
 
 TEST_F(ParallelTrainer, TensorParallelInsidePipelineMatchesOneProcess) {
   expect_matches_single("tp2_pp2", "--nproc 4 --set parallel.tp=2 --set parallel.pp=2 --set parallel.micro_batches=2");
+}
+
+// Note [dropout keyed by global sample]: with dropout each sample draws the single process's
+// masks in every layout, so the per-step losses are equal, not just equal in distribution.
+//
+// Note [gradient norm with dropout]
+// Losses and validation losses are held to the usual 1e-4 (measured: at most 6e-7), but the
+// gradient norm only to 1e-2: on this config's dropout 0.1 trajectory step 11's norm (2.2, a
+// spike; the others are near 1) is ill-conditioned, moving by 8e-4 between two single-process
+// runs that differ only in train.threads (1 vs 2), so no layout can match it to 1e-4. Steps 1-7
+// agree to 3e-8 there.
+TEST_F(ParallelTrainer, DropoutRunsMatchOneProcessPerStep) {
+  // The check can fail: dropout 0.1 moves the losses by more than the tolerance (measured: up
+  // to 8.6e-4 relative), so a layout drawing other masks than the single process fails it.
+  const std::vector<Step>& with = single_dropout();
+  ASSERT_EQ(with.size(), single_->size());
+  double moved = 0;
+  for (size_t i = 0; i < with.size(); ++i)
+    moved = std::max(moved, std::abs(with[i].loss - (*single_)[i].loss) / (*single_)[i].loss);
+  EXPECT_GT(moved, 3e-4);
+  expect_matches_single("dp2_dropout", "--nproc 2 --set parallel.dp=2", true);
+  expect_matches_single("tp2_dropout", "--nproc 2 --set parallel.tp=2", true);
+  expect_matches_single("pp2_gpipe_dropout",
+                        "--nproc 2 --set parallel.pp=2 --set parallel.micro_batches=4 --set parallel.schedule=gpipe", true);
+  expect_matches_single("pp2_1f1b_dropout",
+                        "--nproc 2 --set parallel.pp=2 --set parallel.micro_batches=4 --set parallel.schedule=1f1b", true);
+  expect_matches_single("dp2_pp2_dropout", "--nproc 4 --set parallel.dp=2 --set parallel.pp=2 --set parallel.micro_batches=2",
+                        true);
+}
+
+// Note [ZeRO inside a pipeline]: each stage's optimizer state sharded over its dp group.
+TEST_F(ParallelTrainer, ZeroInsidePipelineMatchesOneProcessAndResumes) {
+  const std::string layout =
+      "--nproc 4 --set parallel.dp=2 --set parallel.pp=2 --set parallel.micro_batches=2 --set parallel.zero=true "
+      "--set parallel.bucket_mb=0.05";
+  expect_matches_single("dp2_pp2_zero", layout);
+  // Checkpoints: one optimizer shard per rank; a resumed run continues bit-identically.
+  auto dir = train::find_latest_checkpoint(root_ / "dp2_pp2_zero" / "checkpoints");
+  ASSERT_TRUE(dir);
+  for (int rank = 0; rank < 4; ++rank)
+    EXPECT_TRUE(fs::exists(*dir / ("optimizer.rank" + std::to_string(rank) + ".safetensors"))) << rank;
+  Result first = train("dp2_pp2_zero_resume", layout + " --set train.steps=6");
+  ASSERT_EQ(first.status, 0) << first.output;
+  Result rest = train("dp2_pp2_zero_resume", layout + " --resume");
+  ASSERT_EQ(rest.status, 0) << rest.output;
+  EXPECT_NE(rest.output.find("resume: from"), std::string::npos) << rest.output;
+  std::vector<Step> a = read_metrics(root_ / "dp2_pp2_zero"), b = read_metrics(root_ / "dp2_pp2_zero_resume");
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].loss, b[i].loss) << "step " << i + 1;
 }
 
 TEST_F(ParallelTrainer, ConfigErrorsSayWhatToChange) {

@@ -1,6 +1,6 @@
 // train.device for the trainer: a GPU the machine cannot give is a ConfigError that says why
-// (checked where there is no usable GPU, like the dev machine), and layouts the GPU runners lack
-// are refused up front. The CUDA runs themselves are in tests/cuda/trainer_test.cpp.
+// (checked where there is no usable GPU, like the dev machine), and a parallel run must say
+// "cuda" (each rank takes cuda:LOCAL_RANK). The CUDA runs themselves are in tests/cuda/trainer_test.cpp.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -42,12 +42,6 @@ TEST(TrainerDevice, CudaWithoutAGpuSaysWhy) {
   }
   // The out_dir is not created for a run that cannot start.
   EXPECT_FALSE(fs::exists(fs::temp_directory_path() / "trireme_trainer_device_unused"));
-}
-
-TEST(TrainerDevice, PipelineOnGpuIsRefused) {
-  const std::string msg = config_error(device_config("cuda", {"parallel.pp=2"}));
-  EXPECT_NE(msg.find("pipeline parallelism runs on the CPU only"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("parallel.pp = 2"), std::string::npos) << msg;
 }
 
 TEST(TrainerDevice, ParallelRunsTakeCudaNotOneIndex) {

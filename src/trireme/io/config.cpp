@@ -303,9 +303,6 @@ const std::vector<CrossCheck>& cross_checks() {
         if (c.get_string("optim.name") != "adamw")
           return str_cat("parallel.zero: ZeRO-1 shards AdamW's state, but optim.name = \"", c.get_string("optim.name"),
                          "\"; set optim.name = \"adamw\" or parallel.zero = false");
-        if (c.get_int("parallel.pp") > 1)
-          return "parallel.zero: ZeRO-1 with pipeline parallelism (parallel.pp > 1) is not available yet; "
-                 "set parallel.zero = false or parallel.pp = 1";
         return "";
       },
       [](const Config& c) -> std::string {

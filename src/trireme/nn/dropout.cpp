@@ -1,4 +1,5 @@
-// Dropout layer and its stream derivation.
+// Dropout layer, its stream derivation and the global-row scope (Note [dropout keyed by global
+// sample], dropout.h).
 #include "trireme/nn/dropout.h"
 
 #include "trireme/core/rng.h"
@@ -14,11 +15,20 @@ uint64_t mix64(uint64_t z) {
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
 }
+
+thread_local std::optional<int64_t> t_first_row;
 }  // namespace
 
 uint64_t dropout_stream(const std::string& qualified_name, uint64_t counter) {
   return mix64(rng_stream_for(qualified_name) ^ mix64(counter));
 }
+
+GlobalRowScope::GlobalRowScope(int64_t first_row) : previous_(t_first_row) {
+  TRIREME_CHECK(first_row >= 0, "GlobalRowScope: the first row must be >= 0, got ", first_row);
+  t_first_row = first_row;
+}
+GlobalRowScope::~GlobalRowScope() { t_first_row = previous_; }
+std::optional<int64_t> GlobalRowScope::current() { return t_first_row; }
 
 Dropout::Dropout(double p_) : Module("Dropout"), p(p_) {
   TRIREME_CHECK(p >= 0.0 && p < 1.0, "Dropout: p must be in [0, 1), got ", p);
@@ -26,8 +36,13 @@ Dropout::Dropout(double p_) : Module("Dropout"), p(p_) {
 
 Tensor Dropout::forward(const Tensor& x) {
   if (!is_training() || p == 0.0) return x;
-  const uint64_t stream = dropout_stream(qualified_name(), next_rng_counter());
-  return dropout(x, p, true, rng_seed(), stream, 0);
+  const std::optional<int64_t> first_row = GlobalRowScope::current();
+  // Inside a scope every micro-batch of the step draws with the same counter; outside, each
+  // call is a fresh draw.
+  const uint64_t counter = first_row ? peek_rng_counter() : next_rng_counter();
+  const int64_t row_numel = x.dim() > 0 && x.size(0) > 0 ? x.numel() / x.size(0) : 0;
+  const uint64_t offset = uint64_t(first_row.value_or(0)) * uint64_t(row_numel);
+  return dropout(x, p, true, rng_seed(), dropout_stream(qualified_name(), counter), offset);
 }
 
 }  // namespace trireme::nn

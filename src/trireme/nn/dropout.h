@@ -1,14 +1,40 @@
 // Dropout: zeroes elements with probability p in training mode and scales the rest by 1/(1-p);
-// the identity in eval mode or when p == 0.
+// the identity in eval mode or when p == 0. And GlobalRowScope, which tells it where the rows
+// of the current forward sit in the step's global batch.
 //
-// Masks are reproducible: a call draws from (module seed, stream) with the stream derived from
-// the module's qualified name and its call counter (Module::set_rng sets both), so the same
-// model, seed and step give the same masks however the model is split across devices.
+// Note [dropout keyed by global sample]
+// A mask element is a pure function of (seed, stream, index) (core/rng.h). The stream comes from
+// the layer's qualified name and its call counter (Module::set_rng(seed, step) from the trainer,
+// so the counter is the step); the index is the element's row-major position in the step's
+// GLOBAL batch: the input's first dimension is the batch, and a forward over rows
+// [r, r + b) of the global batch (a data-parallel slice, a pipeline or accumulation
+// micro-batch) draws indices from r x (elements per row) on. The runner that splits the batch
+// says r with a GlobalRowScope around each micro-batch's forward, and every forward inside one
+// scope draws with the counter the layer had when the scope opened (the counter does not
+// advance inside a scope), so the m micro-batches of a step draw with the same stream. Together
+// each sample gets the mask it gets in one process's forward over the whole batch, whatever the
+// layout: dp, micro-batches, pipeline stages (each stage holds whole layers and sees the same
+// rows), and tp (dropout sits on replicated tensors; tp_dropout draws a shard's columns of the
+// full mask). Outside any scope the offset is 0 and each call advances the counter, as a single
+// process's one forward per step needs.
+//
+// Why a thread-local scope and not a ParallelContext member or a forward argument: the row
+// offset is a property of the one forward call running on this thread, not of the run's
+// layout (the context) or of the model (one model runs several micro-batches per step); passing
+// it as an argument would thread it through every layer's forward signature for the sake of
+// the one layer that draws. The scope is RAII, nests (restoring the outer value), and is
+// per thread, so forwards on other threads (tests running ranks as threads) do not see it.
 //
 //   nn::Dropout drop(0.1);
 //   model.set_rng(seed, step);    // once per step, from the trainer
-//   Tensor y = drop.forward(x);
+//   {
+//     nn::GlobalRowScope rows(dp_rank * local_batch + micro * micro_rows);
+//     Tensor y = drop.forward(x);   // x: (micro_rows, ...) rows of the global batch
+//   }
 #pragma once
+
+#include <cstdint>
+#include <optional>
 
 #include "trireme/nn/module.h"
 
@@ -24,5 +50,21 @@ class Dropout : public Module {
 
 // The stream of a named layer's `counter`-th draw: the name's hash mixed with the counter.
 uint64_t dropout_stream(const std::string& qualified_name, uint64_t counter);
+
+// While alive, forwards on this thread compute rows [first_row, ...) of the step's global batch
+// (Note [dropout keyed by global sample]).
+class GlobalRowScope {
+ public:
+  explicit GlobalRowScope(int64_t first_row);
+  ~GlobalRowScope();
+  GlobalRowScope(const GlobalRowScope&) = delete;
+  GlobalRowScope& operator=(const GlobalRowScope&) = delete;
+
+  // The innermost scope's first row on this thread, or nullopt outside any scope.
+  static std::optional<int64_t> current();
+
+ private:
+  std::optional<int64_t> previous_;
+};
 
 }  // namespace trireme::nn

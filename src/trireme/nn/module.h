@@ -113,6 +113,8 @@ class Module {
  protected:
   // The next counter for this module's draws (one per forward call).
   uint64_t next_rng_counter() { return rng_counter_++; }
+  // The counter the next draw would take, without taking it (Note [dropout keyed by global sample]).
+  uint64_t peek_rng_counter() const { return rng_counter_; }
 
  private:
   void add_child(const std::string& name, std::shared_ptr<Module> module);

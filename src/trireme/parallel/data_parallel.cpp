@@ -206,6 +206,16 @@ Reducer::~Reducer() {
   s.watcher.join();
 }
 
+void Reducer::reduce_accumulated() {
+  prepare_backward(true);
+  State& s = *state_;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor g = s.params[i].grad();
+    if (g.defined()) s.on_grad_ready(i, g);  // into its bucket (a no-op copy once it is the view)
+  }
+  finish();
+}
+
 const std::vector<BucketLayout>& Reducer::buckets() const { return state_->layout; }
 const ReducerStats& Reducer::stats() const { return state_->stats; }
 void Reducer::reset_stats() { state_->stats = {}; }

@@ -76,6 +76,10 @@ class Reducer {
   // After the synchronising backward: launches buckets whose gradients never arrived (unused
   // parameters count as zero) and waits for all of them.
   void finish();
+  // Reduces the gradients the parameters hold now, accumulated by backwards that did not
+  // synchronise (a pipeline step: Note [ZeRO inside a pipeline], train/parallel_runner.h), as
+  // prepare_backward(true) + every gradient arriving at once + finish(). Nothing overlaps.
+  void reduce_accumulated();
 
   const nn::NamedTensors& params() const { return params_; }
   const std::vector<BucketLayout>& buckets() const;

@@ -49,7 +49,7 @@ double global_grad_norm(const std::vector<GradPiece>& pieces, const ParallelCont
   }
   Tensor acc[2] = {zeros({}, DType::f64, device), zeros({}, DType::f64, device)};
   for (const GradPiece& p : pieces) {
-    if (!p.grad.defined() || p.grad.numel() == 0) continue;
+    if (!p.grad.defined() || p.grad.numel() == 0 || !p.counted) continue;
     if (!p.tp_sharded && ctx.tp_rank() != 0) continue;  // a tp-replicated copy: tp rank 0 counts it
     Tensor& a = acc[p.dp_sharded ? 1 : 0];
     a = a + sum_of_squares(p.grad);

@@ -29,6 +29,9 @@ struct GradPiece {
   Tensor grad;  // scaled in place by clipping
   bool tp_sharded = false;
   bool dp_sharded = false;
+  // false: another rank holds the same elements and counts them (a pipeline's second copy of a
+  // tied weight); clipped like every piece, left out of the norm.
+  bool counted = true;
 };
 
 // The pieces of whole (dp-replicated) parameters' gradients; those named in tp_specs are tp shards.

@@ -5,10 +5,13 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <set>
+#include <tuple>
 
 #include "trireme/autograd/engine.h"
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/core/error.h"
+#include "trireme/nn/dropout.h"
 #include "trireme/ops/copy.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/factory.h"
@@ -22,7 +25,36 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// A one-element tensor's value on the host, from any device.
+double host_scalar(const Tensor& t) { return to_device(t.detach(), Device::cpu()).item(); }
+
 }  // namespace
+
+std::string pipeline_messages_out_of_order(const ScheduleTable& table) {
+  const int p = int(table.size());
+  // A message is (direction, micro-batch, sender's virtual stage); per (sender, receiver): the
+  // messages in the order the sender posts its sends, and the receiver its receives.
+  using Message = std::tuple<int, int, int>;
+  std::map<std::pair<int, int>, std::vector<Message>> sent, received;
+  for (int r = 0; r < p; ++r) {
+    for (const Action& a : table[size_t(r)]) {
+      const int vs = a.chunk * p + r;
+      switch (a.kind) {
+        case ActionKind::send_activation: sent[{r, a.peer}].push_back({0, a.micro_batch, vs}); break;
+        case ActionKind::send_grad: sent[{r, a.peer}].push_back({1, a.micro_batch, vs}); break;
+        case ActionKind::recv_activation: received[{a.peer, r}].push_back({0, a.micro_batch, vs - 1}); break;
+        case ActionKind::recv_grad: received[{a.peer, r}].push_back({1, a.micro_batch, vs + 1}); break;
+        default: break;
+      }
+    }
+  }
+  for (const auto& [pair, messages] : sent) {
+    if (received[pair] != messages)
+      return str_cat("rank ", pair.first, " sends to rank ", pair.second, " in another order than rank ", pair.second,
+                     " receives");
+  }
+  return "";
+}
 
 PipelineExecutor::PipelineExecutor(std::shared_ptr<PipelineStage> stage, dist::ProcessGroup* pp_group,
                                    PipelineOptions options)
@@ -41,6 +73,15 @@ PipelineExecutor::PipelineExecutor(std::shared_ptr<PipelineStage> stage, dist::P
                 " chunks needs the interleaved schedule, not ", schedule_kind_name(options_.schedule));
   table_ = pipeline_schedule(stages_, options_.micro_batches, options_.schedule, v);
   pipeline_schedule_require(table_, options_.micro_batches, v);
+  device_ = stage_->named_parameters().empty() ? Device::cpu() : stage_->named_parameters().front().second.device();
+  // Note [pipeline messages in order]
+  if (device_.is_cuda() && stages_ > 1) {
+    const std::string why = pipeline_messages_out_of_order(table_);
+    TRIREME_CHECK(why.empty(), "PipelineExecutor: the ", schedule_kind_name(options_.schedule),
+                  " schedule cannot run on GPUs: NCCL matches a rank pair's messages by their order, not their tag, ",
+                  "and ", why, "; use the 1f1b or gpipe schedule");
+  }
+  if (stages_ > 1) connect_peers();
   // Note [pipeline tied embeddings]: the two holders of the tied weight share a group.
   if (stage_->tied_weight().defined() && stages_ > 2)
     tied_group_ = pp_->new_group({0, stages_ - 1}, "pipeline_tied_embedding");
@@ -51,11 +92,30 @@ PipelineExecutor::PipelineExecutor(std::shared_ptr<PipelineStage> stage, const P
                        PipelineOptions{.micro_batches = ctx.layout().micro_batches,
                                        .schedule = schedule_kind_from_name(ctx.layout().schedule)}) {}
 
+void PipelineExecutor::connect_peers() {
+  // Note [pipeline p2p warm-up]. Pairs (low, high) in sorted order: every rank takes its pairs in
+  // the same global order, so no two ranks wait on each other in a cycle.
+  std::set<std::pair<int, int>> pairs;
+  for (int r = 0; r < stages_; ++r)
+    for (const Action& a : table_[size_t(r)])
+      if (a.kind != ActionKind::forward && a.kind != ActionKind::backward)
+        pairs.insert({std::min(r, a.peer), std::max(r, a.peer)});
+  for (const auto& [lo, hi] : pairs) {
+    if (lo != rank_ && hi != rank_) continue;
+    const int other = lo == rank_ ? hi : lo;
+    Tensor out = zeros({1}, DType::f32, device_), in = Tensor::empty({1}, DType::f32, device_);
+    dist::WorkPtr sent = pp_->send(out, other, {.tag = kWarmupTag});
+    dist::WorkPtr received = pp_->recv(in, other, {.tag = kWarmupTag});
+    sent->wait();
+    received->wait();
+  }
+}
+
 int PipelineExecutor::tag_of(int direction, int micro_batch, int sender_virtual_stage) const {
   return (sender_virtual_stage * options_.micro_batches + micro_batch) * 2 + direction;
 }
 
-double PipelineExecutor::step(const Tensor& ids, const Tensor& targets) {
+double PipelineExecutor::step(const Tensor& ids, const Tensor& targets, int64_t first_row) {
   const auto step_start = Clock::now();
   stats_ = {};
   const int m = options_.micro_batches;
@@ -65,6 +125,7 @@ double PipelineExecutor::step(const Tensor& ids, const Tensor& targets) {
   TRIREME_CHECK(B % m == 0, "PipelineExecutor.step: batch ", B, " does not split into ", m, " micro-batches");
   const int64_t b = B / m;
   const DType act_dtype = stage_->dtype();
+  TRIREME_CHECK(first_row >= 0, "PipelineExecutor.step: first_row must be >= 0, got ", first_row);
 
   // State of one (micro-batch, chunk) between its actions.
   struct Slot {
@@ -90,11 +151,11 @@ double PipelineExecutor::step(const Tensor& ids, const Tensor& targets) {
     const int vs = stage_->virtual_stage(a.chunk);
     switch (a.kind) {
       case ActionKind::recv_activation:
-        s.input = Tensor::empty({b, T, d}, act_dtype);
+        s.input = Tensor::empty({b, T, d}, act_dtype, device_);
         s.input_work = pp_->recv(s.input, a.peer, {.tag = tag_of(0, a.micro_batch, vs - 1)});
         break;
       case ActionKind::recv_grad:
-        s.grad = Tensor::empty({b, T, d}, act_dtype);
+        s.grad = Tensor::empty({b, T, d}, act_dtype, device_);
         s.grad_work = pp_->recv(s.grad, a.peer, {.tag = tag_of(1, a.micro_batch, vs + 1)});
         break;
       case ActionKind::forward: {
@@ -107,10 +168,12 @@ double PipelineExecutor::step(const Tensor& ids, const Tensor& targets) {
           input = s.input;
         }
         const auto t = Clock::now();
+        // Note [dropout keyed by global sample]: this micro-batch's rows of the global batch.
+        nn::GlobalRowScope rows(first_row + a.micro_batch * b);
         Tensor out = stage_->forward(a.chunk, input);
         if (stage_->is_last(a.chunk)) {
           Tensor loss = stage_->loss(out, narrow(targets, 0, a.micro_batch * b, b));
-          loss_sum += loss.item();
+          loss_sum += host_scalar(loss);
           out = mul(loss, 1.0 / m);  // every micro-batch weighs 1/m of the batch's mean
         }
         s.output = out;
@@ -154,10 +217,9 @@ double PipelineExecutor::step(const Tensor& ids, const Tensor& targets) {
   }
   double loss = loss_sum / m;
   if (stages_ > 1) {
-    Tensor l = Tensor::empty({1}, DType::f64);
-    l.data<double>()[0] = loss;
+    Tensor l = full({1}, loss, DType::f64, device_);  // on the stage's device: NCCL groups take GPU tensors only
     pp_->broadcast(l, {.root = stages_ - 1})->wait();
-    loss = l.data<double>()[0];
+    loss = host_scalar(l);
   }
   stats_.wait += seconds_since(t);
   stats_.total = seconds_since(step_start);
@@ -180,11 +242,10 @@ double PipelineExecutor::grad_norm() {
     const double n = ps.empty() ? 0.0 : optim::grad_norm(ps);
     return n * n;
   };
-  Tensor sq = Tensor::empty({1}, DType::f64);
-  sq.data<double>()[0] = (tp.rank == 0 ? squared(replicated) : 0.0) + squared(sharded);
+  Tensor sq = full({1}, (tp.rank == 0 ? squared(replicated) : 0.0) + squared(sharded), DType::f64, device_);
   if (tp.size > 1) tp.group->all_reduce(sq)->wait();
   if (stages_ > 1) pp_->all_reduce(sq)->wait();
-  return std::sqrt(sq.data<double>()[0]);
+  return std::sqrt(host_scalar(sq));
 }
 
 double PipelineExecutor::clip_grad_norm(double max_norm) {

@@ -22,10 +22,30 @@
 // Communication uses only ProcessGroup send/recv/all_reduce/broadcast: a send is posted when the
 // table says and waited for at the end of the step; a receive is posted when the table says and
 // waited for just before the computation that needs it. Tags name the message: (sender's virtual
-// stage, micro-batch, direction), unique within a step.
+// stage, micro-batch, direction), unique within a step. Buffers, and the scalars reduced over
+// the group (loss, norm), live on the stage's device (its parameters'), so the same code runs
+// over Gloo on the CPU and over NCCL on GPUs.
+//
+// Note [pipeline messages in order]
+// NCCL ignores tags: it pairs the sends from rank a to rank b with b's receives from a in the
+// order each side posts them. A table can run over NCCL only when, for every rank pair, the
+// sender posts its messages in the order the receiver posts the receives. The GPipe, 1F1B and
+// interleaved tables do (tests/dist/dropout_rows_test.cpp checks p 2..4 and many m); the
+// constructor checks it for a stage on a GPU and refuses a table that does not, naming the pair.
+//
+// Note [pipeline p2p warm-up]
+// NCCL connects two ranks for point-to-point lazily, on the host, the first time a group of
+// transfers between them starts, and that setup blocks until the peer sets up the same
+// connection. A step's first transfers would set up one direction at a time: rank 0's first
+// group (its activations out and the first gradient in) cannot start until rank 1 posts a send
+// to rank 0, which rank 1 does only after its forwards, which wait for rank 0's activations: a
+// deadlock (suspected from a hang on 2 H200s; the fix is not yet checked there). So the
+// constructor exchanges one element each way with every peer the table talks to, both
+// directions in one group, before any step. On the CPU (Gloo) it is a harmless ping.
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "trireme/dist/process_group.h"
 #include "trireme/parallel/context.h"
@@ -46,6 +66,10 @@ struct PipelineStepStats {
   double wait = 0;     // blocked on receives, sends, and the end-of-step reductions
 };
 
+// Note [pipeline messages in order]: "" when every rank pair of `table` posts its receives in the
+// order of the sends, else a sentence naming a pair that does not.
+std::string pipeline_messages_out_of_order(const ScheduleTable& table);
+
 class PipelineExecutor {
  public:
   // pp_group: the stage's pipeline group (rank i holds stage i); may be null for one stage.
@@ -54,8 +78,11 @@ class PipelineExecutor {
   PipelineExecutor(std::shared_ptr<PipelineStage> stage, const ParallelContext& ctx);
 
   // One step's forwards and backwards; accumulates into the stage parameters' .grad. Returns the
-  // mean loss over the batch (the last stage's, broadcast to every pipeline rank).
-  double step(const Tensor& ids, const Tensor& targets);
+  // mean loss over the batch (the last stage's, broadcast to every pipeline rank). first_row: the
+  // row of the step's global batch that ids' row 0 is (a dp rank's slice starts at
+  // dp_rank x B); each micro-batch's forward runs in a GlobalRowScope of its global rows, so
+  // dropout draws the single process's masks (Note [dropout keyed by global sample]).
+  double step(const Tensor& ids, const Tensor& targets, int64_t first_row = 0);
 
   // The global L2 norm of the gradients over every stage and tp rank (each element once: tp
   // shards summed over tp, tp-replicated parameters counted by tp rank 0, the tied weight
@@ -72,12 +99,16 @@ class PipelineExecutor {
 
  private:
   int tag_of(int direction, int micro_batch, int sender_virtual_stage) const;
+  // Note [pipeline p2p warm-up]: one message each way between every pair of ranks the table connects.
+  void connect_peers();
+  static constexpr int kWarmupTag = (1 << 30) + 1;  // above every step tag (and the runner's eval tags)
 
   std::shared_ptr<PipelineStage> stage_;
   dist::ProcessGroup* pp_;
   PipelineOptions options_;
   int rank_ = 0, stages_ = 1;
   ScheduleTable table_;
+  Device device_ = Device::cpu();  // the stage's parameters'
   std::shared_ptr<dist::ProcessGroup> tied_group_;  // first and last rank, when p > 2
   PipelineStepStats stats_;
 };

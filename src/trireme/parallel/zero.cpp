@@ -81,11 +81,14 @@ void ZeroOptimizer::zero_grad() {
   }
 }
 
-std::vector<GradPiece> ZeroOptimizer::grad_pieces(const std::map<std::string, ShardSpec>& tp_specs) const {
+std::vector<GradPiece> ZeroOptimizer::grad_pieces(const std::map<std::string, ShardSpec>& tp_specs,
+                                                  const std::set<std::string>& counted_elsewhere) const {
   std::vector<GradPiece> out;
   for (const Piece& p : pieces_) {
-    auto it = tp_specs.find(reducer_.params()[p.param].first);
-    out.push_back({p.master.grad(), it != tp_specs.end() && it->second.size > 1, /*dp_sharded=*/true});
+    const std::string& name = reducer_.params()[p.param].first;
+    auto it = tp_specs.find(name);
+    out.push_back({p.master.grad(), it != tp_specs.end() && it->second.size > 1, /*dp_sharded=*/true,
+                   /*counted=*/!counted_elsewhere.count(name)});
   }
   return out;
 }

@@ -25,6 +25,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -50,8 +51,10 @@ class ZeroOptimizer {
   int64_t step_count() const { return adamw_->step_count(); }
 
   // This rank's shard gradients, as pieces for the global norm (dp-sharded; tp-sharded when the
-  // parameter is, per `tp_specs`, the model's shard specs).
-  std::vector<GradPiece> grad_pieces(const std::map<std::string, ShardSpec>& tp_specs = {}) const;
+  // parameter is, per `tp_specs`, the model's shard specs; not counted for the parameters named
+  // in `counted_elsewhere`, as a pipeline's second copy of a tied weight).
+  std::vector<GradPiece> grad_pieces(const std::map<std::string, ShardSpec>& tp_specs = {},
+                                     const std::set<std::string>& counted_elsewhere = {}) const;
   // Elements of optimizer state this rank keeps (2 per element it owns): for memory reports.
   int64_t shard_numel() const;
 

@@ -2,10 +2,12 @@
 #include "trireme/train/parallel_runner.h"
 
 #include <cmath>
+#include <set>
 
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/cuda/device.h"
 #include "trireme/dist/process_group_factory.h"
+#include "trireme/nn/dropout.h"
 #include "trireme/ops/copy.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/factory.h"
@@ -20,12 +22,6 @@
 namespace trireme::train {
 
 using namespace std::chrono_literals;
-
-std::string pipeline_on_gpu_error(const io::TrainConfig& cfg) {
-  return str_cat("train.device = \"", cfg.train.device, "\" with parallel.pp = ", cfg.parallel.pp,
-                 ": pipeline parallelism runs on the CPU only for now; use pp = 1 (dp and tp run on GPUs) ",
-                 "or train.device = \"cpu\"");
-}
 
 parallel::ParallelLayout parallel_layout(const io::ParallelConfig& p) {
   return {.dp = int(p.dp),
@@ -111,6 +107,9 @@ class ParallelRunnerBase : public StepRunner {
  protected:
   const parallel::ParallelContext& ctx() const { return *job_->ctx; }
   int64_t local_batch() const { return cfg_.train.batch_size / cfg_.parallel.dp; }
+  // The row of the step's global batch where this dp rank's slice starts (Note [global sample
+  // order]): what dropout keys its masks by (Note [dropout keyed by global sample]).
+  int64_t first_global_row() const { return int64_t(ctx().dp_rank()) * local_batch(); }
   // This rank's part of batch `index` of `loader`, on the job's device.
   io::Batch local_batch_of(const io::DataLoader& loader, int64_t index) const {
     io::Batch b = loader.batch(index, cfg_.train.batch_size, ctx().dp_rank(), ctx().layout().dp);
@@ -176,7 +175,11 @@ class TensorDataRunner : public ParallelRunnerBase {
       Tensor x = m == 1 ? b.inputs : contiguous(narrow(b.inputs, 0, i * rows, rows));
       Tensor y = m == 1 ? b.targets : contiguous(narrow(b.targets, 0, i * rows, rows));
       reducer_->prepare_backward(/*sync=*/i == m - 1);  // reduce once, during the last backward
-      Tensor loss = model_->loss(x, y);
+      Tensor loss;
+      {
+        nn::GlobalRowScope global_rows(first_global_row() + i * rows);
+        loss = model_->loss(x, y);
+      }
       if (m > 1) loss = loss / double(m);  // the micro-batches' mean losses add up to the batch's
       loss.backward();
       loss_sum += host_value(loss);
@@ -235,9 +238,21 @@ class PipelineRunner : public ParallelRunnerBase {
  public:
   PipelineRunner(const io::TrainConfig& cfg, int64_t vocab, std::shared_ptr<ParallelJob> job)
       : ParallelRunnerBase(cfg, std::move(job)) {
+    const auto& L = ctx().layout();
     stage_ = parallel::PipelineStage::build(gpt_config(cfg, vocab), ctx(), uint64_t(cfg.train.seed));
+    // On the device before the executor (its buffers follow the parameters) and the optimizers.
+    if (!job_->device.is_cpu()) stage_->to(job_->device);
     pipe_ = std::make_unique<parallel::PipelineExecutor>(stage_, ctx());
-    optimizer_ = make_optimizer(cfg, stage_->named_parameters());
+    if (L.zero1) {
+      // Note [ZeRO inside a pipeline]
+      reducer_ = std::make_unique<parallel::Reducer>(stage_->named_parameters(), ctx().dp_group(),
+                                                     parallel::ReducerOptions{.bucket_bytes = L.bucket_bytes, .zero1 = true});
+      zero_ = std::make_unique<parallel::ZeroOptimizer>(
+          *reducer_, optim::AdamWOptions{.lr = cfg.optim.lr, .betas = {cfg.optim.beta1, cfg.optim.beta2},
+                                         .eps = cfg.optim.eps, .weight_decay = cfg.optim.weight_decay});
+    } else {
+      optimizer_ = make_optimizer(cfg, stage_->named_parameters());
+    }
   }
 
   int64_t num_parameters() override {
@@ -255,24 +270,37 @@ class PipelineRunner : public ParallelRunnerBase {
         n += full;
       }
     }
-    Tensor t = full({1}, n, DType::f64);
+    Tensor t = full({1}, n, DType::f64, job_->device);
     ctx().pp_group()->all_reduce(t)->wait();
-    return int64_t(std::llround(t.item()));
+    return int64_t(std::llround(host_value(t)));
   }
 
-  void set_lr(double lr) override { optimizer_->set_lr(lr); }
+  void set_lr(double lr) override {
+    if (zero_) zero_->set_lr(lr);
+    else optimizer_->set_lr(lr);
+  }
 
   StepResult train_step(int64_t step, const io::DataLoader& train) override {
     stage_->set_rng(uint64_t(cfg_.train.seed), uint64_t(step));
-    io::Batch b = train.batch(step, cfg_.train.batch_size, ctx().dp_rank(), ctx().layout().dp);
-    double loss = pipe_->step(b.inputs, b.targets);
-    if (ctx().layout().dp > 1) {
-      average_grads_over_dp();
-      loss = mean_over(ctx().dp_group(), loss, job_->device);
+    io::Batch b = local_batch_of(train, step);
+    double loss = pipe_->step(b.inputs, b.targets, first_global_row());
+    if (ctx().layout().dp > 1) loss = mean_over(ctx().dp_group(), loss, job_->device);
+    double norm = 0;
+    if (zero_) {
+      // Note [ZeRO inside a pipeline]: reduce-scatter the accumulated gradients, then the norm
+      // over every rank's shard pieces (the tied weight's second copy left out).
+      reducer_->reduce_accumulated();
+      auto pieces = zero_->grad_pieces(stage_->shard_specs(), second_tied_copy());
+      norm = cfg_.optim.grad_clip > 0 ? parallel::clip_global_grad_norm(pieces, cfg_.optim.grad_clip, ctx())
+                                      : parallel::global_grad_norm(pieces, ctx());
+      zero_->step();
+      zero_->zero_grad();
+    } else {
+      if (ctx().layout().dp > 1) average_grads_over_dp();
+      norm = cfg_.optim.grad_clip > 0 ? pipe_->clip_grad_norm(cfg_.optim.grad_clip) : pipe_->grad_norm();
+      optimizer_->step();
+      optimizer_->zero_grad(true);
     }
-    const double norm = cfg_.optim.grad_clip > 0 ? pipe_->clip_grad_norm(cfg_.optim.grad_clip) : pipe_->grad_norm();
-    optimizer_->step();
-    optimizer_->zero_grad(true);
     return {loss, norm};
   }
 
@@ -286,7 +314,7 @@ class PipelineRunner : public ParallelRunnerBase {
     const DType dtype = stage_->named_parameters().front().second.dtype();
     double total = 0;
     for (int64_t i = 0; i < batches; ++i) {
-      io::Batch b = val.batch(i, cfg_.train.batch_size, ctx().dp_rank(), ctx().layout().dp);
+      io::Batch b = local_batch_of(val, i);
       const int64_t rows = b.inputs.size(0), T = b.inputs.size(1);
       std::vector<dist::WorkPtr> sends;
       std::vector<Tensor> keep;  // the sent activations stay alive until their sends finish
@@ -295,21 +323,21 @@ class PipelineRunner : public ParallelRunnerBase {
         if (s % p != r) continue;
         Tensor input = b.inputs;
         if (s > 0) {
-          input = Tensor::empty({rows, T, cfg_.model.d_model}, dtype);
+          input = Tensor::empty({rows, T, cfg_.model.d_model}, dtype, job_->device);
           pp->recv(input, (s - 1) % p, {.tag = kEvalTag + s})->wait();
         }
         Tensor out = stage_->forward(s / p, input);
         if (s == S - 1) {
-          loss = stage_->loss(out, b.targets).item();
+          loss = host_value(stage_->loss(out, b.targets));
         } else {
           keep.push_back(contiguous(out));
           sends.push_back(pp->send(keep.back(), (s + 1) % p, {.tag = kEvalTag + s + 1}));
         }
       }
       for (auto& w : sends) w->wait();
-      Tensor l = full({1}, loss, DType::f64);
+      Tensor l = full({1}, loss, DType::f64, job_->device);  // NCCL groups take GPU tensors only
       pp->broadcast(l, {.root = (S - 1) % p})->wait();
-      total += l.item();
+      total += host_value(l);
     }
     stage_->train();
     return mean_over(ctx().dp_group(), total / double(batches), job_->device);
@@ -323,7 +351,7 @@ class PipelineRunner : public ParallelRunnerBase {
       NamedTensors whole = stage_->full_state_dict();  // collective over tp
       if (ctx().tp_rank() == 0) ckpt.model = std::move(whole);
     }
-    ckpt.optimizer = optimizer_->state_dict();
+    ckpt.optimizer = zero_ ? zero_->state_dict() : optimizer_->state_dict();
     return save_checkpoint_distributed(root, ckpt, *job_->world);
   }
 
@@ -333,7 +361,9 @@ class PipelineRunner : public ParallelRunnerBase {
       TRIREME_CHECK(full.count(name), "checkpoint '", dir.string(), "': model.safetensors has no '", name, "'");
     }
     stage_->load_full_state_dict(full);  // each tp rank its slices
-    optimizer_->load_state_dict(as_map(load_checkpoint_optimizer(dir, rank())));
+    auto opt = as_map(load_checkpoint_optimizer(dir, rank()));
+    if (zero_) zero_->load_state_dict(opt);
+    else optimizer_->load_state_dict(opt);
   }
 
  private:
@@ -345,7 +375,7 @@ class PipelineRunner : public ParallelRunnerBase {
     std::vector<Tensor> flat;
     auto params = stage_->named_parameters();
     for (auto& [name, p] : params) {
-      if (!p.grad().defined()) p.set_grad(zeros(p.sizes(), p.dtype()));
+      if (!p.grad().defined()) p.set_grad(zeros(p.sizes(), p.dtype(), p.device()));
       flat.push_back(reshape(p.grad(), {-1}));
     }
     Tensor buf = contiguous(cat(flat, 0));
@@ -358,18 +388,28 @@ class PipelineRunner : public ParallelRunnerBase {
     }
   }
 
+  // The names of parameters whose gradient another rank counts in the global norm: on the last
+  // stage, the tied head weight (its summed gradient is also on stage 0, which counts it).
+  std::set<std::string> second_tied_copy() const {
+    std::set<std::string> out;
+    Tensor tied = stage_->tied_weight();
+    if (!tied.defined() || ctx().pp_rank() != ctx().layout().pp - 1) return out;
+    for (const auto& [name, p] : stage_->named_parameters())
+      if (p.impl() == tied.impl()) out.insert(name);
+    return out;
+  }
+
   std::shared_ptr<parallel::PipelineStage> stage_;
   std::unique_ptr<parallel::PipelineExecutor> pipe_;
   std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<parallel::Reducer> reducer_;  // zero: the dp group's gradient buckets
+  std::unique_ptr<parallel::ZeroOptimizer> zero_;
 };
 
 }  // namespace
 
 std::unique_ptr<StepRunner> make_parallel_runner(const io::TrainConfig& cfg, int64_t vocab,
                                                  std::shared_ptr<ParallelJob> job) {
-  // The pipeline executor and the stage-by-stage evaluation allocate their activation buffers
-  // on the CPU (parallel/pipeline_executor.cpp), so pp > 1 runs on the CPU only for now.
-  if (cfg.parallel.pp > 1 && !job->device.is_cpu()) throw io::ConfigError(pipeline_on_gpu_error(cfg));
   if (cfg.parallel.pp > 1) return std::make_unique<PipelineRunner>(cfg, vocab, std::move(job));
   return std::make_unique<TensorDataRunner>(cfg, vocab, std::move(job));
 }

@@ -4,7 +4,19 @@
 //             SGD or ZeroOptimizer; micro_batches > 1 accumulates gradients
 //   pp > 1    PipelineStage (tp > 1: tensor-parallel blocks, embedding and head inside each
 //             stage) + PipelineExecutor (its schedule and micro-batches), gradients averaged over
-//             dp after the pipeline step (CPU only for now: pipeline_on_gpu_error)
+//             dp after the pipeline step, or with zero reduce-scattered into ZeroOptimizer's
+//             shards (Note [ZeRO inside a pipeline]); on the CPU (Gloo) or GPUs (NCCL)
+//
+// Note [ZeRO inside a pipeline]
+// The micro-batch backwards of a pipeline step are interleaved with sends and receives, and
+// the tied embedding's gradient is only complete after the step's end-of-pipeline sum, so the
+// Reducer cannot reduce during a backward as it does with pp = 1. Instead every stage builds a
+// ZeRO-1 Reducer over its own dp group (the replicas of that stage), lets the pipeline step
+// accumulate into the parameters' gradients, and then reduce-scatters them as they are
+// (Reducer::reduce_accumulated): dp rank k of the stage keeps AdamW state for chunk k of each of
+// the stage's buckets. The global norm sums the shard pieces over dp, tp and pp, with the last
+// stage leaving out its copy of the tied weight (stage 0 counts it); both copies get the same
+// summed gradient, clipping and update, so they stay equal.
 //
 //   auto job = ParallelJob::connect(cfg.parallel, dist::dist_env_from_environment());
 //   auto runner = make_parallel_runner(cfg, vocab_size, job);   // every rank, together
@@ -34,9 +46,6 @@ struct ParallelJob {
   static std::shared_ptr<ParallelJob> connect(const io::ParallelConfig& config, const dist::DistEnv& env,
                                               DeviceType device = DeviceType::cpu);
 };
-
-// The config error for pp > 1 on a GPU, which the runners do not support yet.
-std::string pipeline_on_gpu_error(const io::TrainConfig& cfg);
 
 // The ParallelLayout that a [parallel] section describes.
 parallel::ParallelLayout parallel_layout(const io::ParallelConfig& config);

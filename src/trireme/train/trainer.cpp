@@ -100,7 +100,7 @@ void prepare_data(Trainer::State& s) {
 }
 
 // train.device as a Device this process can use, or a ConfigError saying why not (no GPU, a
-// build without CUDA, an index past the last GPU, a layout the GPU runners lack). In a parallel
+// build without CUDA, an index past the last GPU). In a parallel
 // run "cuda" means cuda:LOCAL_RANK for each process (ParallelJob::connect picks it).
 Device resolve_device(const io::TrainConfig& cfg, bool parallel) {
   const Device d = Device::parse(cfg.train.device);
@@ -110,7 +110,6 @@ Device resolve_device(const io::TrainConfig& cfg, bool parallel) {
     throw io::ConfigError(str_cat(key, ": a parallel run gives each process the GPU cuda:LOCAL_RANK; ",
                                   "set train.device = \"cuda\""));
   }
-  if (parallel && cfg.parallel.pp > 1) throw io::ConfigError(pipeline_on_gpu_error(cfg));
   if (!cuda::is_available()) {
     throw io::ConfigError(str_cat(key, ", but no GPU can be used: ", cuda::unavailable_reason(),
                                   "; set train.device = \"cpu\" to train on the CPU"));
