@@ -123,6 +123,9 @@ int main(int argc, char** argv) {
     if (comma == std::string::npos) usage("--devices takes two devices, e.g. cuda:0,cuda:1");
     Placement split{Device::parse(o.devices.substr(0, comma)), Device::parse(o.devices.substr(comma + 1)),
                     size_t(o.split)};
+    if (o.non_blocking && !(split.first.is_cuda() && split.second.is_cuda())) {
+      usage("--non-blocking needs two CUDA devices (streams and events are CUDA's), got " + o.devices);
+    }
     Placement single{split.first, split.first, 0};  // the reference: everything on device A
     const double tol = tolerance_for(o.model.dtype);
     const ModelConfig& m = o.model;

@@ -9,10 +9,17 @@ cd "$(dirname "$0")/../.."
 source scripts/gpu_env.sh
 root=$PWD
 t0=$(date +%s)
+bin=build-gpu
 if [ "${PREBUILT:-0}" = 1 ]; then
   mkdir -p "$(dirname "$BUILT_IN")" && ln -sfn "$root" "$BUILT_IN"
   bin=build
-else
+  if ! build/tests/test_cuda --gtest_list_tests > /dev/null 2> "$out/prebuilt.log"; then
+    cat "$out/prebuilt.log"; ldd build/tests/test_cuda | grep "not found"
+    echo "prebuilt binaries do not run here: building"
+    bin=build-gpu
+  fi
+fi
+if [ $bin = build-gpu ]; then
   bin=build-gpu
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRIREME_DEPS_PREFIX="$deps/usr" \
     -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DTRIREME_BUILD_BENCH=OFF > "$out/build.log" 2>&1 &&
