@@ -5,7 +5,9 @@
 
 namespace trireme::cuda {
 
-// src and dst contiguous, same dtype and size, at least one on a CUDA device.
-void device_copy(const Tensor& src, Tensor& dst);
+// src and dst contiguous, same dtype and size, at least one on a CUDA device. With
+// `non_blocking`, a copy to or from pinned host memory returns once queued (Note [pinned copies]
+// in pinned.h); device-to-device copies never wait for the host either way.
+void device_copy(const Tensor& src, Tensor& dst, bool non_blocking);
 
 }  // namespace trireme::cuda

@@ -43,25 +43,34 @@ Tensor to_dtype(const Tensor& t, DType dtype) {
   return out;
 }
 
-Tensor to_device(const Tensor& t, Device device) {
+Tensor to_device(const Tensor& t, Device device, bool non_blocking) {
   TRIREME_CHECK(t.defined(), "to_device: the input is undefined");
   if (t.device() == device) return t;
   TRIREME_CHECK(device_copy_fn != nullptr, "to_device: cannot copy from ", t.device(), " to ", device,
                 ": this build has no backend for that device");
   Tensor src = contiguous(t.detach());
   Tensor out = Tensor::empty(t.sizes(), t.dtype(), device);
-  device_copy_fn(src, out);
+  device_copy_fn(src, out, non_blocking);
   if (any_requires_grad({&t})) {
     record("to_device", {&t}, {&out}, [from = t.device()](const TensorList& g) -> TensorList { return {to_device(g[0], from)}; });
   }
   return out;
 }
 
-Tensor& copy_(Tensor& dst, const Tensor& src) {
+Tensor& copy_(Tensor& dst, const Tensor& src, bool non_blocking) {
   check_inplace("copy_", dst);
   TRIREME_CHECK(src.defined(), "copy_: the source is undefined");
+  if (src.device() != dst.device() && src.dtype() == dst.dtype() && src.sizes() == dst.sizes() &&
+      src.is_contiguous() && dst.is_contiguous()) {
+    // Straight into dst: no staging tensor, and a pinned dst can take a non_blocking copy.
+    TRIREME_CHECK(device_copy_fn != nullptr, "copy_: cannot copy from ", src.device(), " to ", dst.device(),
+                  ": this build has no backend for that device");
+    device_copy_fn(src.detach(), dst, non_blocking);
+    dst.bump_version();
+    return dst;
+  }
   Tensor s = src;
-  if (s.device() != dst.device()) s = to_device(s.detach(), dst.device());
+  if (s.device() != dst.device()) s = to_device(s.detach(), dst.device(), non_blocking);
   copy_kernel(broadcast_view(s, dst.sizes()), dst);
   dst.bump_version();
   return dst;

@@ -8,11 +8,17 @@ namespace trireme {
 Tensor clone(const Tensor& t);                      // always a fresh contiguous copy
 Tensor contiguous(const Tensor& t);                 // t itself when already contiguous
 Tensor to_dtype(const Tensor& t, DType dtype);      // t itself when already that dtype
-Tensor to_device(const Tensor& t, Device device);   // t itself when already there
-Tensor& copy_(Tensor& dst, const Tensor& src);      // broadcasts src to dst; converts dtype
+// Copies to another device (t itself when already there). The copy is ordered on the current
+// streams of both devices: work queued after it on them sees the data. With non_blocking, a copy
+// from or into pinned host memory returns before it is done (see cuda/pinned.h, Note [pinned
+// copies]); from pageable memory it is a blocking copy. The gradient is copied back to t's device.
+Tensor to_device(const Tensor& t, Device device, bool non_blocking = false);
+// Broadcasts src to dst and converts the dtype. A same-shape, same-dtype copy between contiguous
+// tensors on two devices goes straight into dst, and honours non_blocking as to_device does.
+Tensor& copy_(Tensor& dst, const Tensor& src, bool non_blocking = false);
 
 // Cross-device copies are provided by backends (CUDA registers one at start-up).
-using DeviceCopyFn = void (*)(const Tensor& src, Tensor& dst);  // both contiguous, same dtype
+using DeviceCopyFn = void (*)(const Tensor& src, Tensor& dst, bool non_blocking);  // contiguous, same dtype
 void set_device_copy(DeviceCopyFn fn);
 
 }  // namespace trireme
