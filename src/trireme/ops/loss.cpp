@@ -8,6 +8,7 @@
 #include "trireme/autograd/node.h"
 #include "trireme/kernels/nn.h"
 #include "trireme/kernels/registry.h"
+#include "trireme/ops/autocast_policy.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/nn_functional.h"
 #include "trireme/ops/reduce.h"
@@ -20,6 +21,7 @@ using autograd::SavedTensor;
 using autograd::TensorList;
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, Reduction reduction) {
+  if (auto c = autocast_f32_args({logits})) return cross_entropy((*c)[0], targets, ignore_index, reduction);
   TRIREME_CHECK(logits.defined() && targets.defined(), "cross_entropy: logits or targets are undefined");
   TRIREME_CHECK(logits.dim() == 2, "cross_entropy: logits must be (N, C), got shape ", logits.sizes());
   TRIREME_CHECK(is_floating(logits.dtype()), "cross_entropy: logits must be floating, got ", logits.dtype());

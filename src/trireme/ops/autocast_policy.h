@@ -1,0 +1,47 @@
+// Internal to ops: the autocast policy, i.e. which ops run in the low dtype, which in f32, and
+// how mixed floating operands meet. Each op that autocast touches calls one of these at its top
+// and, when they return casts, calls itself again with them:
+//
+//   if (auto c = autocast_low_args({x, weight, bias})) return linear((*c)[0], (*c)[1], (*c)[2]);
+//
+// Note [autocast policy]
+// Under an autocast region for the operands' device type (autograd/autocast_mode.h):
+// - low ops (matmul, linear, scaled_dot_product_attention): floating operands of f32 or of the
+//   other 16-bit dtype are cast to the autocast dtype. f64 stays f64 (as in PyTorch: f64 is
+//   asked for on purpose, e.g. by finite-difference tests).
+// - f32 ops (cross_entropy, softmax, log_softmax, layer_norm, rms_norm, vocab-parallel cross
+//   entropy): 16-bit operands are cast up to f32, so losses, normalisations and probabilities
+//   are computed and returned in f32.
+// - binary elementwise ops (add, sub, mul, div, pow, maximum, where) with two floating operands
+//   of different dtypes cast the narrower one to the wider (bf16 with f16 meet in f32). This is
+//   how the f32 residual stream takes a bf16 linear output. Outside autocast a mismatch stays
+//   an error naming the op (ops/elementwise.h): code written without autocast never mixes
+//   precisions by accident, and only autocast, which creates the mixing, resolves it.
+// Every cast is to_dtype, which autograd records, so gradients are cast back to each input's
+// dtype: an f32 master parameter gets an f32 gradient even though its matmul ran in bf16.
+// Backward runs with autocast off (autograd/engine.cpp): every backward formula sees the
+// dtypes its forward saw, so gradients flow in the dtypes the forward used.
+// Casts are not cached across uses of one parameter: in GPT every parameter meets one low op per
+// forward (the tied wte meets embedding in f32 and the lm_head in bf16), and a cached cast node
+// shared by several micro-batches' graphs would be released by the first backward.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "trireme/core/tensor.h"
+
+namespace trireme {
+
+using AutocastArgs = std::optional<std::vector<Tensor>>;
+
+// For a low op: the arguments with casts applied, or nullopt when nothing needs a cast
+// (autocast off for their device, or already in the low dtype). Undefined tensors and
+// non-floating ones pass through.
+AutocastArgs autocast_low_args(const std::vector<Tensor>& args);
+// For an f32 op: 16-bit floating arguments cast to f32, or nullopt when none needs it.
+AutocastArgs autocast_f32_args(const std::vector<Tensor>& args);
+// For a binary op: both floating with different dtypes -> the narrower cast to the wider.
+AutocastArgs autocast_promote_args(const Tensor& a, const Tensor& b);
+
+}  // namespace trireme
