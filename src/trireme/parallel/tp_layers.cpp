@@ -7,6 +7,7 @@
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/autograd/node.h"
 #include "trireme/nn/init.h"
+#include "trireme/ops/autocast_policy.h"
 #include "trireme/ops/copy.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/factory.h"
@@ -132,6 +133,8 @@ Tensor VocabParallelEmbedding::forward(const Tensor& ids) const {
 
 Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets, const VocabShard& shard,
                                     const TpGroup& tp, int64_t ignore_index) {
+  // A loss runs in f32 under autocast (Note [autocast policy]).
+  if (auto c = autocast_f32_args({logits})) return vocab_parallel_cross_entropy((*c)[0], targets, shard, tp, ignore_index);
   TRIREME_CHECK(logits.dim() == 2 && targets.dim() == 1 && targets.size(0) == logits.size(0),
                 "vocab_parallel_cross_entropy: logits ", logits.sizes(), " must be (N, V_local) and targets ",
                 targets.sizes(), " (N)");
