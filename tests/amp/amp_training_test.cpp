@@ -111,7 +111,9 @@ TEST(AmpTraining, TrainerRunsAndResumesBitIdentically) {
     ASSERT_EQ(full.losses.size(), 20u);
     EXPECT_LT(full.final_val_loss, full.initial_val_loss);
     // Autocast is on: the first loss (same weights, same batch) differs from f32's in low bits.
-    train::TrainSummary f32 = train::Trainer(amp_config(run_dir("f32"), 1, "f32"), {.quiet = true}).run();
+    const std::string f32_dir = run_dir("f32");
+    train::TrainSummary f32 = train::Trainer(amp_config(f32_dir, 20, "f32"), {.quiet = true, .stop_after = 1}).run();
+    std::filesystem::remove_all(f32_dir);
     EXPECT_NE(full.losses[0], f32.losses[0]);
     EXPECT_NEAR(full.losses[0], f32.losses[0], 0.05);
     train::TrainSummary first = train::Trainer(amp_config(b, 20, precision), {.quiet = true, .stop_after = 10}).run();
