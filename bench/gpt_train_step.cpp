@@ -1,11 +1,13 @@
 // Times one full training step (forward, backward, AdamW) of a GPT on the CPU or one GPU and
 // prints one JSON line in the same shape as ../shared/peer/torch_gpt_bench.py, so the two sit
 // side by side. --dtype bf16 stores the parameters (and so every activation) in bf16 with f32
-// optimizer state: pure bf16 training, not the peer's autocast (trireme has no autocast yet).
+// optimizer state: pure bf16 training. --dtype amp-bf16 keeps f32 parameters and runs the
+// forward under bf16 autocast (amp/autocast.h): the peer's setup, the like-for-like comparison.
 // MFU uses the peer's formula: tokens/s · (6·N + 12·L·d·T) / 989 TFLOP/s (H100/H200 dense bf16).
 //
 //   build/bench/gpt_train_step --model tiny --batch 8 --threads 1
 //   build/bench/gpt_train_step --model gpt2-124m --batch 16 --device cuda --dtype f32
+//   build/bench/gpt_train_step --model gpt2-124m --batch 16 --device cuda --dtype amp-bf16
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -19,6 +21,7 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include "trireme/amp/autocast.h"
 #include "trireme/core/allocator.h"
 #include "trireme/cuda/device.h"
 #include "trireme/models/gpt.h"
@@ -57,8 +60,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gpt_train_step: unknown device %s (cpu, cuda)\n", device_name.c_str());
     return 2;
   }
-  if (dtype_name_arg != "f32" && dtype_name_arg != "bf16") {
-    std::fprintf(stderr, "gpt_train_step: unknown dtype %s (f32, bf16)\n", dtype_name_arg.c_str());
+  if (dtype_name_arg != "f32" && dtype_name_arg != "bf16" && dtype_name_arg != "amp-bf16") {
+    std::fprintf(stderr, "gpt_train_step: unknown dtype %s (f32, bf16, amp-bf16)\n", dtype_name_arg.c_str());
     return 2;
   }
   const bool on_gpu = device_name == "cuda";
@@ -87,8 +90,13 @@ int main(int argc, char** argv) {
   auto sync = [&] {
     if (on_gpu) cuda::synchronize(0);
   };
+  const bool autocast = dtype_name_arg == "amp-bf16";
   auto step = [&] {
-    Tensor loss = gpt.loss(x, y);
+    Tensor loss;
+    {
+      amp::AutocastGuard guard(device.type, DType::bf16, autocast);
+      loss = gpt.loss(x, y);
+    }
     loss.backward();
     opt.step();
     opt.zero_grad(true);

@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "trireme/autograd/autocast_mode.h"
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/autograd/node.h"
 #include "trireme/ops/elementwise.h"
@@ -24,6 +25,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
   TRIREME_CHECK(grads.empty() || grads.size() == roots.size(), "backward: ", roots.size(),
                 " roots but ", grads.size(), " gradients");
   GradModeGuard no_grad(false);
+  AutocastOffGuard no_autocast;  // gradients flow in the dtypes the forward used
 
   // Seed gradients, per (node, output).
   std::unordered_map<Node*, TensorList> buffers;

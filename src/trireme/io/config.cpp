@@ -221,6 +221,13 @@ std::vector<ConfigKey> build_schema() {
                  field(&T::train, &TrainLoopConfig::out_dir), nonempty_check),
       string_key("train.device", ConfigType::string, std::string("cpu"), "\"cpu\", \"cuda\" or \"cuda:N\"",
                  field(&T::train, &TrainLoopConfig::device), device_check),
+      choice_key("train.precision", "f32", {"f32", "bf16", "f16"},
+                 "f32, or f32 master weights with bf16/f16 autocast (f16 adds dynamic loss scaling)",
+                 field(&T::train, &TrainLoopConfig::precision)),
+      float_key("train.loss_scale_init", 65536.0, above(0), "f16: the initial loss scale",
+                field(&T::train, &TrainLoopConfig::loss_scale_init)),
+      integer_key("train.loss_scale_interval", 2000, at_least(1), "f16: clean steps before the loss scale doubles",
+                  field(&T::train, &TrainLoopConfig::loss_scale_interval)),
 
       integer_key("parallel.dp", 1, at_least(1), "data-parallel replicas (each reads batch_size / dp sequences)",
                   field(&T::parallel, &ParallelConfig::dp)),

@@ -64,6 +64,9 @@ struct TrainLoopConfig {
   int64_t steps = 0, batch_size = 0, eval_interval = 0, eval_batches = 0, checkpoint_interval = 0,
           log_interval = 0, seed = 0, threads = 0;
   std::string out_dir, device;
+  std::string precision;             // "f32" | "bf16" | "f16" (docs/MIXED_PRECISION.md)
+  double loss_scale_init = 0;        // f16 only: GradScaler's initial scale
+  int64_t loss_scale_interval = 0;   // f16 only: GradScaler's growth_interval
 };
 
 // How a run is spread over processes (docs/PARALLELISM.md). dp x tp x pp must equal the job's

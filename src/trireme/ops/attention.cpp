@@ -9,6 +9,7 @@
 #include "trireme/autograd/node.h"
 #include "trireme/kernels/nn.h"
 #include "trireme/kernels/registry.h"
+#include "trireme/ops/autocast_policy.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/nn_functional.h"
 
@@ -37,6 +38,7 @@ Tensor empty_bthd(int64_t b, int64_t h, int64_t t, int64_t hd, DType dtype, Devi
 }  // namespace
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
+  if (auto c = autocast_low_args({q, k, v})) return scaled_dot_product_attention((*c)[0], (*c)[1], (*c)[2], causal);
   const char* op = "scaled_dot_product_attention";
   TRIREME_CHECK(q.defined() && k.defined() && v.defined(), op, ": q, k or v is undefined");
   TRIREME_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, op, ": q, k, v must be (B, H, T, hd), got shapes ",

@@ -7,6 +7,7 @@
 #include "trireme/autograd/node.h"
 #include "trireme/kernels/elementwise.h"
 #include "trireme/kernels/registry.h"
+#include "trireme/ops/autocast_policy.h"
 #include "trireme/ops/reduce.h"
 
 namespace trireme {
@@ -83,6 +84,7 @@ Tensor unary_with_kernel_backward(const char* op, const char* backward_op, const
 
 // ---- binary ----
 Tensor add(const Tensor& a, const Tensor& b) {
+  if (auto c = autocast_promote_args(a, b)) return add((*c)[0], (*c)[1]);  // Note [autocast policy]
   Tensor out = binary_forward("add", a, b, a.dtype());
   if (any_requires_grad({&a, &b})) {
     record("add", {&a, &b}, {&out}, [sa = a.sizes(), sb = b.sizes()](const TensorList& g) -> TensorList {
@@ -93,6 +95,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
+  if (auto c = autocast_promote_args(a, b)) return sub((*c)[0], (*c)[1]);  // Note [autocast policy]
   Tensor out = binary_forward("sub", a, b, a.dtype());
   if (any_requires_grad({&a, &b})) {
     record("sub", {&a, &b}, {&out}, [sa = a.sizes(), sb = b.sizes()](const TensorList& g) -> TensorList {
@@ -103,6 +106,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
+  if (auto c = autocast_promote_args(a, b)) return mul((*c)[0], (*c)[1]);  // Note [autocast policy]
   Tensor out = binary_forward("mul", a, b, a.dtype());
   if (any_requires_grad({&a, &b})) {
     bool need_a = a.requires_grad(), need_b = b.requires_grad();
@@ -117,6 +121,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
+  if (auto c = autocast_promote_args(a, b)) return div((*c)[0], (*c)[1]);  // Note [autocast policy]
   Tensor out = binary_forward("div", a, b, a.dtype());
   if (any_requires_grad({&a, &b})) {
     SavedTensor sa(a), sb(b);
@@ -133,6 +138,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor pow(const Tensor& a, const Tensor& b) {
+  if (auto c = autocast_promote_args(a, b)) return pow((*c)[0], (*c)[1]);  // Note [autocast policy]
   Tensor out = binary_forward("pow", a, b, a.dtype());
   if (any_requires_grad({&a, &b})) {
     SavedTensor sa(a), sb(b), so(out);
@@ -150,6 +156,7 @@ Tensor pow(const Tensor& a, const Tensor& b) {
 }
 
 Tensor maximum(const Tensor& a, const Tensor& b) {
+  if (auto c = autocast_promote_args(a, b)) return maximum((*c)[0], (*c)[1]);  // Note [autocast policy]
   Tensor out = binary_forward("maximum", a, b, a.dtype());
   if (any_requires_grad({&a, &b})) {
     SavedTensor sa(a), sb(b);
@@ -290,6 +297,7 @@ Tensor gt(const Tensor& a, double s) { return gt(a, scalar_tensor(s, a.dtype(), 
 
 // ---- selection ----
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  if (auto c = autocast_promote_args(a, b)) return where(cond, (*c)[0], (*c)[1]);
   check_same("where", a, b);
   TRIREME_CHECK(cond.dtype() == DType::boolean, "where: the condition must be bool, got ", cond.dtype(),
                 " with shape ", cond.sizes());

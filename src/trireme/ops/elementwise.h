@@ -1,6 +1,7 @@
 // Elementwise ops with broadcasting, their in-place forms, and the arithmetic operators.
 // Tensor-tensor ops need equal dtypes and devices (no implicit promotion: a mismatch is an
-// error naming the op); tensor-scalar ops keep the tensor's dtype.
+// error naming the op; inside an autocast region the narrower floating operand is cast up,
+// Note [autocast policy] in ops/autocast_policy.h); tensor-scalar ops keep the tensor's dtype.
 //
 //   Tensor y = gelu(x * 2.0 + b);      // b broadcasts against x
 //   add_(param, update, -lr);          // in place: param += -lr * update (bumps its version)

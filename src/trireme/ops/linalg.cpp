@@ -4,6 +4,7 @@
 #include "trireme/autograd/node.h"
 #include "trireme/kernels/linalg.h"
 #include "trireme/kernels/registry.h"
+#include "trireme/ops/autocast_policy.h"
 #include "trireme/ops/reduce.h"
 #include "trireme/ops/view.h"
 
@@ -74,6 +75,7 @@ Shape matrix_shape_b(const Shape& s) { return s.size() == 1 ? Shape{s[0], 1} : s
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (auto c = autocast_low_args({a, b})) return matmul((*c)[0], (*c)[1]);  // Note [autocast policy]
   check_operands("matmul", "first operand", a, "second operand", b);
   TRIREME_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: needs operands with at least one dimension, got ", a.sizes(),
                 " and ", b.sizes());
@@ -120,6 +122,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) { return linear(x, weight, bias, nullptr); }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, GradInputHook grad_input_hook) {
+  if (auto c = autocast_low_args({x, weight, bias}))  // Note [autocast policy]
+    return linear((*c)[0], (*c)[1], (*c)[2], std::move(grad_input_hook));
   check_operands("linear", "input", x, "weight", weight);
   TRIREME_CHECK(weight.dim() == 2, "linear: weight must be 2-D (out_features, in_features), got ", weight.sizes(),
                 " with input ", x.sizes());

@@ -8,6 +8,7 @@
 #include "trireme/autograd/node.h"
 #include "trireme/kernels/nn.h"
 #include "trireme/kernels/registry.h"
+#include "trireme/ops/autocast_policy.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/factory.h"
 #include "trireme/ops/nn_functional.h"
@@ -44,6 +45,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   const int64_t n = logits.size(0);
   Tensor xc = contiguous(logits.detach()), tc = contiguous(targets.detach());
   const DType sd = stat_dtype(logits.dtype());
+  // Under autocast a loss is f32; 16-bit logits are read as they are (Note [autocast policy]).
+  const DType out_dtype = autocast_f32_result(logits) ? DType::f32 : logits.dtype();
   Tensor losses = Tensor::empty({n}, sd, logits.device());
   Tensor lse = Tensor::empty({n}, sd, logits.device());
   Tensor count = Tensor::empty({}, sd, logits.device());  // stays on the device: no host sync
@@ -54,11 +57,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   {
     NoGradGuard no_grad;
     if (reduction == Reduction::none) {
-      out = to_dtype(losses, logits.dtype());
+      out = to_dtype(losses, out_dtype);
     } else {
       // See Note [cross_entropy with every target ignored]: a count of 0 divides a sum of 0 by 1.
       if (reduction == Reduction::mean) row_scale = reciprocal_count(count);
-      out = to_dtype(row_scale.defined() ? sum(losses) * row_scale : sum(losses), logits.dtype());
+      out = to_dtype(row_scale.defined() ? sum(losses) * row_scale : sum(losses), out_dtype);
     }
   }
   if (any_requires_grad({&logits})) {

@@ -2,6 +2,7 @@
 #include "trireme/autograd/node.h"
 #include "trireme/kernels/nn.h"
 #include "trireme/kernels/registry.h"
+#include "trireme/ops/autocast_policy.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/nn_functional.h"
 
@@ -40,6 +41,7 @@ Shape stat_shape(const Tensor& x) {
 }  // namespace
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  if (auto c = autocast_f32_args({x, weight, bias})) return layer_norm((*c)[0], (*c)[1], (*c)[2], eps);
   check_norm_args("layer_norm", x, weight, "weight", eps);
   check_norm_args("layer_norm", x, bias, "bias", eps);
   Tensor xc = contiguous(x.detach()), wc = contiguous_or_undefined(weight), bc = contiguous_or_undefined(bias);
@@ -66,6 +68,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 }
 
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+  if (auto c = autocast_f32_args({x, weight})) return rms_norm((*c)[0], (*c)[1], eps);
   check_norm_args("rms_norm", x, weight, "weight", eps);
   Tensor xc = contiguous(x.detach()), wc = contiguous_or_undefined(weight);
   Tensor y = Tensor::empty(x.sizes(), x.dtype(), x.device());

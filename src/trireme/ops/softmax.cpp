@@ -4,6 +4,7 @@
 #include "trireme/autograd/node.h"
 #include "trireme/kernels/nn.h"
 #include "trireme/kernels/registry.h"
+#include "trireme/ops/autocast_policy.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/nn_functional.h"
 #include "trireme/ops/view.h"
@@ -52,8 +53,12 @@ Tensor softmax_impl(const char* op, const char* backward_op, const Tensor& x, in
 
 }  // namespace
 
-Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl("softmax", "softmax_backward", x, dim); }
+Tensor softmax(const Tensor& x, int64_t dim) {
+  if (auto c = autocast_f32_args({x})) return softmax((*c)[0], dim);
+  return softmax_impl("softmax", "softmax_backward", x, dim);
+}
 Tensor log_softmax(const Tensor& x, int64_t dim) {
+  if (auto c = autocast_f32_args({x})) return log_softmax((*c)[0], dim);
   return softmax_impl("log_softmax", "log_softmax_backward", x, dim);
 }
 

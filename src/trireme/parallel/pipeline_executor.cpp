@@ -174,7 +174,7 @@ double PipelineExecutor::step(const Tensor& ids, const Tensor& targets, int64_t 
         if (stage_->is_last(a.chunk)) {
           Tensor loss = stage_->loss(out, narrow(targets, 0, a.micro_batch * b, b));
           loss_sum += host_scalar(loss);
-          out = mul(loss, 1.0 / m);  // every micro-batch weighs 1/m of the batch's mean
+          out = mul(loss, loss_scale_ / m);  // every micro-batch weighs 1/m of the batch's mean (x the f16 loss scale)
         }
         s.output = out;
         stats_.compute += seconds_since(t);

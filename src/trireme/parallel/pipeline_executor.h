@@ -92,6 +92,10 @@ class PipelineExecutor {
   double grad_norm();
   double clip_grad_norm(double max_norm);
 
+  // Multiplies the loss that backward starts from (the f16 loss scale, amp/grad_scaler.h); the
+  // returned loss stays unscaled.
+  void set_loss_scale(double scale) { loss_scale_ = scale; }
+
   const ScheduleTable& table() const { return table_; }
   const std::vector<Action>& actions() const { return table_[size_t(rank_)]; }
   const PipelineStepStats& last_stats() const { return stats_; }
@@ -111,6 +115,7 @@ class PipelineExecutor {
   Device device_ = Device::cpu();  // the stage's parameters'
   std::shared_ptr<dist::ProcessGroup> tied_group_;  // first and last rank, when p > 2
   PipelineStepStats stats_;
+  double loss_scale_ = 1.0;
 };
 
 }  // namespace trireme::parallel

@@ -12,6 +12,7 @@
 #include "trireme/autograd/node.h"
 #include "trireme/kernels/nn.h"
 #include "trireme/kernels/registry.h"
+#include "trireme/ops/autocast_policy.h"
 #include "trireme/ops/copy.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/factory.h"
@@ -67,7 +68,8 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets,
     row_scale_base = valid / count;  // d loss / d per-row loss
     loss = sum((log_sum_exp - target_shifted) * valid) / count;
   }
-  loss = to_dtype(loss, logits.dtype());
+  // Under autocast a loss is f32; 16-bit logits are read as they are (Note [autocast policy]).
+  loss = to_dtype(loss, autocast_f32_result(logits) ? DType::f32 : logits.dtype());
   if (any_requires_grad({&logits})) {
     record(op, {&logits}, {&loss},
            [x_saved = SavedTensor(x), t, lse, row_scale_base, shard, sd](const TensorList& g) -> TensorList {

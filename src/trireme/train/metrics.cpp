@@ -10,6 +10,8 @@ nlohmann::json StepMetrics::to_json() const {
                       {"grad_norm", grad_norm}, {"tokens_per_s", tokens_per_s}, {"elapsed_s", elapsed_s},
                       {"peak_memory_bytes", peak_memory_bytes}};
   if (val_loss) j["val_loss"] = *val_loss;
+  if (loss_scale) j["loss_scale"] = *loss_scale;
+  if (skipped_steps) j["skipped_steps"] = *skipped_steps;
   return j;
 }
 

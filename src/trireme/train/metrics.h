@@ -1,5 +1,6 @@
 // Training metrics: one JSON object per line (step, loss, val_loss when measured, lr,
-// grad_norm, tokens_per_s, elapsed_s, peak_memory_bytes), appended and flushed as they come.
+// grad_norm, tokens_per_s, elapsed_s, peak_memory_bytes; loss_scale and skipped_steps for f16
+// training), appended and flushed as they come.
 #pragma once
 
 #include <fstream>
@@ -20,6 +21,8 @@ struct StepMetrics {
   double tokens_per_s = 0;
   double elapsed_s = 0;
   int64_t peak_memory_bytes = 0;
+  std::optional<double> loss_scale;      // train.precision = "f16" only
+  std::optional<int64_t> skipped_steps;  // f16: steps skipped for inf/NaN gradients so far
   nlohmann::json to_json() const;
 };
 

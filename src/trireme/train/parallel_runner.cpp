@@ -119,8 +119,20 @@ class ParallelRunnerBase : public StepRunner {
     return b;
   }
 
+  // f16: unscales `grads` and decides, the same on every rank (the inf/NaN flag all-reduced
+  // with max over the whole world: dp, tp and pp), whether this step may run.
+  bool unscale_and_check(const std::vector<Tensor>& grads) {
+    return precision_.unscale_and_check(grads, job_->device, [this](Tensor& flag) {
+      job_->world->all_reduce(flag, {.op = dist::ReduceOp::max})->wait();
+    });
+  }
+  void add_precision(StepResult& r) const {
+    if (precision_.has_scaler()) r.loss_scale = precision_.loss_scale(), r.skipped_steps = precision_.skipped_steps();
+  }
+
   io::TrainConfig cfg_;
   std::shared_ptr<ParallelJob> job_;
+  TrainPrecision precision_{cfg_};
 };
 
 // ---- pp == 1: tensor and data parallelism, gradient accumulation over micro-batches ----
@@ -178,29 +190,38 @@ class TensorDataRunner : public ParallelRunnerBase {
       Tensor loss;
       {
         nn::GlobalRowScope global_rows(first_global_row() + i * rows);
+        auto autocast = precision_.autocast_guard(job_->device);
         loss = model_->loss(x, y);
       }
       if (m > 1) loss = loss / double(m);  // the micro-batches' mean losses add up to the batch's
-      loss.backward();
+      precision_.scale_loss(loss).backward();
       loss_sum += host_value(loss);
     }
     reducer_->finish();
     auto pieces = zero_ ? zero_->grad_pieces(model_->shard_specs())
                         : parallel::grad_pieces(model_->named_parameters(), model_->shard_specs());
-    const double norm = cfg_.optim.grad_clip > 0 ? parallel::clip_global_grad_norm(pieces, cfg_.optim.grad_clip, ctx())
-                                                 : parallel::global_grad_norm(pieces, ctx());
+    std::vector<Tensor> grads;
+    for (const auto& piece : pieces) grads.push_back(piece.grad);
+    StepResult r{.loss = mean_over(ctx().dp_group(), loss_sum, job_->device), .grad_norm = NAN};
+    const bool finite = unscale_and_check(grads);  // every rank the same answer
+    if (finite) {
+      r.grad_norm = cfg_.optim.grad_clip > 0 ? parallel::clip_global_grad_norm(pieces, cfg_.optim.grad_clip, ctx())
+                                             : parallel::global_grad_norm(pieces, ctx());
+    }
     if (zero_) {
-      zero_->step();
+      if (finite) zero_->step();
       zero_->zero_grad();
     } else {
-      optimizer_->step();
+      if (finite) optimizer_->step();
       optimizer_->zero_grad();
     }
-    return {mean_over(ctx().dp_group(), loss_sum, job_->device), norm};
+    add_precision(r);
+    return r;
   }
 
   double eval_loss(const io::DataLoader& val, int64_t batches) override {
     NoGradGuard no_grad;
+    auto autocast = precision_.autocast_guard(job_->device);
     model_->eval();
     double total = 0;
     for (int64_t i = 0; i < batches; ++i) {
@@ -215,12 +236,13 @@ class TensorDataRunner : public ParallelRunnerBase {
     NamedTensors full = model_->full_state_dict();  // collective over tp
     if (rank() == 0) ckpt.model = std::move(full);
     ckpt.optimizer = zero_ ? zero_->state_dict() : optimizer_->state_dict();
+    precision_.add_state(ckpt.optimizer);
     return save_checkpoint_distributed(root, ckpt, *job_->world);
   }
 
   void load(const std::filesystem::path& dir, const Checkpoint& ckpt) override {
     model_->load_full_state_dict(as_map(ckpt.model));
-    auto opt = as_map(load_checkpoint_optimizer(dir, rank()));
+    auto opt = precision_.take_state(as_map(load_checkpoint_optimizer(dir, rank())));
     if (zero_) zero_->load_state_dict(opt);
     else optimizer_->load_state_dict(opt);
   }
@@ -283,31 +305,45 @@ class PipelineRunner : public ParallelRunnerBase {
   StepResult train_step(int64_t step, const io::DataLoader& train) override {
     stage_->set_rng(uint64_t(cfg_.train.seed), uint64_t(step));
     io::Batch b = local_batch_of(train, step);
-    double loss = pipe_->step(b.inputs, b.targets, first_global_row());
+    double loss;
+    {
+      // The executor's forwards run under autocast; backward ignores it (autograd/engine.cpp).
+      auto autocast = precision_.autocast_guard(job_->device);
+      pipe_->set_loss_scale(precision_.has_scaler() ? precision_.loss_scale() : 1.0);
+      loss = pipe_->step(b.inputs, b.targets, first_global_row());
+    }
     if (ctx().layout().dp > 1) loss = mean_over(ctx().dp_group(), loss, job_->device);
-    double norm = 0;
+    StepResult r{.loss = loss, .grad_norm = NAN};
     if (zero_) {
       // Note [ZeRO inside a pipeline]: reduce-scatter the accumulated gradients, then the norm
       // over every rank's shard pieces (the tied weight's second copy left out).
       reducer_->reduce_accumulated();
       auto pieces = zero_->grad_pieces(stage_->shard_specs(), second_tied_copy());
-      norm = cfg_.optim.grad_clip > 0 ? parallel::clip_global_grad_norm(pieces, cfg_.optim.grad_clip, ctx())
-                                      : parallel::global_grad_norm(pieces, ctx());
-      zero_->step();
+      std::vector<Tensor> grads;
+      for (const auto& piece : pieces) grads.push_back(piece.grad);
+      if (unscale_and_check(grads)) {
+        r.grad_norm = cfg_.optim.grad_clip > 0 ? parallel::clip_global_grad_norm(pieces, cfg_.optim.grad_clip, ctx())
+                                               : parallel::global_grad_norm(pieces, ctx());
+        zero_->step();
+      }
       zero_->zero_grad();
     } else {
       if (ctx().layout().dp > 1) average_grads_over_dp();
-      norm = cfg_.optim.grad_clip > 0 ? pipe_->clip_grad_norm(cfg_.optim.grad_clip) : pipe_->grad_norm();
-      optimizer_->step();
+      if (unscale_and_check(grads_of(stage_->named_parameters()))) {
+        r.grad_norm = cfg_.optim.grad_clip > 0 ? pipe_->clip_grad_norm(cfg_.optim.grad_clip) : pipe_->grad_norm();
+        optimizer_->step();
+      }
       optimizer_->zero_grad(true);
     }
-    return {loss, norm};
+    add_precision(r);
+    return r;
   }
 
   // Forward only, one virtual stage after another: stage s runs on pipeline rank s mod p (its
   // chunk s / p), receiving its input from stage s - 1 and sending its output to stage s + 1.
   double eval_loss(const io::DataLoader& val, int64_t batches) override {
     NoGradGuard no_grad;
+    auto autocast = precision_.autocast_guard(job_->device);
     stage_->eval();
     dist::ProcessGroup* pp = ctx().pp_group();
     const int p = ctx().layout().pp, r = ctx().pp_rank(), v = stage_->virtual_stages(), S = p * v;
@@ -352,6 +388,7 @@ class PipelineRunner : public ParallelRunnerBase {
       if (ctx().tp_rank() == 0) ckpt.model = std::move(whole);
     }
     ckpt.optimizer = zero_ ? zero_->state_dict() : optimizer_->state_dict();
+    precision_.add_state(ckpt.optimizer);
     return save_checkpoint_distributed(root, ckpt, *job_->world);
   }
 
@@ -361,7 +398,7 @@ class PipelineRunner : public ParallelRunnerBase {
       TRIREME_CHECK(full.count(name), "checkpoint '", dir.string(), "': model.safetensors has no '", name, "'");
     }
     stage_->load_full_state_dict(full);  // each tp rank its slices
-    auto opt = as_map(load_checkpoint_optimizer(dir, rank()));
+    auto opt = precision_.take_state(as_map(load_checkpoint_optimizer(dir, rank())));
     if (zero_) zero_->load_state_dict(opt);
     else optimizer_->load_state_dict(opt);
   }

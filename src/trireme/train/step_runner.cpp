@@ -1,6 +1,8 @@
 // The one-process StepRunner (see step_runner.h).
 #include "trireme/train/step_runner.h"
 
+#include <cmath>
+
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/ops/copy.h"
 #include "trireme/optim/adamw.h"
@@ -59,17 +61,26 @@ class SingleProcessRunner : public StepRunner {
     // Dropout masks are a function of (seed, step, layer name): resuming reproduces them.
     model_->set_rng(uint64_t(cfg_.train.seed), uint64_t(step));
     io::Batch b = on_device(train.batch(step, cfg_.train.batch_size));
-    Tensor loss = model_->loss(b.inputs, b.targets);
-    loss.backward();
-    const double grad_norm = cfg_.optim.grad_clip > 0 ? optim::clip_grad_norm(optimizer_->params(), cfg_.optim.grad_clip)
-                                                      : optim::grad_norm(model_->parameters());
-    optimizer_->step();
+    Tensor loss;
+    {
+      auto autocast = precision_.autocast_guard(device_);
+      loss = model_->loss(b.inputs, b.targets);
+    }
+    precision_.scale_loss(loss).backward();
+    StepResult r{.loss = host_value(loss), .grad_norm = NAN};
+    if (precision_.unscale_and_check(grads_of(optimizer_->params()), device_)) {
+      r.grad_norm = cfg_.optim.grad_clip > 0 ? optim::clip_grad_norm(optimizer_->params(), cfg_.optim.grad_clip)
+                                             : optim::grad_norm(model_->parameters());
+      optimizer_->step();
+    }
     optimizer_->zero_grad(true);
-    return {host_value(loss), grad_norm};
+    if (precision_.has_scaler()) r.loss_scale = precision_.loss_scale(), r.skipped_steps = precision_.skipped_steps();
+    return r;
   }
 
   double eval_loss(const io::DataLoader& val, int64_t batches) override {
     NoGradGuard no_grad;
+    auto autocast = precision_.autocast_guard(device_);
     model_->eval();
     double total = 0;
     for (int64_t i = 0; i < batches; ++i) {
@@ -83,13 +94,14 @@ class SingleProcessRunner : public StepRunner {
   std::filesystem::path save(const std::filesystem::path& root, Checkpoint ckpt) override {
     ckpt.model = model_->state_dict();
     ckpt.optimizer = optimizer_->state_dict();
+    precision_.add_state(ckpt.optimizer);
     return save_checkpoint(root, ckpt);
   }
 
   void load(const std::filesystem::path& dir, const Checkpoint& ckpt) override {
     model_->load_state_dict(ckpt.model);
     NamedTensors opt = ckpt.optimizer.empty() ? load_checkpoint_optimizer(dir, 0) : ckpt.optimizer;
-    optimizer_->load_state_dict(std::map<std::string, Tensor>(opt.begin(), opt.end()));
+    optimizer_->load_state_dict(precision_.take_state(std::map<std::string, Tensor>(opt.begin(), opt.end())));
   }
 
  private:
@@ -102,6 +114,7 @@ class SingleProcessRunner : public StepRunner {
   Device device_;
   std::unique_ptr<models::GPT> model_;
   std::unique_ptr<optim::Optimizer> optimizer_;
+  TrainPrecision precision_{cfg_};
 };
 
 }  // namespace

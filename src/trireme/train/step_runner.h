@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -21,12 +22,16 @@
 #include "trireme/models/gpt.h"
 #include "trireme/optim/optimizer.h"
 #include "trireme/train/checkpoint.h"
+#include "trireme/train/precision.h"
 
 namespace trireme::train {
 
 struct StepResult {
   double loss = 0;       // mean over the whole global batch, the same on every rank
-  double grad_norm = 0;  // global L2 norm of the gradient before clipping
+  double grad_norm = 0;  // global L2 norm of the gradient before clipping (NaN: step skipped)
+  // train.precision = "f16": the loss scale after this step and the steps skipped so far.
+  std::optional<double> loss_scale;
+  std::optional<int64_t> skipped_steps;
 };
 
 class StepRunner {

@@ -137,6 +137,14 @@ void save(Trainer::State& s, int64_t step, Progress& progress) {
   if (!s.options.quiet) progress.note(str_cat("checkpoint: step ", step, " -> ", p.string()));
 }
 
+// train.precision as the log shows it: what is stored, what the forward computes in, scaling.
+std::string precision_description(const io::TrainConfig& cfg) {
+  const std::string& p = cfg.train.precision;
+  if (p == "bf16") return "bf16 (f32 master weights, bf16 autocast)";
+  if (p == "f16") return str_cat("f16 (f32 master weights, f16 autocast, dynamic loss scale from ", cfg.train.loss_scale_init, ")");
+  return "f32";
+}
+
 // Keeps the metrics lines up to `step` (what the checkpoint being resumed had seen).
 void truncate_metrics(const fs::path& path, int64_t step) {
   if (!fs::exists(path)) return;
@@ -244,7 +252,8 @@ TrainSummary Trainer::run() {
   Progress progress(cfg.train.steps, cfg.train.log_interval, s.options.interactive);
   log_line(s.options, str_cat("model: GPT d_model=", cfg.model.d_model, " n_layer=", cfg.model.n_layer,
                               " n_head=", cfg.model.n_head, " block_size=", T, " vocab=", sum.vocab_size, ", ",
-                              sum.num_parameters, " parameters; layout: ", s.runner->describe_layout(), ", ", s.device.str(), ", ",
+                              sum.num_parameters, " parameters; layout: ", s.runner->describe_layout(), ", ", s.device.str(), ", precision ",
+                              precision_description(cfg), ", ",
                               cpu::num_threads(), " CPU threads", s.job ? " per process" : ""));
 
   reset_peak_memory(s.device);
@@ -277,6 +286,8 @@ TrainSummary Trainer::run() {
     m.elapsed_s = elapsed();
     m.tokens_per_s = double((done - s.start_step) * B * T) / std::max(m.elapsed_s, 1e-9);
     m.peak_memory_bytes = memory_stats(s.device).peak_bytes;
+    m.loss_scale = r.loss_scale;
+    m.skipped_steps = r.skipped_steps;
     const bool eval_now = (cfg.train.eval_interval > 0 && done % cfg.train.eval_interval == 0) || done == cfg.train.steps;
     if (eval_now) {
       m.val_loss = evaluate(s, val_loader);

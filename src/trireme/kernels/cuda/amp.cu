@@ -1,0 +1,42 @@
+// CUDA mixed-precision kernels: amp_unscale, the twin of kernels/cpu/amp.cpp. The flag is written
+// on the device (every writer stores 1, so the race is benign): no host round trip per tensor.
+#include <cmath>
+
+#include "trireme/kernels/amp.h"
+#include "trireme/kernels/cuda/launch.cuh"
+#include "trireme/kernels/registry.h"
+
+namespace trireme::cuda_kernels {
+namespace {
+
+template <class D>
+__global__ void amp_unscale_kernel(D* g, float* found_inf, int64_t n, dacc_t<D> inv_scale) {
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  bool bad = false;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    const dacc_t<D> x = to_acc(g[i]);
+    bad = bad || !isfinite(x);
+    g[i] = from_acc<D>(x * inv_scale);
+  }
+  if (bad) *found_inf = 1.0f;
+}
+
+template <class T>
+void amp_unscale_cuda(Tensor& grad, Tensor& found_inf, double inv_scale) {
+  using D = device_t<T>;
+  const int64_t n = grad.numel();
+  if (n == 0) return;
+  LaunchContext ctx(grad);
+  amp_unscale_kernel<D><<<grid_for(n), kBlock, 0, ctx.stream>>>(dptr<T>(grad), found_inf.data<float>(), n,
+                                                                dacc_t<D>(inv_scale));
+  TRIREME_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+TRIREME_REGISTER_KERNELS(cuda_amp) {
+  registry.add_each<AmpUnscaleKernel, double, float, bf16_t, f16_t>("amp_unscale", DeviceType::cuda,
+                                                                    []<class T>() { return &amp_unscale_cuda<T>; });
+}
+
+}  // namespace trireme::cuda_kernels
