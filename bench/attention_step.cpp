@@ -1,6 +1,6 @@
 // Times scaled_dot_product_attention forward + backward (through autograd, as a model runs it) on
-// one GPU or the CPU, q, k, v being head views of one fused (B, T, 3, H, hd) projection as in
-// the GPT. Prints one JSON line; bench/gpu/attention.sh runs it beside PyTorch's SDPA.
+// one GPU or the CPU, q, k, v being head views of one fused (B, T, 3·H·hd) projection output as
+// in nn/attention.cpp, the backward seeded with a fixed gradient. Prints one JSON line; bench/gpu/attention.sh runs it beside PyTorch's SDPA.
 //   build/bench/attention_step --batch 16 --heads 12 --seq 1024 --hd 64 --dtype bf16 --device cuda
 #include <algorithm>
 #include <chrono>
@@ -11,10 +11,9 @@
 #include <vector>
 
 #include "trireme/cuda/device.h"
-#include "trireme/ops/elementwise.h"
+#include "trireme/ops/copy.h"
 #include "trireme/ops/factory.h"
 #include "trireme/ops/nn_functional.h"
-#include "trireme/ops/reduce.h"
 #include "trireme/ops/view.h"
 
 using namespace trireme;
@@ -47,17 +46,18 @@ int main(int argc, char** argv) {
   }
   const Device device = on_gpu ? Device::cuda(0) : Device::cpu();
   Generator gen(0);
-  Tensor qkv = to_device(to_dtype(randn({batch, seq, 3, heads, hd}, gen), dtype), device).detach();
+  const int64_t C = heads * hd;
+  Tensor qkv = to_device(to_dtype(randn({batch, seq, 3 * C}, gen), dtype), device).detach();
   qkv.set_requires_grad(true);
   Tensor w = to_device(to_dtype(randn({batch, heads, seq, hd}, gen), dtype), device);
-  auto head = [&](int64_t i) { return transpose(squeeze(slice(qkv, 2, i, i + 1), 2), 1, 2); };
+  auto head = [&](int64_t i) { return transpose(view(narrow(qkv, 2, i * C, C), {batch, seq, heads, hd}), 1, 2); };
   auto sync = [&] {
     if (on_gpu) cuda::synchronize(0);
   };
   auto step = [&](bool fwd_only) {
     Tensor out = scaled_dot_product_attention(head(0), head(1), head(2), causal);
     if (!fwd_only) {
-      sum(mul(out, w)).backward();
+      out.backward(w);
       qkv.set_grad(Tensor());
     }
   };

@@ -1,5 +1,5 @@
 # PyTorch's peer of bench/attention_step.cpp: F.scaled_dot_product_attention (flash backend) forward
-# + backward on head views of one fused (B, T, 3, H, hd) tensor, the same loss sum(out * w).
+# + backward on head views of one fused (B, T, 3·H·hd) tensor, the backward seeded with w.
 import argparse, json, time
 import torch
 import torch.nn.functional as F
@@ -12,16 +12,17 @@ p.add_argument("--causal", type=int, default=1)
 a = p.parse_args()
 dt = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[a.dtype]
 g = torch.Generator(device="cuda").manual_seed(0)
-qkv = torch.randn(a.batch, a.seq, 3, a.heads, a.hd, device="cuda", generator=g).to(dt).requires_grad_()
+C = a.heads * a.hd
+qkv = torch.randn(a.batch, a.seq, 3 * C, device="cuda", generator=g).to(dt).requires_grad_()
 w = torch.randn(a.batch, a.heads, a.seq, a.hd, device="cuda", generator=g).to(dt)
 
 def step(fwd_only):
-    q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
+    q, k, v = (qkv[:, :, i * C:(i + 1) * C].view(a.batch, a.seq, a.heads, a.hd).transpose(1, 2) for i in range(3))
     with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.FLASH_ATTENTION if dt != torch.float32
                                         else torch.nn.attention.SDPBackend.EFFICIENT_ATTENTION):
         out = F.scaled_dot_product_attention(q, k, v, is_causal=bool(a.causal))
     if not fwd_only:
-        (out * w).sum().backward()
+        out.backward(w)
         qkv.grad = None
 
 def time_it(fwd_only):
