@@ -2,8 +2,8 @@
 // attention and rotary embeddings (shared by the CPU and CUDA backends).
 //
 // Conventions: kernels are registered by the dtype of their floating input (f64, f32, bf16, f16).
-// "stat" tensors (saved means, reciprocal standard deviations, log-sum-exps, attention
-// probabilities, per-row losses) hold the accumulation type: f64 for f64 inputs, f32 otherwise.
+// "stat" tensors (saved means, reciprocal standard deviations, log-sum-exps, per-row losses)
+// hold the accumulation type: f64 for f64 inputs, f32 otherwise.
 // Ops hand kernels contiguous tensors unless a signature says otherwise.
 #pragma once
 
@@ -69,14 +69,19 @@ using DropoutKernel = void (*)(const Tensor& x, double p, uint64_t seed, uint64_
                                Tensor& y);
 
 // ---- attention: q (B, H, Tq, hd), k and v (B, H, Tk, hd) ----
-// Inputs and outputs may have any strides as long as the last dim has stride 1 (so the
-// (B, T, H, hd) layout that splitting a fused QKV projection gives needs no copy).
-// probs (B, H, Tq, Tk) stat, contiguous: the softmax, saved for backward.
+// Fused ("flash") kernels: the (Tq, Tk) score matrix is never materialised; the backward
+// recomputes the probabilities from the saved log-sum-exps. With s = 1/sqrt(hd):
+//   lse[b, h, i] = log Σ_j exp(s q_i·k_j) over the keys row i attends (j <= i when causal),
+//   out[b, h, i] = Σ_j exp(s q_i·k_j - lse[b, h, i]) v_j.
+// q, k, v, out, grad_out and the gradients may have any strides as long as the last dim has
+// stride 1 (the (B, T, H, hd) layout that splitting a fused QKV projection gives needs no copy).
+// lse (B, H, Tq) stat, contiguous; -inf for a row with no key (Tk = 0), whose output is 0.
+// Causal needs Tq == Tk. The backward writes every element of grad_q, grad_k, grad_v.
 using AttentionKernel = void (*)(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, Tensor& out,
-                                 Tensor& probs);
-using AttentionBackwardKernel = void (*)(const Tensor& grad, const Tensor& q, const Tensor& k, const Tensor& v,
-                                         const Tensor& probs, bool causal, Tensor& grad_q, Tensor& grad_k,
-                                         Tensor& grad_v);
+                                 Tensor& lse);
+using AttentionBackwardKernel = void (*)(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                                         const Tensor& out, const Tensor& lse, bool causal, Tensor& grad_q,
+                                         Tensor& grad_k, Tensor& grad_v);
 
 // ---- rotary embedding: x (B, H, T, hd) with last-dim stride 1, out contiguous ----
 // inverse = true rotates by the negated angles (the backward).

@@ -1,4 +1,5 @@
-// scaled_dot_product_attention: checks, the fused kernel, and its backward.
+// scaled_dot_product_attention: checks, the fused (flash-style) kernel, and its backward, which
+// recomputes the probabilities from the saved log-sum-exps (kernels/nn.h).
 //
 // Note [attention layouts]
 // The output and the input gradients are allocated as (B, T, H, hd) in memory and returned as
@@ -57,19 +58,22 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   const int64_t nb = q.size(0), nh = q.size(1), tq = q.size(2), tk = k.size(2), hd = q.size(3);
   Tensor qc = kernel_layout(q), kc = kernel_layout(k), vc = kernel_layout(v);
   Tensor out = empty_bthd(nb, nh, tq, hd, q.dtype(), q.device());
-  Tensor probs = Tensor::empty({nb, nh, tq, tk}, stat_dtype(q.dtype()), q.device());
-  find_kernel<AttentionKernel>(op, q.device(), q.dtype())(qc, kc, vc, causal, out, probs);
+  Tensor lse = Tensor::empty({nb, nh, tq}, stat_dtype(q.dtype()), q.device());
+  find_kernel<AttentionKernel>(op, q.device(), q.dtype())(qc, kc, vc, causal, out, lse);
   if (any_requires_grad({&q, &k, &v})) {
+    // The backward recomputes the probabilities from lse: O(T) saved per row, not O(T²).
     record(op, {&q, &k, &v}, {&out},
-           [=, sq = SavedTensor(qc), sk = SavedTensor(kc), sv = SavedTensor(vc)](const TensorList& g) -> TensorList {
+           [=, sq = SavedTensor(qc), sk = SavedTensor(kc), sv = SavedTensor(vc),
+            so = SavedTensor(out.detach())](const TensorList& g) -> TensorList {
              const Tensor& qv = sq.unpack(op);
              const Tensor& kv = sk.unpack(op);
              const Tensor& vv = sv.unpack(op);
+             const Tensor& ov = so.unpack(op);
              Tensor gq = empty_bthd(nb, nh, tq, hd, qv.dtype(), qv.device());
              Tensor gk = empty_bthd(nb, nh, tk, hd, qv.dtype(), qv.device());
              Tensor gv = empty_bthd(nb, nh, tk, hd, qv.dtype(), qv.device());
              find_kernel<AttentionBackwardKernel>("scaled_dot_product_attention_backward", qv.device(), qv.dtype())(
-                 kernel_layout(g[0]), qv, kv, vv, probs, causal, gq, gk, gv);
+                 kernel_layout(g[0]), qv, kv, vv, ov, lse, causal, gq, gk, gv);
              return {gq, gk, gv};
            });
   }

@@ -1,16 +1,22 @@
-// CUDA scaled dot-product attention, forward and backward, the twin of kernels/cpu/attention.cpp:
-// cuBLASLt strided-batched GEMMs over the (batch, head) pairs around row kernels for the softmax
-// and its backward. Math is in the accumulation type C (f32 for f32/bf16/f16, no TF32; f64 for
-// f64); 16-bit inputs are converted into C copies first and results converted back, as the CPU
-// does. The probabilities are saved for the backward (B·H·Tq·Tk values of C).
+// CUDA scaled dot-product attention, forward and backward, fused: the (Tq, Tk) scores are never
+// stored. bf16/f16 with a head dim that is a multiple of 16 up to 128 (and 16-byte aligned rows)
+// take the tensor-core kernels of attention_flash.cu; everything else (f32, f64, other head dims,
+// odd strides) takes the simple fused kernels here: one warp per query row (forward, dQ) or per
+// key row (dK, dV), 32 keys or queries at a time with an online softmax, math in the accumulation
+// type (f32 for 16-bit inputs, no TF32; f64 for f64). Both paths are deterministic (no atomics).
 //
-// Per pair, with s = 1/sqrt(hd) and M the causal mask (-inf above the diagonal):
-//   forward:  S = s Q Kᵀ + M,  P = softmax_rows(S),  O = P V
-//   backward: dV = Pᵀ dO,  dP = dO Vᵀ,  dS = P ∘ (dP - rowsum(P ∘ dP)),  dQ = s dS K,  dK = s dSᵀ Q
+// With s = 1/sqrt(hd), per row i: lse_i = log Σ_j exp(s q_i·k_j), P_ij = exp(s q_i·k_j - lse_i),
+//   forward:  O_i = Σ_j P_ij v_j
+//   backward: D_i = dO_i·O_i,  dS_ij = P_ij (dO_i·v_j - D_i),
+//             dQ_i = s Σ_j dS_ij k_j,  dK_j = s Σ_i dS_ij q_i,  dV_j = Σ_i P_ij dO_i
 #include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <utility>
 
-#include "trireme/kernels/cuda/blas.cuh"
-#include "trireme/kernels/cuda/block_reduce.cuh"
+#include "trireme/core/error.h"
+#include "trireme/kernels/cuda/attention_common.cuh"
 #include "trireme/kernels/cuda/launch.cuh"
 #include "trireme/kernels/cuda/math.cuh"
 #include "trireme/kernels/elementwise.h"
@@ -20,173 +26,318 @@
 namespace trireme::cuda_kernels {
 namespace {
 
-// One (B, H, T, hd) operand in C as the GEMMs see it: per-pair matrices (T, hd) with row stride
-// ld, stepping s0 per batch and s1 per head. `keep` owns a converted copy when there is one.
-template <class C>
-struct HeadMat {
-  C* ptr = nullptr;
-  int64_t s0 = 0, s1 = 0, ld = 0;
-  Tensor keep;
-};
+constexpr int kWarps = 4;  // rows per block of the simple kernels
 
-template <class C>
-HeadMat<C> head_mat(const Tensor& t) {
-  HeadMat<C> m;
-  m.ptr = t.data<C>();
-  m.s0 = t.stride(0);
-  m.s1 = t.stride(1);
-  m.ld = t.size(2) <= 1 ? std::max<int64_t>(t.size(3), 1) : t.stride(2);  // one row: any stride; cuBLAS wants >= hd
-  return m;
+template <class A>
+__device__ __forceinline__ A warp_sum(A x) {
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+template <class A>
+__device__ __forceinline__ A warp_max(A x) {
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) x = max(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
 }
 
-// t in C: itself when it already is, else a contiguous converted copy.
-template <class T, class C>
-HeadMat<C> as_compute(const Tensor& t) {
-  if constexpr (std::is_same_v<T, C>) {
-    return head_mat<C>(t);
-  } else {
-    Tensor c = Tensor::empty(t.sizes(), dtype_v<C>, t.device());
-    find_kernel<CopyKernel>("copy", t.device(), dtype_v<C>)(t, c);
-    HeadMat<C> m = head_mat<C>(c);
-    m.keep = c;
-    return m;
+// Σ_d x[d] y[d] over one lane's own rows (no cross-lane work).
+template <class D, class A>
+__device__ __forceinline__ A dot_row(const A* x, const D* y, int hd) {
+  A acc = A(0);
+  for (int d = 0; d < hd; ++d) acc += x[d] * to_acc(y[d]);
+  return acc;
+}
+
+// ---- simple forward: one warp per query row ----
+template <class D>
+__global__ void attention_forward_simple(AttnArgs a) {
+  using A = dacc_t<D>;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int i = blockIdx.x * kWarps + warp, pair = blockIdx.y, b = pair / a.nh, h = pair % a.nh;
+  if (i >= a.tq) return;  // whole warps only: no block-wide sync below
+  A* qs = reinterpret_cast<A*>(smem_raw) + warp * 2 * a.hd;
+  A* acc = qs + a.hd;
+  const D* q = a.q.row<D>(b, h, i);
+  for (int d = lane; d < a.hd; d += 32) {
+    qs[d] = to_acc(q[d]);
+    acc[d] = A(0);
   }
-}
-
-// Where a result in C goes: straight into `out` when T == C, else a contiguous C buffer that
-// store() converts into out.
-template <class T, class C>
-struct HeadOut {
-  Tensor& out;
-  HeadMat<C> mat;
-  explicit HeadOut(Tensor& o) : out(o) {
-    if constexpr (std::is_same_v<T, C>) {
-      mat = head_mat<C>(o);
-    } else {
-      Tensor c = Tensor::empty(o.sizes(), dtype_v<C>, o.device());
-      mat = head_mat<C>(c);
-      mat.keep = c;
+  __syncwarp();
+  const A scale = A(a.scale);
+  const int n = a.causal ? min(i + 1, a.tk) : a.tk;
+  A m = -std::numeric_limits<A>::infinity(), l = A(0);
+  for (int j0 = 0; j0 < n; j0 += 32) {
+    const int j = j0 + lane;
+    const A x = j < n ? dot_row(qs, a.k.row<D>(b, h, j), a.hd) * scale : -std::numeric_limits<A>::infinity();
+    const A m_new = max(m, warp_max(x));  // finite: key j0 is valid
+    const A alpha = m_exp(m - m_new);
+    const A p = j < n ? m_exp(x - m_new) : A(0);
+    l = l * alpha + warp_sum(p);
+    m = m_new;
+    const int cnt = min(32, n - j0);
+    for (int d0 = 0; d0 < a.hd; d0 += 32) {  // every lane in step: the shuffles need all 32
+      const int d = d0 + lane;
+      A o = d < a.hd ? acc[d] * alpha : A(0);
+      for (int jj = 0; jj < cnt; ++jj) {
+        const A pj = __shfl_sync(0xffffffffu, p, jj);
+        if (d < a.hd) o += pj * to_acc(a.v.row<D>(b, h, j0 + jj)[d]);
+      }
+      if (d < a.hd) acc[d] = o;
     }
   }
-  void store() {
-    if constexpr (!std::is_same_v<T, C>) find_kernel<CopyKernel>("copy", out.device(), out.dtype())(mat.keep, out);
-  }
-};
+  const A inv = l > A(0) ? A(1) / l : A(0);
+  D* out = a.o.row<D>(b, h, i);
+  for (int d = lane; d < a.hd; d += 32) out[d] = from_acc<D>(acc[d] * inv);
+  if (lane == 0)
+    static_cast<A*>(a.lse)[int64_t(pair) * a.tq + i] = l > A(0) ? m + m_log(l) : -std::numeric_limits<A>::infinity();
+}
 
-// C[b, h] = alpha op(A[b, h]) op(B[b, h]) + beta C[b, h] for every pair: one batched GEMM when all
-// three step through the pairs with one stride, else one per batch index over the heads.
-template <class C>
-void gemm_pairs(const LaunchContext& ctx, int64_t nb, int64_t nh, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                double alpha, HeadMat<C> a, HeadMat<C> b, double beta, HeadMat<C> c) {
-  for (HeadMat<C>* x : {&a, &b, &c}) {
-    if (nh == 1) x->s1 = x->s0;
-    if (nb == 1) x->s0 = nh * x->s1;
+// ---- delta = rowsum(dO ∘ O), one warp per row (both paths) ----
+template <class D>
+__global__ void attention_delta_kernel(AttnArgs a, int64_t rows) {
+  using A = dacc_t<D>;
+  const int64_t r = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (r >= rows) return;
+  const int i = int(r % a.tq), pair = int(r / a.tq), b = pair / a.nh, h = pair % a.nh;
+  const D* g = a.dout.row<D>(b, h, i);
+  const D* o = a.o.row<D>(b, h, i);
+  A acc = A(0);
+  for (int d = lane; d < a.hd; d += 32) acc += to_acc(g[d]) * to_acc(o[d]);
+  acc = warp_sum(acc);
+  if (lane == 0) static_cast<A*>(a.delta)[r] = acc;
+}
+
+// ---- simple backward, dQ: one warp per query row ----
+template <class D>
+__global__ void attention_backward_q_simple(AttnArgs a) {
+  using A = dacc_t<D>;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int i = blockIdx.x * kWarps + warp, pair = blockIdx.y, b = pair / a.nh, h = pair % a.nh;
+  if (i >= a.tq) return;
+  A* qs = reinterpret_cast<A*>(smem_raw) + warp * 3 * a.hd;
+  A* gs = qs + a.hd;
+  A* acc = gs + a.hd;
+  const D* q = a.q.row<D>(b, h, i);
+  const D* g = a.dout.row<D>(b, h, i);
+  for (int d = lane; d < a.hd; d += 32) {
+    qs[d] = to_acc(q[d]);
+    gs[d] = to_acc(g[d]);
+    acc[d] = A(0);
   }
-  const bool uniform = a.s0 == nh * a.s1 && b.s0 == nh * b.s1 && c.s0 == nh * c.s1;
-  if (uniform) {
-    gemm_batched<C>(ctx, ta, tb, m, n, k, alpha, a.ptr, a.ld, a.s1, b.ptr, b.ld, b.s1, beta, c.ptr, c.ld, c.s1, nb * nh);
-    return;
+  __syncwarp();
+  const A scale = A(a.scale);
+  const A lse = static_cast<const A*>(a.lse)[int64_t(pair) * a.tq + i];
+  const A del = static_cast<const A*>(a.delta)[int64_t(pair) * a.tq + i];
+  const int n = a.causal ? min(i + 1, a.tk) : a.tk;
+  for (int j0 = 0; j0 < n; j0 += 32) {
+    const int j = j0 + lane;
+    A ds = A(0);
+    if (j < n) {
+      const A p = m_exp(dot_row(qs, a.k.row<D>(b, h, j), a.hd) * scale - lse);
+      ds = p * (dot_row(gs, a.v.row<D>(b, h, j), a.hd) - del);
+    }
+    const int cnt = min(32, n - j0);
+    for (int d0 = 0; d0 < a.hd; d0 += 32) {
+      const int d = d0 + lane;
+      A x = d < a.hd ? acc[d] : A(0);
+      for (int jj = 0; jj < cnt; ++jj) {
+        const A dsj = __shfl_sync(0xffffffffu, ds, jj);
+        if (d < a.hd) x += dsj * to_acc(a.k.row<D>(b, h, j0 + jj)[d]);
+      }
+      if (d < a.hd) acc[d] = x;
+    }
   }
-  for (int64_t i = 0; i < nb; ++i) {
-    gemm_batched<C>(ctx, ta, tb, m, n, k, alpha, a.ptr + i * a.s0, a.ld, a.s1, b.ptr + i * b.s0, b.ld, b.s1, beta,
-                    c.ptr + i * c.s0, c.ld, c.s1, nh);
+  D* dq = a.dq.row<D>(b, h, i);
+  for (int d = lane; d < a.hd; d += 32) dq[d] = from_acc<D>(acc[d] * scale);
+}
+
+// ---- simple backward, dK and dV: one warp per key row ----
+template <class D>
+__global__ void attention_backward_kv_simple(AttnArgs a) {
+  using A = dacc_t<D>;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int j = blockIdx.x * kWarps + warp, pair = blockIdx.y, b = pair / a.nh, h = pair % a.nh;
+  if (j >= a.tk) return;
+  A* ks = reinterpret_cast<A*>(smem_raw) + warp * 4 * a.hd;
+  A* vs = ks + a.hd;
+  A* dk = vs + a.hd;
+  A* dv = dk + a.hd;
+  const D* k = a.k.row<D>(b, h, j);
+  const D* v = a.v.row<D>(b, h, j);
+  for (int d = lane; d < a.hd; d += 32) {
+    ks[d] = to_acc(k[d]);
+    vs[d] = to_acc(v[d]);
+    dk[d] = dv[d] = A(0);
+  }
+  __syncwarp();
+  const A scale = A(a.scale);
+  const A* lse = static_cast<const A*>(a.lse) + int64_t(pair) * a.tq;
+  const A* del = static_cast<const A*>(a.delta) + int64_t(pair) * a.tq;
+  for (int i0 = a.causal ? j : 0; i0 < a.tq; i0 += 32) {
+    const int i = i0 + lane;
+    A p = A(0), ds = A(0);
+    if (i < a.tq) {
+      p = m_exp(dot_row(ks, a.q.row<D>(b, h, i), a.hd) * scale - lse[i]);
+      ds = p * (dot_row(vs, a.dout.row<D>(b, h, i), a.hd) - del[i]);
+    }
+    const int cnt = min(32, a.tq - i0);
+    for (int d0 = 0; d0 < a.hd; d0 += 32) {
+      const int d = d0 + lane;
+      A xk = d < a.hd ? dk[d] : A(0), xv = d < a.hd ? dv[d] : A(0);
+      for (int ii = 0; ii < cnt; ++ii) {
+        const A pi = __shfl_sync(0xffffffffu, p, ii), dsi = __shfl_sync(0xffffffffu, ds, ii);
+        if (d < a.hd) {
+          xv += pi * to_acc(a.dout.row<D>(b, h, i0 + ii)[d]);
+          xk += dsi * to_acc(a.q.row<D>(b, h, i0 + ii)[d]);
+        }
+      }
+      if (d < a.hd) {
+        dk[d] = xk;
+        dv[d] = xv;
+      }
+    }
+  }
+  D* gk = a.dk.row<D>(b, h, j);
+  D* gv = a.dv.row<D>(b, h, j);
+  for (int d = lane; d < a.hd; d += 32) {
+    gk[d] = from_acc<D>(dk[d] * scale);
+    gv[d] = from_acc<D>(dv[d]);
   }
 }
 
-// In place on rows of (rows, tk) scores: softmax over the first n entries of each row (n = i + 1
-// for row i of its pair when causal, else tk), zeros after.
-template <class C>
-__global__ void attention_softmax_kernel(C* s, int64_t tq, int64_t tk, bool causal) {
-  __shared__ C scratch[32];
-  const int64_t r = blockIdx.x;
-  C* row = s + r * tk;
-  const int64_t n = causal ? (r % tq) + 1 : tk;
-  C m = -std::numeric_limits<C>::infinity();
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = max(m, row[j]);
-  m = block_max(m, scratch);
-  C sum = C(0);
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) sum += m_exp(row[j] - m);
-  sum = block_sum(sum, scratch);
-  const C inv = C(1) / sum;
-  for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) row[j] = j < n ? m_exp(row[j] - m) * inv : C(0);
+// ---- host side ----
+
+template <class T>
+HeadPtr head_ptr(const Tensor& t) {
+  return {t.data<T>(), t.stride(0), t.stride(1), t.stride(2)};
 }
 
-// In place on dP rows: dS = P ∘ (dP - Σ_j P dP), zero beyond the causal limit.
-template <class C>
-__global__ void attention_softmax_backward_kernel(const C* p, C* ds, int64_t tq, int64_t tk, bool causal) {
-  __shared__ double scratch[32];
-  const int64_t r = blockIdx.x;
-  const C* prow = p + r * tk;
-  C* row = ds + r * tk;
-  const int64_t n = causal ? (r % tq) + 1 : tk;
-  double dot = 0;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) dot += double(prow[j] * row[j]);
-  const C d = C(block_sum(dot, scratch));
-  for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) row[j] = j < n ? prow[j] * (row[j] - d) : C(0);
+// Whether the tensor-core kernels take these operands: 16-bit, hd a multiple of 16 up to 128,
+// 16-byte aligned rows.
+template <class T>
+bool flash_eligible(int64_t hd, std::initializer_list<const Tensor*> ts) {
+  if constexpr (!std::is_same_v<T, bf16_t> && !std::is_same_v<T, f16_t>) {
+    return false;
+  } else {
+    if (hd == 0 || hd % 16 != 0 || hd > 128) return false;
+    for (const Tensor* t : ts) {
+      if (reinterpret_cast<uintptr_t>(t->data<T>()) % 16 != 0) return false;
+      for (int d = 0; d < 3; ++d)
+        if (t->size(d) > 1 && t->stride(d) % 8 != 0) return false;
+    }
+    return true;
+  }
 }
 
-template <class C>
-void fill_zero(const LaunchContext& ctx, Tensor& t) {
-  if (t.numel() == 0) return;
-  find_kernel<FillKernel>("fill", t.device(), t.dtype())(t, 0.0);
-  (void)ctx;
+// Block size and dynamic shared memory of the simple kernels: `per_row` values of A per warp.
+template <class A>
+std::pair<int, size_t> simple_launch(int64_t hd, int per_row) {
+  const size_t bytes = size_t(kWarps) * size_t(per_row) * size_t(hd) * sizeof(A);
+  TRIREME_CHECK(bytes <= 48 * 1024, "scaled_dot_product_attention (CUDA): head dim ", hd, " is too large for ",
+                sizeof(A) == 8 ? "f64" : "this dtype", " (the fused kernels keep ", per_row,
+                " rows of it per warp in 48 KiB of shared memory)");
+  return {kWarps * 32, bytes};
+}
+
+void check_pairs(int64_t pairs) {
+  TRIREME_CHECK(pairs <= 65535, "scaled_dot_product_attention (CUDA): batch x heads = ", pairs,
+                " is more than the 65535 the kernels' grid allows");
 }
 
 template <class T>
-void attention_cuda(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, Tensor& out, Tensor& probs) {
-  using C = acc_t<T>;
+void attention_cuda(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, Tensor& out, Tensor& lse) {
+  using D = device_t<T>;
+  using A = dacc_t<D>;
   const int64_t nb = q.size(0), nh = q.size(1), tq = q.size(2), tk = k.size(2), hd = q.size(3);
   if (nb * nh * tq == 0) return;
   LaunchContext ctx(out);
-  if (tk == 0) {  // nothing to attend to: zeros, as on the CPU
-    fill_zero<C>(ctx, out);
+  if (tk == 0) {  // nothing to attend to: zeros and lse -inf, as on the CPU
+    if (out.numel()) find_kernel<FillKernel>("fill", out.device(), out.dtype())(out, 0.0);
+    find_kernel<FillKernel>("fill", lse.device(), lse.dtype())(lse, -std::numeric_limits<double>::infinity());
     return;
   }
-  const double scale = 1.0 / std::sqrt(double(hd));
-  HeadMat<C> pm = head_mat<C>(probs);
-  if (hd > 0) {
-    HeadMat<C> qm = as_compute<T, C>(q), km = as_compute<T, C>(k);
-    gemm_pairs<C>(ctx, nb, nh, false, true, tq, tk, hd, scale, qm, km, 0.0, pm);  // S = s Q Kᵀ
-  } else {
-    fill_zero<C>(ctx, probs);
+  check_pairs(nb * nh);
+  AttnArgs a;
+  a.q = head_ptr<T>(q);
+  a.k = head_ptr<T>(k);
+  a.v = head_ptr<T>(v);
+  a.o = head_ptr<T>(out);
+  a.lse = lse.data<A>();
+  a.nh = int(nh);
+  a.tq = int(tq);
+  a.tk = int(tk);
+  a.hd = int(hd);
+  a.causal = causal;
+  a.scale = 1.0 / std::sqrt(double(hd));
+  if constexpr (std::is_same_v<T, bf16_t> || std::is_same_v<T, f16_t>) {
+    if (flash_eligible<T>(hd, {&q, &k, &v, &out})) {
+      flash_attention_forward<D>(a, int(nb), ctx.stream);
+      return;
+    }
   }
-  attention_softmax_kernel<C><<<unsigned(nb * nh * tq), row_block_threads(tk, 512), 0, ctx.stream>>>(
-      probs.data<C>(), tq, tk, causal);
+  auto [threads, smem] = simple_launch<A>(hd, 2);
+  const dim3 grid(unsigned((tq + kWarps - 1) / kWarps), unsigned(nb * nh));
+  attention_forward_simple<D><<<grid, threads, smem, ctx.stream>>>(a);
   TRIREME_CUDA_CHECK_LAUNCH();
-  if (hd == 0) return;
-  HeadMat<C> vm = as_compute<T, C>(v);
-  HeadOut<T, C> o(out);
-  gemm_pairs<C>(ctx, nb, nh, false, false, tq, hd, tk, 1.0, pm, vm, 0.0, o.mat);  // O = P V
-  o.store();
 }
 
 template <class T>
-void attention_backward_cuda(const Tensor& grad, const Tensor& q, const Tensor& k, const Tensor& v,
-                             const Tensor& probs, bool causal, Tensor& grad_q, Tensor& grad_k, Tensor& grad_v) {
-  using C = acc_t<T>;
+void attention_backward_cuda(const Tensor& grad, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                             const Tensor& lse, bool causal, Tensor& grad_q, Tensor& grad_k, Tensor& grad_v) {
+  using D = device_t<T>;
+  using A = dacc_t<D>;
   const int64_t nb = q.size(0), nh = q.size(1), tq = q.size(2), tk = k.size(2), hd = q.size(3);
   LaunchContext ctx(grad_q);
   if (nb * nh == 0 || tq == 0 || tk == 0 || hd == 0) {  // degenerate: every gradient is zero (or empty)
-    for (Tensor* t : {&grad_q, &grad_k, &grad_v}) fill_zero<C>(ctx, *t);
+    for (Tensor* t : {&grad_q, &grad_k, &grad_v})
+      if (t->numel()) find_kernel<FillKernel>("fill", t->device(), t->dtype())(*t, 0.0);
     return;
   }
-  const double scale = 1.0 / std::sqrt(double(hd));
-  HeadMat<C> gm = as_compute<T, C>(grad), qm = as_compute<T, C>(q), km = as_compute<T, C>(k),
-             vm = as_compute<T, C>(v);
-  HeadMat<C> pm = head_mat<C>(probs);
-  Tensor ds = Tensor::empty(probs.sizes(), probs.dtype(), probs.device());
-  HeadMat<C> dsm = head_mat<C>(ds);
-  HeadOut<T, C> dq(grad_q), dk(grad_k), dv(grad_v);
-  gemm_pairs<C>(ctx, nb, nh, true, false, tk, hd, tq, 1.0, pm, gm, 0.0, dv.mat);   // dV = Pᵀ dO
-  gemm_pairs<C>(ctx, nb, nh, false, true, tq, tk, hd, 1.0, gm, vm, 0.0, dsm);      // dP = dO Vᵀ
-  attention_softmax_backward_kernel<C><<<unsigned(nb * nh * tq), row_block_threads(tk, 512), 0, ctx.stream>>>(
-      probs.data<C>(), ds.data<C>(), tq, tk, causal);
+  check_pairs(nb * nh);
+  Tensor delta = Tensor::empty({nb, nh, tq}, lse.dtype(), lse.device());
+  AttnArgs a;
+  a.q = head_ptr<T>(q);
+  a.k = head_ptr<T>(k);
+  a.v = head_ptr<T>(v);
+  a.o = head_ptr<T>(out);
+  a.dout = head_ptr<T>(grad);
+  a.dq = head_ptr<T>(grad_q);
+  a.dk = head_ptr<T>(grad_k);
+  a.dv = head_ptr<T>(grad_v);
+  a.lse = const_cast<A*>(lse.data<A>());
+  a.delta = delta.data<A>();
+  a.nh = int(nh);
+  a.tq = int(tq);
+  a.tk = int(tk);
+  a.hd = int(hd);
+  a.causal = causal;
+  a.scale = 1.0 / std::sqrt(double(hd));
+  const int64_t rows = nb * nh * tq;
+  attention_delta_kernel<D><<<unsigned((rows + kWarps - 1) / kWarps), kWarps * 32, 0, ctx.stream>>>(a, rows);
   TRIREME_CUDA_CHECK_LAUNCH();
-  gemm_pairs<C>(ctx, nb, nh, false, false, tq, hd, tk, scale, dsm, km, 0.0, dq.mat);  // dQ = s dS K
-  gemm_pairs<C>(ctx, nb, nh, true, false, tk, hd, tq, scale, dsm, qm, 0.0, dk.mat);   // dK = s dSᵀ Q
-  dq.store();
-  dk.store();
-  dv.store();
+  if constexpr (std::is_same_v<T, bf16_t> || std::is_same_v<T, f16_t>) {
+    if (flash_eligible<T>(hd, {&q, &k, &v, &out, &grad, &grad_q, &grad_k, &grad_v})) {
+      flash_attention_backward<D>(a, int(nb), ctx.stream);
+      return;
+    }
+  }
+  {
+    auto [threads, smem] = simple_launch<A>(hd, 3);
+    const dim3 grid(unsigned((tq + kWarps - 1) / kWarps), unsigned(nb * nh));
+    attention_backward_q_simple<D><<<grid, threads, smem, ctx.stream>>>(a);
+    TRIREME_CUDA_CHECK_LAUNCH();
+  }
+  {
+    auto [threads, smem] = simple_launch<A>(hd, 4);
+    const dim3 grid(unsigned((tk + kWarps - 1) / kWarps), unsigned(nb * nh));
+    attention_backward_kv_simple<D><<<grid, threads, smem, ctx.stream>>>(a);
+    TRIREME_CUDA_CHECK_LAUNCH();
+  }
 }
 
 }  // namespace
