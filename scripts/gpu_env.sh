@@ -5,6 +5,8 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 out=${OUT:-out/gpu}
 mkdir -p "$out"
 export PATH=/opt/torch/.venv/bin:/usr/local/cuda/bin:$PATH
+# The GPU machine has no fortunes-zh: a carried copy of its poem files (.fortunes) stands in.
+if [ -d .fortunes ]; then export TRIREME_FORTUNES_DIR=${TRIREME_FORTUNES_DIR:-$PWD/.fortunes}; fi
 deps=$PWD/.gpu_deps
 if [ -f "$deps/deps.tar.xz" ] && [ ! -d "$deps/usr" ]; then tar -xJf "$deps/deps.tar.xz" -C "$deps"; fi
 ml=$deps/usr/lib/x86_64-linux-gnu

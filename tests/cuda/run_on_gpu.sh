@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine: unpacks .gpu_deps (scripts/gpu_deps.sh), builds libtrireme and the CUDA
 # tests, runs them, then runs them again (all but the GPT and trainer ones, too slow there) under
-# compute-sanitizer memcheck, unless TRIREME_MEMCHECK=0; MEMCHECK_TIMEOUT (s) bounds that run.
+# compute-sanitizer memcheck, unless TRIREME_MEMCHECK=0; MEMCHECK_TIMEOUT (s) bounds that run;
+# TEST_FILTER (a gtest filter) picks the tests of the first run.
 # Logs go to $OUT (or out/gpu); a short summary is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -27,7 +28,7 @@ if [ $build_rc -ne 0 ]; then
   exit 1
 fi
 
-build-gpu/tests/test_cuda > "$out/test_cuda.log" 2>&1
+build-gpu/tests/test_cuda ${TEST_FILTER:+--gtest_filter=$TEST_FILTER} > "$out/test_cuda.log" 2>&1
 test_rc=$?
 t2=$(date +%s)
 grep -E "^\[  (FAILED|SKIPPED) |Failure|error|differ|^\[ (parity|training)" "$out/test_cuda.log" | head -60

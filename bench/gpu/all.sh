@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# On the 2-GPU machine, one call for everything GPU time is scarce for: the CUDA tests, the GPT-2
+# 124M step beside PyTorch (eager and compile), GPT 1.3B at tp=1 and tp=2, and the two-GPU
+# pipeline test last (under its own timeout, as a hang there must not eat the rest). One build
+# folder (build-gpu) serves every part. DEADLINE_S (default 560) bounds the whole; a part that
+# would start too late is skipped and says so. Carry .gpu_deps, .peer and .fortunes.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+start=$(date +%s)
+deadline=$((start + ${DEADLINE_S:-560}))
+left() { echo $((deadline - $(date +%s))); }
+part() {  # name, seconds it needs at least, command...
+  local name=$1 need=$2
+  shift 2
+  if [ "$(left)" -lt "$need" ]; then
+    echo "== $name: skipped ($(left) s left, needs $need)"
+    return
+  fi
+  echo "== $name"
+  local t=$(date +%s)
+  "$@"
+  echo "== $name: rc=$? in $(($(date +%s) - t)) s"
+}
+part "CUDA tests" 150 env TRIREME_MEMCHECK="${TRIREME_MEMCHECK:-0}" TEST_FILTER=-CudaPipeline.* \
+  bash tests/cuda/run_on_gpu.sh
+part "GPT-2 124M step" 150 env DTYPES="${DTYPES:-bf16 amp-bf16}" PEER_MODES="${PEER_MODES:-eager compile}" \
+  bash bench/gpu/run.sh
+part "GPT 1.3B tp" 120 env RUNS="${PAR_RUNS:-tp1 tp2}" ITERS_BIG="${ITERS_BIG:-4}" DEADLINE_S="$(($(left) - 40))" \
+  bash bench/gpu/parallel.sh
+part "pipeline on 2 GPUs" 40 timeout "$(($(left) - 5))" build-gpu/tests/test_cuda --gtest_filter='CudaPipeline.*'
