@@ -6,6 +6,7 @@
 # would start too late is skipped and says so. Carry .gpu_deps, .peer and .fortunes.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/gpu_env.sh  # the library path for the test binary run directly below
 start=$(date +%s)
 deadline=$((start + ${DEADLINE_S:-560}))
 left() { echo $((deadline - $(date +%s))); }
