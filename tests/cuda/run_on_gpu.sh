@@ -18,7 +18,7 @@ source scripts/gpu_env.sh
 
 t0=$(date +%s)
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRIREME_DEPS_PREFIX="$deps/usr" \
-  -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DTRIREME_BUILD_BENCH=OFF > "$out/build.log" 2>&1 &&
+  -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DTRIREME_BUILD_BENCH=OFF -DTRIREME_BUILD_TESTS=ON > "$out/build.log" 2>&1 &&
   ninja -C build-gpu test_cuda >> "$out/build.log" 2>&1
 build_rc=$?
 t1=$(date +%s)

@@ -44,6 +44,12 @@ TEST(TrainerDevice, CudaWithoutAGpuSaysWhy) {
   EXPECT_FALSE(fs::exists(fs::temp_directory_path() / "trireme_trainer_device_unused"));
 }
 
+TEST(TrainerDevice, PipelineOnGpuIsRefused) {
+  const std::string msg = config_error(device_config("cuda", {"parallel.pp=2"}));
+  EXPECT_NE(msg.find("pipeline parallelism does not run on GPUs yet"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("parallel.pp = 2"), std::string::npos) << msg;
+}
+
 TEST(TrainerDevice, ParallelRunsTakeCudaNotOneIndex) {
   const std::string msg = config_error(device_config("cuda:1", {"parallel.dp=2"}));
   EXPECT_NE(msg.find("cuda:LOCAL_RANK"), std::string::npos) << msg;
