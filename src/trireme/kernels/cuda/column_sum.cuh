@@ -15,6 +15,19 @@ namespace trireme::cuda_kernels {
 
 inline constexpr int kSumCols = 32, kSumLanes = 8;
 
+// Thread (x, 0) gets the sum of column x's lane partials, added in lane order (deterministic).
+template <class A>
+__device__ __forceinline__ A lanes_total(A (&lanes)[kSumLanes][kSumCols + 1], A acc) {
+  lanes[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  A total = A(0);
+  if (threadIdx.y == 0) {
+#pragma unroll
+    for (int l = 0; l < kSumLanes; ++l) total += lanes[l][threadIdx.x];
+  }
+  return total;
+}
+
 // Column c of chunk k: Σ over rows r of the chunk of load(r, c), in the accumulation type A.
 template <class A, class Load>
 __global__ void column_partial_kernel(int64_t rows, int64_t cols, int64_t rows_per_chunk, Load load, A* partial) {
@@ -25,14 +38,8 @@ __global__ void column_partial_kernel(int64_t rows, int64_t cols, int64_t rows_p
   A acc = A(0);
   if (c < cols)
     for (int64_t r = r0 + threadIdx.y; r < r1; r += kSumLanes) acc += load(r, c);
-  lanes[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < cols) {
-    A total = A(0);
-#pragma unroll
-    for (int l = 0; l < kSumLanes; ++l) total += lanes[l][threadIdx.x];
-    partial[int64_t(blockIdx.y) * cols + c] = total;
-  }
+  const A total = lanes_total(lanes, acc);
+  if (threadIdx.y == 0 && c < cols) partial[int64_t(blockIdx.y) * cols + c] = total;
 }
 
 // out[c * out_stride] = Σ_k partial[k, c], chunks added in order (lanes, then lane order).
@@ -43,14 +50,8 @@ __global__ void column_finish_kernel(const A* partial, int64_t chunks, int64_t c
   A acc = A(0);
   if (c < cols)
     for (int64_t k = threadIdx.y; k < chunks; k += kSumLanes) acc += partial[k * cols + c];
-  lanes[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < cols) {
-    A total = A(0);
-#pragma unroll
-    for (int l = 0; l < kSumLanes; ++l) total += lanes[l][threadIdx.x];
-    store(c, total);
-  }
+  const A total = lanes_total(lanes, acc);
+  if (threadIdx.y == 0 && c < cols) store(c, total);
 }
 
 // How many row chunks: enough blocks for ~4 per SM, each chunk at least 64 rows.

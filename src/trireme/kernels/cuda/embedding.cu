@@ -59,16 +59,6 @@ __global__ void embedding_backward_kernel(const D* g, const int64_t* keys, const
   }
 }
 
-// Calls fn(typed ids pointer); the op has checked the dtype.
-template <class Fn>
-void with_ids(const Tensor& ids, Fn&& fn) {
-  if (ids.dtype() == DType::i64) {
-    fn(ids.data<int64_t>());
-  } else {
-    fn(ids.data<int32_t>());
-  }
-}
-
 template <class T>
 void embedding_cuda(const Tensor& weight, const Tensor& ids, Tensor& out) {
   using D = device_t<T>;
@@ -77,7 +67,7 @@ void embedding_cuda(const Tensor& weight, const Tensor& ids, Tensor& out) {
   LaunchContext ctx(out);
   cuda::DeviceErrorSlot* err = cuda::device_error_slot(out.device().index);
   const int64_t sv = weight.stride(0), sd = weight.stride(1);
-  with_ids(ids, [&]<class I>(const I* ip) {
+  with_index_ptr(ids, [&]<class I>(const I* ip) {
     embedding_kernel<D, I><<<grid_for(n * dim), kBlock, 0, ctx.stream>>>(dptr<T>(weight), sv, sd, ip, n, dim, vocab,
                                                                           err, dptr<T>(out));
   });
@@ -105,7 +95,7 @@ void embedding_backward_cuda(const Tensor& grad, const Tensor& ids, Tensor& grad
   int64_t* keys_out = keys_in + n;
   int64_t* pos_in = keys_out + n;
   int64_t* pos_out = pos_in + n;
-  with_ids(ids, [&]<class I>(const I* ip) {
+  with_index_ptr(ids, [&]<class I>(const I* ip) {
     sort_input_kernel<I><<<unsigned((n + 255) / 256), 256, 0, ctx.stream>>>(ip, n, vocab, keys_in, pos_in);
   });
   TRIREME_CUDA_CHECK_LAUNCH();

@@ -150,4 +150,14 @@ inline device_t<T>* dptr(const Tensor& t) {
   return reinterpret_cast<device_t<T>*>(t.data<T>());
 }
 
+// Calls fn(typed pointer) for an index tensor (ids, targets) of i64 or i32; the ops check the dtype.
+template <class Fn>
+void with_index_ptr(const Tensor& index, Fn&& fn) {
+  if (index.dtype() == DType::i64) {
+    fn(index.data<int64_t>());
+  } else {
+    fn(index.data<int32_t>());
+  }
+}
+
 }  // namespace trireme::cuda_kernels

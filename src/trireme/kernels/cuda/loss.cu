@@ -81,16 +81,6 @@ __global__ void cross_entropy_backward_kernel(const D* x, const I* targets, int6
   }
 }
 
-// Calls fn(typed targets pointer).
-template <class Fn>
-void with_targets(const Tensor& targets, Fn&& fn) {
-  if (targets.dtype() == DType::i64) {
-    fn(targets.data<int64_t>());
-  } else {
-    fn(targets.data<int32_t>());
-  }
-}
-
 template <class T>
 void cross_entropy_cuda(const Tensor& logits, const Tensor& targets, int64_t ignore_index, Tensor& losses,
                         Tensor& lse, Tensor& count) {
@@ -100,7 +90,7 @@ void cross_entropy_cuda(const Tensor& logits, const Tensor& targets, int64_t ign
   LaunchContext ctx(logits);
   const int64_t ts = targets.dim() ? targets.stride(0) : 0;
   cuda::DeviceErrorSlot* err = cuda::device_error_slot(logits.device().index);
-  with_targets(targets, [&]<class I>(const I* tp) {
+  with_index_ptr(targets, [&]<class I>(const I* tp) {
     count_targets_kernel<I, A><<<1, 1024, 0, ctx.stream>>>(tp, ts, n, c, ignore_index, count.data<A>());
     if (n > 0)
       cross_entropy_kernel<D, I><<<unsigned(n), row_block_threads(c, 512), 0, ctx.stream>>>(
@@ -118,7 +108,7 @@ void cross_entropy_backward_cuda(const Tensor& logits, const Tensor& targets, co
   if (n == 0 || c == 0) return;
   LaunchContext ctx(grad_logits);
   const int64_t ts = targets.dim() ? targets.stride(0) : 0, gs = grad.dim() ? grad.stride(0) : 0;
-  with_targets(targets, [&]<class I>(const I* tp) {
+  with_index_ptr(targets, [&]<class I>(const I* tp) {
     cross_entropy_backward_kernel<D, I><<<unsigned(n), row_block_threads(c, 512), 0, ctx.stream>>>(
         dptr<T>(logits), tp, ts, lse.data<A>(), grad.data<A>(), gs, c, ignore_index, dptr<T>(grad_logits));
   });

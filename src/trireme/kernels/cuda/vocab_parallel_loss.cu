@@ -70,15 +70,6 @@ __global__ void grad_kernel(const D* x, const I* targets, int64_t ts, int64_t n,
   }
 }
 
-template <class Fn>
-void with_targets(const Tensor& targets, Fn&& fn) {
-  if (targets.dtype() == DType::i64) {
-    fn(targets.data<int64_t>());
-  } else {
-    fn(targets.data<int32_t>());
-  }
-}
-
 template <class T>
 void row_max_cuda(const Tensor& logits, int64_t real, Tensor& row_max) {
   using D = device_t<T>;
@@ -100,7 +91,7 @@ void row_stats_cuda(const Tensor& logits, const Tensor& targets, int64_t start, 
   LaunchContext ctx(logits);
   cuda::DeviceErrorSlot* err = cuda::device_error_slot(logits.device().index);
   const int64_t ts = targets.dim() ? targets.stride(0) : 0;
-  with_targets(targets, [&]<class I>(const I* tp) {
+  with_index_ptr(targets, [&]<class I>(const I* tp) {
     row_stats_kernel<D, I><<<unsigned(n), row_block_threads(real, 512), 0, ctx.stream>>>(
         dptr<T>(logits), tp, ts, n, logits.size(1), start, real, vocab_size, ignore_index, row_max.data<A>(), err,
         stats.data<A>());
@@ -117,7 +108,7 @@ void grad_cuda(const Tensor& logits, const Tensor& targets, int64_t start, int64
   if (n * vl == 0) return;
   LaunchContext ctx(grad_logits);
   const int64_t ts = targets.dim() ? targets.stride(0) : 0;
-  with_targets(targets, [&]<class I>(const I* tp) {
+  with_index_ptr(targets, [&]<class I>(const I* tp) {
     grad_kernel<D, I><<<grid_for(n * vl), kBlock, 0, ctx.stream>>>(dptr<T>(logits), tp, ts, n, vl, start, real,
                                                                   lse.data<A>(), grad_row.data<A>(),
                                                                   dptr<T>(grad_logits));
