@@ -21,8 +21,9 @@ Tensor MultiHeadAttention::forward(const Tensor& x) {
                 options.d_model, "), got ", x.sizes());
   const int64_t B = x.size(0), T = x.size(1), C = options.d_model, H = options.n_head, hd = C / H;
   Tensor qkv = c_attn->forward(x);  // (B, T, 3C)
+  const std::vector<Tensor> parts = split(qkv, C, 2);  // one node: one gradient buffer for q, k, v
   auto heads = [&](int64_t which) {  // (B, T, C) slice -> (B, H, T, hd)
-    return transpose(view(narrow(qkv, 2, which * C, C), {B, T, H, hd}), 1, 2);
+    return transpose(view(parts[size_t(which)], {B, T, H, hd}), 1, 2);
   };
   Tensor q = heads(0), k = heads(1), v = heads(2);
   if (options.rotary) {

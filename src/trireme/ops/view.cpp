@@ -212,11 +212,38 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
   }
   TRIREME_CHECK(total == x.sizes()[size_t(d)], "split: sizes ", sizes, " add up to ", total, " but dimension ", dim,
                 " of shape ", x.sizes(), " is ", x.sizes()[size_t(d)]);
+  // One node for all the pieces, not one narrow each: narrow's backward makes a zero tensor of
+  // x's full shape per piece and the engine then adds them up (for GPT's fused QKV projection:
+  // three (B, T, 3C) zero fills and two (B, T, 3C) additions per layer). Here the backward writes
+  // each piece's gradient into its slice of one buffer, and zeros only a piece that got none.
   std::vector<Tensor> out;
   int64_t start = 0;
   for (int64_t s : sizes) {
-    out.push_back(narrow(x, d, start, s));
+    Shape piece = x.sizes();
+    piece[size_t(d)] = s;
+    out.push_back(x.alias(piece, x.strides(), x.offset() + start * x.strides()[size_t(d)]));
     start += s;
+  }
+  if (any_requires_grad({&x})) {
+    std::vector<Tensor*> outs;
+    for (Tensor& t : out) outs.push_back(&t);
+    autograd::record("split", std::vector<Tensor>{x}, outs, [in = x.sizes(), d, sizes](const TensorList& g) -> TensorList {
+      const Tensor* some = nullptr;
+      for (const Tensor& gi : g) some = some ? some : (gi.defined() ? &gi : nullptr);
+      if (!some) return {Tensor()};
+      Tensor full = Tensor::empty(in, some->dtype(), some->device());
+      int64_t at = 0;
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        Tensor part = narrow(full, d, at, sizes[i]);  // backward runs without grad mode: a plain view
+        if (g[i].defined()) {
+          copy_(part, g[i]);
+        } else {
+          zero_(part);
+        }
+        at += sizes[i];
+      }
+      return {full};
+    });
   }
   return out;
 }

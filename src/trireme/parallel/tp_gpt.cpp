@@ -32,7 +32,8 @@ Tensor TensorParallelAttention::forward(const Tensor& x) {
                 "), got ", x.sizes());
   const int64_t B = x.size(0), T = x.size(1), H = n_head_local, hd = d_model / n_head, C = H * hd;
   Tensor qkv = c_attn->forward(x);  // (B, T, 3C): this rank's q | k | v
-  auto heads = [&](int64_t which) { return transpose(view(narrow(qkv, 2, which * C, C), {B, T, H, hd}), 1, 2); };
+  const std::vector<Tensor> parts = split(qkv, C, 2);  // one node: one gradient buffer for q, k, v
+  auto heads = [&](int64_t which) { return transpose(view(parts[size_t(which)], {B, T, H, hd}), 1, 2); };
   Tensor y = scaled_dot_product_attention(heads(0), heads(1), heads(2), /*causal=*/true);  // (B, H, T, hd)
   y = reshape(transpose(y, 1, 2), {B, T, C});
   return resid_dropout->forward(c_proj->forward(y));
