@@ -86,6 +86,25 @@ TEST(Attention, FusedProjectionViews) {
             }});
 }
 
+TEST(Attention, FusedProjectionSplitAsTheModelDoes) {
+  // The model's path: one split of the projection (ops/view.cpp), whose backward takes dq, dk, dv
+  // in place when the attention backward wrote them into one fused buffer (ops/attention.cpp).
+  const int64_t B = 2, T = 9, H = 3, hd = 4;
+  check_op({.name = "attention_split_qkv",
+            .shapes = {{B, T, 3 * H * hd}},
+            .fn = [=](const Inputs& x) {
+              std::vector<Tensor> p = split(x[0], H * hd, 2);
+              auto head = [&](int64_t w) { return transpose(view(p[size_t(w)], {B, T, H, hd}), 1, 2); };
+              return scaled_dot_product_attention(head(0), head(1), head(2), true);
+            },
+            .reference = [=](const Inputs& x) {
+              auto head = [&](int64_t w) {
+                return contiguous(transpose(reshape(narrow(x[0], 2, w * H * hd, H * hd), {B, T, H, hd}), 1, 2));
+              };
+              return naive_attention(head(0), head(1), head(2), true);
+            }});
+}
+
 TEST(Attention, KernelLogSumExp) {
   // The saved statistic itself, straight from the kernel, each float dtype and both masks.
   Generator gen(7);

@@ -7,6 +7,8 @@
 // heads, which is then free, and the gradients of q, k, v (usually head views of one fused QKV
 // projection) land in the layout that projection's backward wants. Kernels accept any strides
 // with a unit last stride, so these views need no copies either way.
+#include <array>
+
 #include "trireme/autograd/node.h"
 #include "trireme/kernels/nn.h"
 #include "trireme/kernels/registry.h"
@@ -36,6 +38,33 @@ Tensor empty_bthd(int64_t b, int64_t h, int64_t t, int64_t hd, DType dtype, Devi
   return buf.alias({b, h, t, hd}, {t * h * hd, hd, h * hd, 1}, buf.offset());
 }
 
+// True when q, k, v are the three head views of one fused (B, T, 3, H, hd) projection, tiling it
+// exactly (the model's split of c_attn's output): then their gradients can share one buffer laid
+// out the same way, and split's backward finds them in place instead of copying them together.
+bool fused_projection_views(const Tensor& q, const Tensor& k, const Tensor& v) {
+  if (q.storage().get() != k.storage().get() || q.storage().get() != v.storage().get()) return false;
+  if (q.sizes() != k.sizes() || q.sizes() != v.sizes() || q.strides() != k.strides() || q.strides() != v.strides())
+    return false;
+  const int64_t nb = q.size(0), nh = q.size(1), t = q.size(2), hd = q.size(3), delta = nh * hd;
+  return k.offset() - q.offset() == delta && v.offset() - k.offset() == delta && q.stride(3) == 1 &&
+         (nh == 1 || q.stride(1) == hd) && (t == 1 || q.stride(2) == 3 * delta) &&
+         (nb == 1 || q.stride(0) == t * 3 * delta);
+}
+
+// Gradients for q, k, v: one (B, T, 3, H, hd) buffer in the layout q, k, v have when they are
+// fused projection views (see above), else three (B, T, H, hd) buffers (Note [attention layouts]).
+std::array<Tensor, 3> empty_qkv_grads(const Tensor& q, const Tensor& k, bool fused) {
+  const int64_t nb = q.size(0), nh = q.size(1), tq = q.size(2), tk = k.size(2), hd = q.size(3);
+  if (!fused) {
+    return {empty_bthd(nb, nh, tq, hd, q.dtype(), q.device()), empty_bthd(nb, nh, tk, hd, q.dtype(), q.device()),
+            empty_bthd(nb, nh, tk, hd, q.dtype(), q.device())};
+  }
+  Tensor buf = Tensor::empty({nb, tq, 3, nh, hd}, q.dtype(), q.device());
+  const Shape strides{tq * 3 * nh * hd, hd, 3 * nh * hd, 1};
+  auto piece = [&](int64_t i) { return buf.alias({nb, nh, tq, hd}, strides, buf.offset() + i * nh * hd); };
+  return {piece(0), piece(1), piece(2)};
+}
+
 }  // namespace
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
@@ -57,6 +86,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   TRIREME_CHECK(is_floating(q.dtype()), op, ": needs floating inputs, got ", q.dtype());
   const int64_t nb = q.size(0), nh = q.size(1), tq = q.size(2), tk = k.size(2), hd = q.size(3);
   Tensor qc = kernel_layout(q), kc = kernel_layout(k), vc = kernel_layout(v);
+  const bool fused_views = fused_projection_views(qc, kc, vc);
   Tensor out = empty_bthd(nb, nh, tq, hd, q.dtype(), q.device());
   Tensor lse = Tensor::empty({nb, nh, tq}, stat_dtype(q.dtype()), q.device());
   find_kernel<AttentionKernel>(op, q.device(), q.dtype())(qc, kc, vc, causal, out, lse);
@@ -69,9 +99,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
              const Tensor& kv = sk.unpack(op);
              const Tensor& vv = sv.unpack(op);
              const Tensor& ov = so.unpack(op);
-             Tensor gq = empty_bthd(nb, nh, tq, hd, qv.dtype(), qv.device());
-             Tensor gk = empty_bthd(nb, nh, tk, hd, qv.dtype(), qv.device());
-             Tensor gv = empty_bthd(nb, nh, tk, hd, qv.dtype(), qv.device());
+             auto [gq, gk, gv] = empty_qkv_grads(qv, kv, fused_views);
              find_kernel<AttentionBackwardKernel>("scaled_dot_product_attention_backward", qv.device(), qv.dtype())(
                  kernel_layout(g[0]), qv, kv, vv, ov, lse, causal, gq, gk, gv);
              return {gq, gk, gv};

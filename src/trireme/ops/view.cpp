@@ -203,6 +203,27 @@ Tensor unsqueeze(const Tensor& x, int64_t dim) {
   return reshape(x, s);
 }
 
+namespace {
+
+// When the gradients of split's pieces already sit side by side in one dense buffer, exactly where
+// the pieces sit in x (the attention backward writes dq, dk, dv so for a fused QKV projection:
+// ops/attention.cpp), that buffer viewed as x's shape is the gradient of x: no copy. Else
+// undefined. Gradients are never written in place (the engine adds out of place), so sharing
+// their storage is safe.
+Tensor pieces_in_place(const TensorList& g, const Shape& in, int64_t d, const std::vector<int64_t>& sizes) {
+  for (const Tensor& gi : g)
+    if (!gi.defined() || gi.storage().get() != g[0].storage().get() || gi.strides() != g[0].strides()) return Tensor();
+  int64_t start = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (g[i].offset() != g[0].offset() + start * g[0].strides()[size_t(d)]) return Tensor();
+    start += sizes[i];
+  }
+  Tensor whole = g[0].alias(in, g[0].strides(), g[0].offset());
+  return whole.is_contiguous() ? whole : Tensor();
+}
+
+}  // namespace
+
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
   int64_t d = wrap_dim(dim, x.dim(), "split");
   int64_t total = 0;
@@ -231,6 +252,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
       const Tensor* some = nullptr;
       for (const Tensor& gi : g) some = some ? some : (gi.defined() ? &gi : nullptr);
       if (!some) return {Tensor()};
+      if (Tensor whole = pieces_in_place(g, in, d, sizes); whole.defined()) return {whole};
       Tensor full = Tensor::empty(in, some->dtype(), some->device());
       int64_t at = 0;
       for (size_t i = 0; i < sizes.size(); ++i) {
