@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "amp_tiny_gpt.h"
 #include "tiny_trainer_config.h"
 #include "trireme/amp/autocast.h"
 #include "trireme/amp/grad_scaler.h"
@@ -21,53 +22,10 @@
 namespace trireme {
 namespace {
 
-// 20 AdamW steps of a 2-layer GPT (d_model 32, vocab 64) on fixed random tokens, in `precision`
-// ("f32", "bf16", "f16"). The parameters are f32 in every case.
+// 20 AdamW steps on the CPU (tests/amp_tiny_gpt.h).
 std::vector<double> train_tiny_gpt(const std::string& precision, int64_t* skipped = nullptr) {
-  models::GPTConfig c{.vocab_size = 64, .block_size = 16, .n_layer = 2, .n_head = 2, .d_model = 32};
-  std::vector<int64_t> ids, targets;
-  for (int64_t b = 0; b < 4; ++b) {
-    for (int64_t t = 0; t < 17; ++t) {
-      // A learnable sequence: each token follows from the previous one, with some noise.
-      const int64_t tok = (b * 5 + t * 3 + (rng_uniform(7, uint64_t(b), uint64_t(t)) < 0.2 ? 1 : 0)) % 64;
-      if (t < 16) ids.push_back(tok);
-      if (t > 0) targets.push_back(tok);
-    }
-  }
-  Tensor x = from_vector<int64_t>(ids, {4, 16}), y = from_vector<int64_t>(targets, {4, 16});
-  models::GPT gpt(c, /*seed=*/5);
-  optim::AdamW opt(gpt.named_parameters(), {.lr = 1e-2, .betas = {0.9, 0.95}, .weight_decay = 0.1});
-  amp::GradScaler scaler({.init_scale = 65536.0, .growth_interval = 5});
-  const bool low = precision != "f32", f16 = precision == "f16";
-  std::vector<double> losses;
-  for (int step = 0; step < 20; ++step) {
-    Tensor loss;
-    {
-      amp::AutocastGuard autocast(DeviceType::cpu, f16 ? DType::f16 : DType::bf16, low);
-      loss = gpt.loss(x, y);
-    }
-    EXPECT_EQ(loss.dtype(), DType::f32);
-    losses.push_back(loss.item());
-    (f16 ? scaler.scale(loss) : loss).backward();
-    bool ok = true;
-    if (f16) {
-      std::vector<Tensor> grads;
-      for (const auto& [name, p] : opt.params()) grads.push_back(p.grad());
-      scaler.unscale(grads);
-      ok = scaler.update();
-    }
-    for (const auto& [name, p] : opt.params()) {
-      EXPECT_EQ(p.dtype(), DType::f32) << name;
-      EXPECT_EQ(p.grad().dtype(), DType::f32) << name;
-    }
-    if (ok) {
-      optim::clip_grad_norm(opt.params(), 1.0);
-      opt.step();
-    }
-    opt.zero_grad();
-  }
-  if (skipped) *skipped = scaler.skipped_steps();
-  return losses;
+  return testing::train_tiny_gpt_amp(precision, {.steps = 20, .scaler = {.init_scale = 65536.0, .growth_interval = 5}},
+                                     skipped);
 }
 
 // Tolerance: bf16 keeps 8 bits of mantissa, so each linear's output is off by ~0.4% relative;

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "amp_tiny_gpt.h"
 #include "cuda_test_util.h"
 #include "trireme/amp/autocast.h"
 #include "trireme/amp/grad_scaler.h"
@@ -44,50 +45,10 @@ TEST(CudaAmp, UnscaleMatchesTheCpuKernel) {
   }
 }
 
-// 30 AdamW steps of a tiny GPT with f32 parameters: `precision` "f32", "bf16" or "f16" (autocast
-// on the model's device, the f16 run with a GradScaler).
+// 30 AdamW steps on `device` (tests/amp_tiny_gpt.h).
 std::vector<double> train(Device device, const std::string& precision, int64_t* skipped = nullptr) {
-  models::GPTConfig c{.vocab_size = 64, .block_size = 16, .n_layer = 2, .n_head = 2, .d_model = 32};
-  std::vector<int64_t> ids, targets;
-  for (int64_t b = 0; b < 4; ++b) {
-    for (int64_t t = 0; t < 17; ++t) {
-      const int64_t tok = (b * 5 + t * 3 + (rng_uniform(7, uint64_t(b), uint64_t(t)) < 0.2 ? 1 : 0)) % 64;
-      if (t < 16) ids.push_back(tok);
-      if (t > 0) targets.push_back(tok);
-    }
-  }
-  models::GPT gpt(c, /*seed=*/5);
-  gpt.to(device);
-  Tensor x = to_device(from_vector<int64_t>(ids, {4, 16}), device);
-  Tensor y = to_device(from_vector<int64_t>(targets, {4, 16}), device);
-  optim::AdamW opt(gpt.named_parameters(), {.lr = 1e-2, .betas = {0.9, 0.95}, .weight_decay = 0.1});
-  amp::GradScaler scaler({.growth_interval = 10});
-  const bool f16 = precision == "f16";
-  std::vector<double> losses;
-  for (int step = 0; step < 30; ++step) {
-    Tensor loss;
-    {
-      amp::AutocastGuard autocast(device.type, f16 ? DType::f16 : DType::bf16, precision != "f32");
-      loss = gpt.loss(x, y);
-    }
-    losses.push_back(to_device(loss.detach(), Device::cpu()).item());
-    (f16 ? scaler.scale(loss) : loss).backward();
-    bool ok = true;
-    if (f16) {
-      std::vector<Tensor> grads;
-      for (const auto& [name, p] : opt.params()) grads.push_back(p.grad());
-      scaler.unscale(grads);
-      ok = scaler.update();
-    }
-    for (const auto& [name, p] : opt.params()) EXPECT_EQ(p.grad().dtype(), DType::f32) << name;
-    if (ok) {
-      optim::clip_grad_norm(opt.params(), 1.0);
-      opt.step();
-    }
-    opt.zero_grad();
-  }
-  if (skipped) *skipped = scaler.skipped_steps();
-  return losses;
+  return testing::train_tiny_gpt_amp(precision, {.device = device, .steps = 30, .scaler = {.growth_interval = 10}},
+                                     skipped);
 }
 
 // bf16 (8-bit mantissa) linears through cuBLASLt vs the CPU's f32: the CPU autocast run tracks
