@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "cuda_op_check.h"
+#include "expect_error.h"
 #include "trireme/core/rng.h"
 #include "trireme/cuda/device.h"
 #include "trireme/kernels/philox.h"
@@ -14,6 +15,7 @@ namespace trireme {
 namespace {
 
 using testing::check_cuda_op;
+using trireme::testing::expect_error;
 using testing::expect_close;
 using testing::OpCase;
 using V = std::vector<Tensor>;
@@ -23,16 +25,6 @@ Tensor ints_like(const std::vector<int64_t>& values, const Tensor& like, DType d
   return to_device(to_dtype(from_vector<int64_t>(values, {int64_t(values.size())}), dtype), like.device());
 }
 
-// fn() throws a trireme::Error whose message contains `text`.
-template <class Fn>
-void expect_throw_with(Fn fn, const std::string& text) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error thrown; expected one containing: " << text;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-  }
-}
 
 TEST(CudaNn, LayerNormAndRmsNorm) {
   TRIREME_REQUIRE_GPU();
@@ -74,7 +66,7 @@ TEST(CudaNn, CrossEntropy) {
   // device is usable again.
   Tensor logits = to_device(zeros({2, 5}), Device::cuda(0));
   Tensor bad = cross_entropy(logits, ints_like({1, 5}, logits));
-  expect_throw_with(
+  expect_error(
       [&] { to_device(bad, Device::cpu()).item(); }, "cross_entropy: target 5 at row 1 is out of range for 5 classes");
   EXPECT_NEAR(to_device(cross_entropy(logits, ints_like({1, 4}, logits)), Device::cpu()).item(), std::log(5.0), 1e-6);
 }
@@ -109,7 +101,7 @@ TEST(CudaNn, EmbeddingAndIndexSelect) {
   check_cuda_op({"index_select_last", {{4, 6}}, [](const V& x) { return index_select(x[0], 1, ints_like({5, 0, 0}, x[0])); }});
   Tensor w = to_device(zeros({4, 3}), Device::cuda(0));
   Tensor bad = embedding(w, ints_like({1, 4}, w));
-  expect_throw_with([&] { cuda::synchronize(0); },
+  expect_error([&] { cuda::synchronize(0); },
                     "embedding: id 4 (at position 1) is out of range for a vocabulary of size V = 4");
   EXPECT_EQ(to_device(embedding(w, ints_like({1, 3}, w)), Device::cpu()).numel(), 6);
   EXPECT_THROW(index_select(w, 0, ints_like({-1}, w)), Error);

@@ -5,6 +5,7 @@
 #include <omp.h>
 #endif
 
+#include "expect_error.h"
 #include "op_harness.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/nn_functional.h"
@@ -15,6 +16,8 @@ using namespace trireme;
 using namespace trireme::testing;
 
 namespace {
+
+using trireme::testing::expect_error;
 
 // out[..., i, ...] = x[..., index[i], ...] with loops over a row-major output index.
 Tensor naive_index_select(const Tensor& x, int64_t dim, const std::vector<int64_t>& index) {
@@ -49,16 +52,6 @@ Tensor naive_embedding(const Tensor& weight, const Tensor& ids) {
   return out;
 }
 
-template <class Fn>
-void expect_error(Fn&& fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error";
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-  }
-}
 
 }  // namespace
 

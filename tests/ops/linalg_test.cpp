@@ -1,6 +1,7 @@
 // matmul and linear through the op harness (naive loop references), error messages, and bf16.
 #include <gtest/gtest.h>
 
+#include "expect_error.h"
 #include "op_harness.h"
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/ops/elementwise.h"
@@ -12,6 +13,8 @@ using namespace trireme;
 using namespace trireme::testing;
 
 namespace {
+
+using trireme::testing::expect_error;
 
 // Advances a row-major multi-index over `shape`.
 void next_index(Shape& idx, const Shape& shape) {
@@ -84,17 +87,6 @@ OpCase matmul_case(const std::string& name, std::vector<Shape> shapes) {
           .reference = [](const Inputs& x) { return naive_matmul(x[0], x[1]); }};
 }
 
-// Runs fn and checks that it throws a trireme::Error whose message contains every part.
-template <class Fn>
-void expect_error(Fn&& fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error";
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-  }
-}
 
 }  // namespace
 

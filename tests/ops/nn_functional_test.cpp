@@ -9,6 +9,7 @@
 #include <omp.h>
 #endif
 
+#include "expect_error.h"
 #include "op_harness.h"
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/ops/elementwise.h"
@@ -21,16 +22,8 @@ using namespace trireme::testing;
 
 namespace {
 
-// Expects `fn` to throw a trireme::Error whose message contains `part`.
-template <class Fn>
-void expect_error(Fn fn, const std::string& part) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected one containing: " << part;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  }
-}
+using trireme::testing::expect_error;
+
 
 // ---- naive references (contiguous f64) ----
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "worker_check.h"
 #include "trireme/core/tensor.h"
 #include "trireme/cuda/device.h"
 #include "trireme/dist/device_mesh.h"
@@ -26,17 +27,6 @@ using namespace trireme::dist;
 using namespace std::chrono_literals;
 
 namespace {
-
-int g_rank = -1;
-
-#define EXPECT_TRUE(cond, ...)                                                                    \
-  do {                                                                                           \
-    if (!(cond)) {                                                                               \
-      std::fprintf(stderr, "rank %d: check failed at line %d: %s %s\n", g_rank, __LINE__, #cond, \
-                   str_cat(__VA_ARGS__).c_str());                                                \
-      std::exit(1);                                                                              \
-    }                                                                                            \
-  } while (0)
 
 Device g_device;
 
