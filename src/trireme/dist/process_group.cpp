@@ -33,6 +33,42 @@ void ProcessGroup::unsupported(const std::string& what) const {
   TRIREME_FAIL("backend ", backend_name(), " does not support ", what);
 }
 
+namespace {
+
+void check_same_dtype(const std::string& backend, const char* op, const Tensor& output, const Tensor& input) {
+  TRIREME_CHECK(output.dtype() == input.dtype(), backend, " ", op, ": output is ", output.dtype(), " but input is ",
+                input.dtype());
+}
+
+// `whole` (named whole_name) must hold `ranks` times the elements of `part`.
+void check_whole_of_parts(const std::string& backend, const char* op, int ranks, const Tensor& whole,
+                          const char* whole_name, const Tensor& part, const char* part_name) {
+  TRIREME_CHECK(whole.numel() == part.numel() * ranks, backend, " ", op, ": ", whole_name, " ", whole.sizes(),
+                " must hold ", ranks, " x ", part_name, " ", part.sizes(), " = ", part.numel() * ranks, " elements");
+}
+
+}  // namespace
+
+void ProcessGroup::check_all_gather_operands(const Tensor& output, const Tensor& input) const {
+  check_same_dtype(backend_name(), "all_gather", output, input);
+  check_whole_of_parts(backend_name(), "all_gather", size_, output, "output", input, "input");
+}
+
+void ProcessGroup::check_reduce_scatter_operands(const Tensor& output, const Tensor& input) const {
+  check_same_dtype(backend_name(), "reduce_scatter", output, input);
+  check_whole_of_parts(backend_name(), "reduce_scatter", size_, input, "input", output, "output");
+}
+
+void ProcessGroup::check_all_to_all_operands(const Tensor& output, const Tensor& input) const {
+  const std::string backend = backend_name();
+  check_same_dtype(backend, "all_to_all", output, input);
+  TRIREME_CHECK(input.numel() % size_ == 0 && output.numel() == input.numel(), backend, " all_to_all: input ",
+                input.sizes(), " and output ", output.sizes(), " must hold the same number of elements, a multiple of ",
+                "the group's ", size_, " ranks");
+  TRIREME_CHECK(input.numel() == 0 || input.data_ptr() != output.data_ptr(), backend,
+                " all_to_all: output and input must not be the same memory");
+}
+
 WorkPtr ProcessGroup::all_reduce(const Tensor&, const AllReduceOptions&) { unsupported("all_reduce"); }
 WorkPtr ProcessGroup::broadcast(const Tensor&, const BroadcastOptions&) { unsupported("broadcast"); }
 WorkPtr ProcessGroup::all_gather(const Tensor&, const Tensor&, const AllGatherOptions&) { unsupported("all_gather"); }

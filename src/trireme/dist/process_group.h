@@ -108,6 +108,12 @@ class ProcessGroup {
  protected:
   // Throws "backend X does not support Y".
   [[noreturn]] void unsupported(const std::string& what) const;
+  // The operand checks every backend's collectives share (errors name the backend and the op):
+  // one dtype, and output = size() x input (all_gather), input = size() x output
+  // (reduce_scatter), or equal sizes in size() chunks and separate memory (all_to_all).
+  void check_all_gather_operands(const Tensor& output, const Tensor& input) const;
+  void check_reduce_scatter_operands(const Tensor& output, const Tensor& input) const;
+  void check_all_to_all_operands(const Tensor& output, const Tensor& input) const;
 
   int rank_;
   int size_;

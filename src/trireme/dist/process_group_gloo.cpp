@@ -359,10 +359,7 @@ WorkPtr ProcessGroupGloo::broadcast(const Tensor& tensor, const BroadcastOptions
 WorkPtr ProcessGroupGloo::all_gather(const Tensor& output, const Tensor& input, const AllGatherOptions& options) {
   check_tensor("all_gather", input, "input");
   check_tensor("all_gather", output, "output");
-  TRIREME_CHECK(output.dtype() == input.dtype(), "gloo all_gather: output is ", output.dtype(), " but input is ",
-                input.dtype());
-  TRIREME_CHECK(output.numel() == input.numel() * size_, "gloo all_gather: output ", output.sizes(), " must hold ",
-                size_, " x input ", input.sizes(), " = ", input.numel() * size_, " elements");
+  check_all_gather_operands(output, input);
   milliseconds timeout = impl_->timeout_for(options.timeout);
   std::string op = str_cat("all_gather(", input.sizes(), " ", input.dtype(), ")");
   return impl_->enqueue(op, {output, input}, [impl = impl_.get(), output, input, timeout, op] {
@@ -384,10 +381,7 @@ WorkPtr ProcessGroupGloo::reduce_scatter(const Tensor& output, const Tensor& inp
                                          const ReduceScatterOptions& options) {
   check_tensor("reduce_scatter", input, "input");
   check_tensor("reduce_scatter", output, "output");
-  TRIREME_CHECK(output.dtype() == input.dtype(), "gloo reduce_scatter: output is ", output.dtype(),
-                " but input is ", input.dtype());
-  TRIREME_CHECK(input.numel() == output.numel() * size_, "gloo reduce_scatter: input ", input.sizes(), " must hold ",
-                size_, " x output ", output.sizes(), " = ", output.numel() * size_, " elements");
+  check_reduce_scatter_operands(output, input);
   TRIREME_CHECK(!(options.op == ReduceOp::avg && input.dtype() == DType::boolean),
                 "gloo reduce_scatter: avg is not defined for bool tensors");
   milliseconds timeout = impl_->timeout_for(options.timeout);
@@ -415,13 +409,7 @@ WorkPtr ProcessGroupGloo::reduce_scatter(const Tensor& output, const Tensor& inp
 WorkPtr ProcessGroupGloo::all_to_all(const Tensor& output, const Tensor& input, const AllToAllOptions& options) {
   check_tensor("all_to_all", input, "input");
   check_tensor("all_to_all", output, "output");
-  TRIREME_CHECK(output.dtype() == input.dtype(), "gloo all_to_all: output is ", output.dtype(), " but input is ",
-                input.dtype());
-  TRIREME_CHECK(input.numel() % size_ == 0 && output.numel() == input.numel(), "gloo all_to_all: input ",
-                input.sizes(), " and output ", output.sizes(), " must hold the same number of elements, a multiple of ",
-                "the group's ", size_, " ranks");
-  TRIREME_CHECK(input.numel() == 0 || input.data_ptr() != output.data_ptr(),
-                "gloo all_to_all: output and input must not be the same memory");
+  check_all_to_all_operands(output, input);
   milliseconds timeout = impl_->timeout_for(options.timeout);
   std::string op = str_cat("all_to_all(", input.sizes(), " ", input.dtype(), ")");
   return impl_->enqueue(op, {output, input}, [impl = impl_.get(), output, input, timeout, op] {

@@ -602,10 +602,7 @@ WorkPtr ProcessGroupNccl::broadcast(const Tensor& tensor, const BroadcastOptions
 WorkPtr ProcessGroupNccl::all_gather(const Tensor& output, const Tensor& input, const AllGatherOptions& options) {
   check_tensor(*impl_, "all_gather", input, "input");
   check_tensor(*impl_, "all_gather", output, "output");
-  TRIREME_CHECK(output.dtype() == input.dtype(), "nccl all_gather: output is ", output.dtype(), " but input is ",
-                input.dtype());
-  TRIREME_CHECK(output.numel() == input.numel() * size_, "nccl all_gather: output ", output.sizes(), " must hold ",
-                size_, " x input ", input.sizes(), " = ", input.numel() * size_, " elements");
+  check_all_gather_operands(output, input);
   std::string op = str_cat("all_gather(", input.sizes(), " ", input.dtype(), ")");
   ncclDataType_t type = nccl_dtype(input.dtype(), op, false);
   auto state = impl_->issue(op, impl_->timeout_for(options.timeout), {output, input}, [&] {
@@ -620,10 +617,7 @@ WorkPtr ProcessGroupNccl::reduce_scatter(const Tensor& output, const Tensor& inp
                                          const ReduceScatterOptions& options) {
   check_tensor(*impl_, "reduce_scatter", input, "input");
   check_tensor(*impl_, "reduce_scatter", output, "output");
-  TRIREME_CHECK(output.dtype() == input.dtype(), "nccl reduce_scatter: output is ", output.dtype(),
-                " but input is ", input.dtype());
-  TRIREME_CHECK(input.numel() == output.numel() * size_, "nccl reduce_scatter: input ", input.sizes(), " must hold ",
-                size_, " x output ", output.sizes(), " = ", output.numel() * size_, " elements");
+  check_reduce_scatter_operands(output, input);
   std::string op = str_cat("reduce_scatter(", reduce_op_name(options.op), ", ", input.sizes(), " ", input.dtype(), ")");
   ncclDataType_t type = nccl_dtype(input.dtype(), op, true);
   auto state = impl_->issue(op, impl_->timeout_for(options.timeout), {output, input}, [&] {
@@ -637,13 +631,7 @@ WorkPtr ProcessGroupNccl::reduce_scatter(const Tensor& output, const Tensor& inp
 WorkPtr ProcessGroupNccl::all_to_all(const Tensor& output, const Tensor& input, const AllToAllOptions& options) {
   check_tensor(*impl_, "all_to_all", input, "input");
   check_tensor(*impl_, "all_to_all", output, "output");
-  TRIREME_CHECK(output.dtype() == input.dtype(), "nccl all_to_all: output is ", output.dtype(), " but input is ",
-                input.dtype());
-  TRIREME_CHECK(input.numel() % size_ == 0 && output.numel() == input.numel(), "nccl all_to_all: input ",
-                input.sizes(), " and output ", output.sizes(), " must hold the same number of elements, a multiple of ",
-                "the group's ", size_, " ranks");
-  TRIREME_CHECK(input.numel() == 0 || input.data_ptr() != output.data_ptr(),
-                "nccl all_to_all: output and input must not be the same memory");
+  check_all_to_all_operands(output, input);
   std::string op = str_cat("all_to_all(", input.sizes(), " ", input.dtype(), ")");
   ncclDataType_t type = nccl_dtype(input.dtype(), op, false);
   auto state = impl_->issue(op, impl_->timeout_for(options.timeout), {output, input}, [&] {
