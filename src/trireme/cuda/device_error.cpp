@@ -2,6 +2,7 @@
 #include "trireme/cuda/device_error.h"
 
 #include <array>
+#include <atomic>
 #include <mutex>
 
 #include "trireme/cuda/check.h"
@@ -15,7 +16,9 @@ constexpr int kMaxDevices = 64;
 struct Slots {
   std::mutex mutex;
   std::array<DeviceErrorSlot*, kMaxDevices> host{};    // the host's view
-  std::array<DeviceErrorSlot*, kMaxDevices> device{};  // the same memory as the device sees it
+  // The same memory as the device sees it; read without the lock on every kernel launch that
+  // checks indices, written once per device under it.
+  std::array<std::atomic<DeviceErrorSlot*>, kMaxDevices> device{};
 };
 
 Slots& slots() {
@@ -48,8 +51,9 @@ DeviceErrorSlot* device_error_slot(int device) {
   if (device < 0) device = current_device();
   TRIREME_CHECK(device < kMaxDevices, "device_error_slot: device ", device, " is beyond ", kMaxDevices);
   Slots& s = slots();
+  if (DeviceErrorSlot* ready = s.device[size_t(device)].load(std::memory_order_acquire)) return ready;
   std::lock_guard<std::mutex> lock(s.mutex);
-  if (!s.device[size_t(device)]) {
+  if (!s.device[size_t(device)].load(std::memory_order_relaxed)) {
     DeviceGuard g(device);
     void* host = nullptr;
     TRIREME_CUDA_CHECK(cudaHostAlloc(&host, sizeof(DeviceErrorSlot), cudaHostAllocMapped | cudaHostAllocPortable));
@@ -57,17 +61,18 @@ DeviceErrorSlot* device_error_slot(int device) {
     void* dev = nullptr;
     TRIREME_CUDA_CHECK(cudaHostGetDevicePointer(&dev, host, 0));
     s.host[size_t(device)] = static_cast<DeviceErrorSlot*>(host);
-    s.device[size_t(device)] = static_cast<DeviceErrorSlot*>(dev);
+    s.device[size_t(device)].store(static_cast<DeviceErrorSlot*>(dev), std::memory_order_release);
   }
-  return s.device[size_t(device)];
+  return s.device[size_t(device)].load(std::memory_order_relaxed);
 }
 
 void raise_pending_device_error(int device) {
   Slots& s = slots();
   const int first = device < 0 ? 0 : device, last = device < 0 ? kMaxDevices - 1 : device;
   for (int d = first; d <= last && d < kMaxDevices; ++d) {
+    if (!s.device[size_t(d)].load(std::memory_order_acquire)) continue;  // host[d] is set before it
     volatile DeviceErrorSlot* slot = s.host[size_t(d)];
-    if (!slot || slot->site == 0) continue;
+    if (slot->site == 0) continue;
     DeviceErrorSlot e;
     e.site = slot->site;
     e.value = slot->value;
