@@ -3,11 +3,14 @@
 // rotary embeddings and AdamW, forward and backward, each float dtype, odd shapes.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "cuda_op_check.h"
 #include "expect_error.h"
 #include "trireme/core/rng.h"
 #include "trireme/cuda/device.h"
 #include "trireme/kernels/philox.h"
+#include "trireme/ops/factory.h"
 #include "trireme/ops/nn_functional.h"
 #include "trireme/optim/adamw.h"
 
@@ -34,6 +37,10 @@ TEST(CudaNn, LayerNormAndRmsNorm) {
   // Many rows: the parameter gradients are summed over several row chunks.
   check_cuda_op({"layer_norm_many_rows", {{4100, 33}, {33}, {33}}, [](const V& x) { return layer_norm(x[0], x[1], x[2]); }},
                 {DType::f64, DType::f32});
+  // d = 768 (GPT-2's rows, one warp each) and rows longer than the warp kernels hold (one block each).
+  check_cuda_op({"layer_norm_gpt2_rows", {{21, 768}, {768}, {768}}, [](const V& x) { return layer_norm(x[0], x[1], x[2]); }});
+  check_cuda_op({"layer_norm_long_rows", {{5, 1100}, {1100}, {1100}}, [](const V& x) { return layer_norm(x[0], x[1], x[2]); }});
+  check_cuda_op({"rms_norm_long_rows", {{5, 1100}, {1100}}, [](const V& x) { return rms_norm(x[0], x[1]); }});
   check_cuda_op({"rms_norm", {{19, 261}, {261}}, [](const V& x) { return rms_norm(x[0], x[1]); }});
   check_cuda_op({"rms_norm_many_rows", {{3000, 17}, {17}}, [](const V& x) { return rms_norm(x[0], x[1]); }},
                 {DType::f64, DType::f32});
@@ -58,6 +65,16 @@ TEST(CudaNn, CrossEntropy) {
                      [&, red, tdt](const V& x) { return cross_entropy(x[0], ints_like(t, x[0], tdt), -100, red); }});
     }
   }
+  // A class count that no 16-byte vector divides (the scalar row path), and rows of -inf logits
+  // beside a finite one (the running max starts at -inf).
+  check_cuda_op({"cross_entropy_odd_classes", {{7, 1001}},
+                 [&](const V& x) { return cross_entropy(x[0], ints_like({0, 5, 1000, -100, 3, 999, 17}, x[0])); }});
+  check_cuda_op({"cross_entropy_masked_logits", {{3, 64}},
+                 [&](const V& x) {
+                   Tensor mask = gt(arange(64, DType::f32, x[0].device()), 40.0);
+                   return cross_entropy(masked_fill(x[0], mask, -std::numeric_limits<double>::infinity()),
+                                        ints_like({1, 40, 7}, x[0]));
+                 }});
   // Every row ignored: 0, not NaN (mean).
   check_cuda_op({"cross_entropy_all_ignored", {{2, 5}},
                  [](const V& x) { return cross_entropy(x[0], ints_like({-100, -100}, x[0])); }});

@@ -158,6 +158,30 @@ TEST(CudaOps, IntegerKernels) {
   }
 }
 
+// Contiguous operands move as 16-byte vectors; a contiguous view that starts off a 16-byte
+// boundary, or a length that leaves a tail, must give the same values as the CPU.
+TEST(CudaOps, VectorPathTailsAndUnalignedViews) {
+  TRIREME_REQUIRE_GPU();
+  auto offset_by_one = [](const Tensor& x) { return narrow(x, 0, 1, x.size(0) - 1); };
+  std::vector<OpCase> cases = {
+      {"gelu_tanh_long", {{4099}}, [](const std::vector<Tensor>& x) { return gelu(x[0], GeluApprox::tanh); }},
+      {"gelu_tanh_offset_view", {{1001}},
+       [&](const std::vector<Tensor>& x) { return gelu(offset_by_one(x[0]), GeluApprox::tanh); }},
+      {"mul_offset_view", {{1001}, {1000}}, [&](const std::vector<Tensor>& x) { return mul(offset_by_one(x[0]), x[1]); }},
+      {"add_long", {{8, 1027}, {8, 1027}}, binary(&add)},
+  };
+  for (const OpCase& c : cases) check_cuda_op(c);
+  // Casts between f32 and the 16-bit types (autocast's), aligned and not.
+  Generator gen(5);
+  Tensor x = randn({2051}, gen);
+  for (DType dt : {DType::bf16, DType::f16}) {
+    Tensor g = to_device(x, Device::cuda(0));
+    expect_close(to_dtype(g, dt), to_dtype(x, dt), 0.0, "f32 -> 16-bit cast");
+    expect_close(to_dtype(offset_by_one(g), dt), to_dtype(offset_by_one(x), dt), 0.0, "cast of an offset view");
+    expect_close(to_dtype(to_dtype(g, dt), DType::f32), to_dtype(to_dtype(x, dt), DType::f32), 0.0, "16-bit -> f32 cast");
+  }
+}
+
 TEST(CudaOps, InPlaceOnStridedViews) {
   TRIREME_REQUIRE_GPU();
   Generator gen(4);

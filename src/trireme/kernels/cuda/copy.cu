@@ -3,6 +3,7 @@
 // cudaMemcpyAsync when both sides are contiguous); converting copies read and write through a
 // run-time dtype switch, so one kernel serves all 49 dtype pairs.
 #include "trireme/kernels/cuda/launch.cuh"
+#include "trireme/kernels/cuda/vector_map.cuh"
 #include "trireme/kernels/elementwise.h"
 #include "trireme/kernels/registry.h"
 
@@ -54,6 +55,8 @@ template <class S, class Dst>
 void convert_contiguous(const LaunchContext& ctx, const Tensor& src, Tensor& dst) {
   const device_t<S>* x = dptr<S>(src);
   device_t<Dst>* o = dptr<Dst>(dst);
+  const void* none = nullptr;
+  if (try_vector_map(ctx, dst.numel(), o, x, none, [] __device__(float v) { return v; })) return;
   const Shape flat{dst.numel()}, unit{1};
   launch_elementwise<2>(ctx, flat, {&unit, &unit}, [=] __device__(const int64_t(&off)[2]) {
     o[off[0]] = from_acc<device_t<Dst>>(float(to_acc(x[off[1]])));

@@ -1,9 +1,12 @@
 // CUDA elementwise kernels: unary, binary, comparison, where and the activation backwards,
-// the twins of kernels/cpu/elementwise.cpp. One kernel per dtype and family takes the op as a
-// run-time code (uniform across the grid, so the switch costs little next to the memory
-// traffic) instead of one kernel per (op, dtype): that keeps nvcc's compile time low.
+// the twins of kernels/cpu/elementwise.cpp. Contiguous, unbroadcast, aligned operands (the
+// activations of a model) take vector_map.cuh's 16-byte path with the op fixed at compile time:
+// there the arithmetic of a per-element op switch would be the bottleneck, not the memory.
+// Strided and broadcast operands take one kernel per dtype and family with the op as a run-time
+// code, which keeps nvcc's compile time low.
 #include "trireme/kernels/cuda/launch.cuh"
 #include "trireme/kernels/cuda/math.cuh"
+#include "trireme/kernels/cuda/vector_map.cuh"
 #include "trireme/kernels/elementwise.h"
 #include "trireme/kernels/registry.h"
 
@@ -155,11 +158,38 @@ template <class T>
 using bits_t = std::conditional_t<sizeof(T) == 8, uint64_t,
                std::conditional_t<sizeof(T) == 4, uint32_t, std::conditional_t<sizeof(T) == 2, uint16_t, uint8_t>>>;
 
-// ---- the registered kernels: thin wrappers that fix the op ----
+// Every operand contiguous with out's shape: no strides and no broadcasting to follow.
+bool plain_operands(const Tensor& out, std::initializer_list<const Tensor*> in) {
+  if (!out.is_contiguous()) return false;
+  for (const Tensor* t : in)
+    if (!t->is_contiguous() || t->sizes() != out.sizes()) return false;
+  return true;
+}
+
+// ---- the registered kernels: the op fixed for the vector path, passed on otherwise ----
 template <class T, int Op>
-void unary_cuda(const Tensor& in, Tensor& out, double alpha) { unary_launch<T>(Op, in, out, alpha); }
+void unary_cuda(const Tensor& in, Tensor& out, double alpha) {
+  using D = device_t<T>;
+  using A = dacc_t<D>;
+  if (plain_operands(out, {&in})) {
+    const A al = A(alpha);
+    const void* none = nullptr;
+    if (try_vector_map(LaunchContext(out), out.numel(), dptr<T>(out), dptr<T>(in), none,
+                       [=] __device__(A x) { return apply_unary<A>(Op, x, al); }))
+      return;
+  }
+  unary_launch<T>(Op, in, out, alpha);
+}
 template <class T, int Op>
-void binary_cuda(const Tensor& a, const Tensor& b, Tensor& out) { binary_launch<T>(Op, a, b, out); }
+void binary_cuda(const Tensor& a, const Tensor& b, Tensor& out) {
+  using D = device_t<T>;
+  using A = dacc_t<D>;
+  if (plain_operands(out, {&a, &b}) &&
+      try_vector_map(LaunchContext(out), out.numel(), dptr<T>(out), dptr<T>(a), dptr<T>(b),
+                     [] __device__(A x, A y) { return apply_binary<A>(Op, x, y); }))
+    return;
+  binary_launch<T>(Op, a, b, out);
+}
 template <class T, int Op>
 void compare_cuda(const Tensor& a, const Tensor& b, Tensor& out) { compare_launch<T>(Op, a, b, out); }
 template <class T>

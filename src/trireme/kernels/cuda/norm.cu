@@ -1,6 +1,8 @@
 // CUDA layer norm and RMS norm over the last dim of a contiguous (R, D) x, forward and backward,
-// the twins of kernels/cpu/norm.cpp. One block per row; row statistics accumulate in double as on
-// the CPU. grad_weight/grad_bias are deterministic without atomics: each thread sums one column
+// the twins of kernels/cpu/norm.cpp. Rows of up to 1024 take one warp each with the row held in
+// registers (read once, statistics by warp shuffles, no block barriers: a GPT's d_model rows
+// were latency-bound at one block per row); longer rows take one block per row. Row statistics
+// accumulate in double as on the CPU. grad_weight/grad_bias are deterministic without atomics: each thread sums one column
 // over a fixed chunk of rows into a (chunks, D) scratch, then column_sum.cuh's second pass adds
 // the chunks in order; the chunking depends only on the shape.
 #include "trireme/kernels/cuda/block_reduce.cuh"
@@ -49,6 +51,95 @@ __global__ void norm_forward_kernel(const D* x, const D* w, const D* b, double e
     yr[j] = from_acc<D>(v);
   }
 }
+
+// The warp-per-row twins of the two kernels above, for d <= 32 * N: lane l holds the row's
+// elements l, l + 32, ..., so every load instruction of the warp is one coalesced segment.
+inline constexpr int kWarpRowsPerBlock = 8;
+
+template <class D, bool Centered, int N>
+__global__ void norm_forward_warp_kernel(const D* x, const D* w, const D* b, double eps, int64_t rows, int64_t d, D* y,
+                                         dacc_t<D>* mean, dacc_t<D>* rstd) {
+  using A = dacc_t<D>;
+  const int lane = threadIdx.x & 31;
+  const int64_t r = int64_t(blockIdx.x) * kWarpRowsPerBlock + (threadIdx.x >> 5);
+  if (r >= rows) return;  // whole warps leave together: the shuffles below see full warps
+  const D* xr = x + r * d;
+  A v[N];
+  double s = 0;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const int64_t j = lane + 32 * i;
+    v[i] = j < d ? to_acc(xr[j]) : A(0);
+    s += double(v[i]);
+  }
+  const double mu = Centered ? warp_sum(s) / double(d) : 0.0;
+  double ss = 0;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const double c = lane + 32 * i < d ? double(v[i]) - mu : 0.0;
+    ss += c * c;
+  }
+  const double inv = 1.0 / sqrt(warp_sum(ss) / double(d) + eps);
+  if (lane == 0) {
+    if constexpr (Centered) mean[r] = A(mu);
+    rstd[r] = A(inv);
+  }
+  const A m = A(mu), ri = A(inv);
+  D* yr = y + r * d;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const int64_t j = lane + 32 * i;
+    if (j >= d) break;
+    A o = (v[i] - m) * ri * param_at(w, j, A(1));
+    if constexpr (Centered) o += param_at(b, j, A(0));
+    yr[j] = from_acc<D>(o);
+  }
+}
+
+template <class D, bool Centered, int N>
+__global__ void norm_backward_x_warp_kernel(const D* g, const D* x, const D* w, const dacc_t<D>* mean,
+                                            const dacc_t<D>* rstd, int64_t rows, int64_t d, D* gx) {
+  using A = dacc_t<D>;
+  const int lane = threadIdx.x & 31;
+  const int64_t r = int64_t(blockIdx.x) * kWarpRowsPerBlock + (threadIdx.x >> 5);
+  if (r >= rows) return;
+  const D* gr = g + r * d;
+  const D* xr = x + r * d;
+  const A m = Centered ? mean[r] : A(0), ri = rstd[r];
+  A gy[N], xhat[N];
+  double s_gy = 0, s_gyx = 0;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const int64_t j = lane + 32 * i;
+    const bool in = j < d;
+    gy[i] = in ? to_acc(gr[j]) * param_at(w, j, A(1)) : A(0);
+    xhat[i] = in ? (to_acc(xr[j]) - m) * ri : A(0);
+    if constexpr (Centered) s_gy += double(gy[i]);
+    s_gyx += double(gy[i] * xhat[i]);
+  }
+  const A a = Centered ? A(warp_sum(s_gy) / double(d)) : A(0);
+  const A c = A(warp_sum(s_gyx) / double(d));
+  D* out = gx + r * d;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const int64_t j = lane + 32 * i;
+    if (j >= d) break;
+    out[j] = from_acc<D>(ri * (gy[i] - a - xhat[i] * c));
+  }
+}
+
+// Calls fn(std::integral_constant<int, N>) with the smallest per-lane count that holds a row of
+// d; false (and no call) when d is too long for the warp kernels.
+template <class Fn>
+bool with_lane_count(int64_t d, Fn&& fn) {
+  if (d <= 32 * 4) return fn(std::integral_constant<int, 4>{}), true;
+  if (d <= 32 * 8) return fn(std::integral_constant<int, 8>{}), true;
+  if (d <= 32 * 16) return fn(std::integral_constant<int, 16>{}), true;
+  if (d <= 32 * 32) return fn(std::integral_constant<int, 32>{}), true;
+  return false;
+}
+
+inline unsigned warp_row_blocks(int64_t rows) { return unsigned((rows + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock); }
 
 // With xhat = (x - mean) * rstd (mean 0 for RMS norm) and gy = grad * w:
 //   layer norm: grad_x = rstd * (gy - mean_j(gy) - xhat * mean_j(gy * xhat))
@@ -137,8 +228,14 @@ void layer_norm_cuda(const Tensor& x, const Tensor& weight, const Tensor& bias, 
   const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
   if (rows == 0) return;
   LaunchContext ctx(y);
-  norm_forward_kernel<D, true><<<unsigned(rows), row_block_threads(d), 0, ctx.stream>>>(
-      dptr<T>(x), optional_ptr<T>(weight), optional_ptr<T>(bias), eps, d, dptr<T>(y), mean.data<A>(), rstd.data<A>());
+  const bool by_warp = with_lane_count(d, [&](auto n) {
+    norm_forward_warp_kernel<D, true, n><<<warp_row_blocks(rows), 32 * kWarpRowsPerBlock, 0, ctx.stream>>>(
+        dptr<T>(x), optional_ptr<T>(weight), optional_ptr<T>(bias), eps, rows, d, dptr<T>(y), mean.data<A>(),
+        rstd.data<A>());
+  });
+  if (!by_warp)
+    norm_forward_kernel<D, true><<<unsigned(rows), row_block_threads(d), 0, ctx.stream>>>(
+        dptr<T>(x), optional_ptr<T>(weight), optional_ptr<T>(bias), eps, d, dptr<T>(y), mean.data<A>(), rstd.data<A>());
   TRIREME_CUDA_CHECK_LAUNCH();
 }
 
@@ -156,8 +253,14 @@ void layer_norm_backward_cuda(const Tensor& grad, const Tensor& x, const Tensor&
     return;
   }
   if (grad_x.defined()) {
-    norm_backward_x_kernel<D, true><<<unsigned(rows), row_block_threads(d), 0, ctx.stream>>>(
-        dptr<T>(grad), dptr<T>(x), optional_ptr<T>(weight), mean.data<A>(), rstd.data<A>(), d, dptr<T>(grad_x));
+    const bool by_warp = with_lane_count(d, [&](auto n) {
+      norm_backward_x_warp_kernel<D, true, n><<<warp_row_blocks(rows), 32 * kWarpRowsPerBlock, 0, ctx.stream>>>(
+          dptr<T>(grad), dptr<T>(x), optional_ptr<T>(weight), mean.data<A>(), rstd.data<A>(), rows, d,
+          dptr<T>(grad_x));
+    });
+    if (!by_warp)
+      norm_backward_x_kernel<D, true><<<unsigned(rows), row_block_threads(d), 0, ctx.stream>>>(
+          dptr<T>(grad), dptr<T>(x), optional_ptr<T>(weight), mean.data<A>(), rstd.data<A>(), d, dptr<T>(grad_x));
     TRIREME_CUDA_CHECK_LAUNCH();
   }
   param_grads<T>(ctx, grad, x, mean, rstd, rows, d, grad_weight, grad_bias);
@@ -170,8 +273,13 @@ void rms_norm_cuda(const Tensor& x, const Tensor& weight, double eps, Tensor& y,
   const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
   if (rows == 0) return;
   LaunchContext ctx(y);
-  norm_forward_kernel<D, false><<<unsigned(rows), row_block_threads(d), 0, ctx.stream>>>(
-      dptr<T>(x), optional_ptr<T>(weight), nullptr, eps, d, dptr<T>(y), nullptr, rstd.data<A>());
+  const bool by_warp = with_lane_count(d, [&](auto n) {
+    norm_forward_warp_kernel<D, false, n><<<warp_row_blocks(rows), 32 * kWarpRowsPerBlock, 0, ctx.stream>>>(
+        dptr<T>(x), optional_ptr<T>(weight), nullptr, eps, rows, d, dptr<T>(y), nullptr, rstd.data<A>());
+  });
+  if (!by_warp)
+    norm_forward_kernel<D, false><<<unsigned(rows), row_block_threads(d), 0, ctx.stream>>>(
+        dptr<T>(x), optional_ptr<T>(weight), nullptr, eps, d, dptr<T>(y), nullptr, rstd.data<A>());
   TRIREME_CUDA_CHECK_LAUNCH();
 }
 
@@ -188,8 +296,13 @@ void rms_norm_backward_cuda(const Tensor& grad, const Tensor& x, const Tensor& w
     return;
   }
   if (grad_x.defined()) {
-    norm_backward_x_kernel<D, false><<<unsigned(rows), row_block_threads(d), 0, ctx.stream>>>(
-        dptr<T>(grad), dptr<T>(x), optional_ptr<T>(weight), nullptr, rstd.data<A>(), d, dptr<T>(grad_x));
+    const bool by_warp = with_lane_count(d, [&](auto n) {
+      norm_backward_x_warp_kernel<D, false, n><<<warp_row_blocks(rows), 32 * kWarpRowsPerBlock, 0, ctx.stream>>>(
+          dptr<T>(grad), dptr<T>(x), optional_ptr<T>(weight), nullptr, rstd.data<A>(), rows, d, dptr<T>(grad_x));
+    });
+    if (!by_warp)
+      norm_backward_x_kernel<D, false><<<unsigned(rows), row_block_threads(d), 0, ctx.stream>>>(
+          dptr<T>(grad), dptr<T>(x), optional_ptr<T>(weight), nullptr, rstd.data<A>(), d, dptr<T>(grad_x));
     TRIREME_CUDA_CHECK_LAUNCH();
   }
   Tensor no_mean, no_bias;
