@@ -3,7 +3,9 @@
 // Nothing of size Tq x Tk is ever stored; the forward writes each row's log-sum-exp and the
 // backward recomputes the probabilities from it.
 //
-// Blocks have 4 warps; each warp owns 16 rows of the block's 64-row tile. Scores are kept in the
+// Blocks have 4 warps; each warp owns 16 rows of the block's 64-row tile. The tiles an inner loop
+// walks are double-buffered: cp.async brings step i + 1's tiles into shared memory while the
+// tensor cores work on step i (pipelined_steps). Scores are kept in the
 // log2 domain (x = s q·k · log2 e) so that exp is exp2. Head dims are padded up to HD (32, 64 or
 // 128) with zeros in shared memory, which changes no dot product.
 //   forward  (grid: query tiles x pairs): Q tile in registers, loop over key tiles (causal: up to
@@ -110,16 +112,51 @@ __device__ __forceinline__ void c_to_a(uint32_t (&a)[4], const float (&c0)[4], c
   a[3] = pack2<D>(c1[2], c1[3]);
 }
 
-// Rows [0, rows) x columns [0, hd) of a global head matrix into a shared tile of kTile x HD,
-// zeros elsewhere; 16-byte chunks (hd is a multiple of 16 and rows are 16-byte aligned).
+// 16 bytes from global to shared memory without passing through registers; valid = false
+// writes zeros (a source size of 0) and reads nothing.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int Pending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
+}
+
+// Starts copying rows [0, rows) x columns [0, hd) of a global head matrix into a shared tile of
+// kTile x HD, zeros elsewhere; 16-byte chunks (hd is a multiple of 16 and rows are 16-byte
+// aligned). Complete after the next cp_async_commit's group is waited for.
 template <int HD>
 __device__ __forceinline__ void load_tile(uint16_t* t, const uint16_t* g, int64_t ld, int rows, int hd) {
   constexpr int kChunks = HD / 8, LD = HD + 8;
   for (int c = threadIdx.x; c < kTile * kChunks; c += kThreads) {
     const int r = c / kChunks, col = (c % kChunks) * 8;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (r < rows && col < hd) v = *reinterpret_cast<const uint4*>(g + r * ld + col);
-    *reinterpret_cast<uint4*>(t + r * LD + col) = v;
+    const bool valid = r < rows && col < hd;
+    cp_async16(t + r * LD + col, valid ? g + r * ld + col : g, valid);
+  }
+}
+
+// Runs body(i, buf) for i in [begin, end) with the shared tiles of step i in buffer buf (0 or 1):
+// stage(i, buf) issues step i's copies, and step i + 1's are in flight while step i computes.
+// Copies issued before the call (and committed) are complete when the first body runs.
+template <class Stage, class Body>
+__device__ __forceinline__ void pipelined_steps(int begin, int end, Stage&& stage, Body&& body) {
+  if (begin >= end) return;
+  stage(begin, 0);
+  cp_async_commit();
+  for (int i = begin; i < end; ++i) {
+    const int buf = (i - begin) & 1;
+    if (i + 1 < end) {
+      stage(i + 1, buf ^ 1);  // the buffer step i - 1 used: every thread left it (barrier below)
+      cp_async_commit();
+      cp_async_wait<1>();  // all but the newest group: step i's tiles are here
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    body(i, buf);
+    __syncthreads();
   }
 }
 
@@ -154,7 +191,7 @@ template <class D, int HD>
 __global__ void __launch_bounds__(kThreads) flash_forward_kernel(AttnArgs a) {
   constexpr int LD = HD + 8, KS = HD / 16, DT = HD / 8, NT = kTile / 8;
   extern __shared__ __align__(16) uint16_t smem[];  // launch_flash's sizes
-  uint16_t *sq = smem, *sk = sq + kTile * LD, *sv = sk + kTile * LD;
+  uint16_t *sq = smem, *sk_buf = sq + kTile * LD, *sv_buf = sk_buf + 2 * kTile * LD;
   const int qt = int(gridDim.x) - 1 - int(blockIdx.x);  // heaviest causal tiles first
   const int pair = blockIdx.y, b = pair / a.nh, h = pair % a.nh;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -162,6 +199,8 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(AttnArgs a) {
   const float c = float(a.scale) * kLog2e;
 
   load_tile<HD>(sq, a.q.row<uint16_t>(b, h, q0), a.q.s2, min(kTile, a.tq - q0), a.hd);
+  cp_async_commit();
+  cp_async_wait<0>();
   __syncthreads();
   uint32_t qf[KS][4];
 #pragma unroll
@@ -172,12 +211,15 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(AttnArgs a) {
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   int kt_end = (a.tk + kTile - 1) / kTile;
   if (a.causal) kt_end = min(kt_end, qt + 1);
-  for (int kt = 0; kt < kt_end; ++kt) {
+  auto stage = [&](int kt, int buf) {
     const int k0 = kt * kTile;
-    __syncthreads();  // everyone is done with the previous K, V tiles
-    load_tile<HD>(sk, a.k.row<uint16_t>(b, h, k0), a.k.s2, min(kTile, a.tk - k0), a.hd);
-    load_tile<HD>(sv, a.v.row<uint16_t>(b, h, k0), a.v.s2, min(kTile, a.tk - k0), a.hd);
-    __syncthreads();
+    load_tile<HD>(sk_buf + buf * kTile * LD, a.k.row<uint16_t>(b, h, k0), a.k.s2, min(kTile, a.tk - k0), a.hd);
+    load_tile<HD>(sv_buf + buf * kTile * LD, a.v.row<uint16_t>(b, h, k0), a.v.s2, min(kTile, a.tk - k0), a.hd);
+  };
+  pipelined_steps(0, kt_end, stage, [&](int kt, int buf) {
+    const int k0 = kt * kTile;
+    const uint16_t* sk = sk_buf + buf * kTile * LD;
+    const uint16_t* sv = sv_buf + buf * kTile * LD;
 
     float s[NT][4];
     zero(s);
@@ -244,7 +286,7 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(AttnArgs a) {
         mma<D>(o[2 * dp + 1], pa, bv[2], bv[3]);
       }
     }
-  }
+  });
   float inv[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -264,9 +306,9 @@ template <class D, int HD>
 __global__ void __launch_bounds__(kThreads) flash_backward_kv_kernel(AttnArgs a) {
   constexpr int LD = HD + 8, KS = HD / 16, DT = HD / 8, NT = kTile / 8;
   extern __shared__ __align__(16) uint16_t smem[];
-  uint16_t *sk = smem, *sv = sk + kTile * LD, *sq = sv + kTile * LD, *sg = sq + kTile * LD;
-  float* slse = reinterpret_cast<float*>(sg + kTile * LD);
-  float* sdel = slse + kTile;
+  uint16_t *sk = smem, *sv = sk + kTile * LD, *sq_buf = sv + kTile * LD, *sg_buf = sq_buf + 2 * kTile * LD;
+  float* slse_buf = reinterpret_cast<float*>(sg_buf + 2 * kTile * LD);
+  float* sdel_buf = slse_buf + 2 * kTile;
   const int kt = blockIdx.x;  // causal: low key tiles see the most queries and go first
   const int pair = blockIdx.y, b = pair / a.nh, h = pair % a.nh;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -277,21 +319,27 @@ __global__ void __launch_bounds__(kThreads) flash_backward_kv_kernel(AttnArgs a)
 
   load_tile<HD>(sk, a.k.row<uint16_t>(b, h, k0), a.k.s2, min(kTile, a.tk - k0), a.hd);
   load_tile<HD>(sv, a.v.row<uint16_t>(b, h, k0), a.v.s2, min(kTile, a.tk - k0), a.hd);
+  cp_async_commit();  // complete when the first step runs
   float dk[DT][4], dv[DT][4];
   zero(dk);
   zero(dv);
   const int qt_end = (a.tq + kTile - 1) / kTile;
-  for (int qt = a.causal ? kt : 0; qt < qt_end; ++qt) {
+  auto stage = [&](int qt, int buf) {
     const int q0 = qt * kTile;
-    __syncthreads();
-    load_tile<HD>(sq, a.q.row<uint16_t>(b, h, q0), a.q.s2, min(kTile, a.tq - q0), a.hd);
-    load_tile<HD>(sg, a.dout.row<uint16_t>(b, h, q0), a.dout.s2, min(kTile, a.tq - q0), a.hd);
-    for (int t = threadIdx.x; t < kTile; t += kThreads) {
+    load_tile<HD>(sq_buf + buf * kTile * LD, a.q.row<uint16_t>(b, h, q0), a.q.s2, min(kTile, a.tq - q0), a.hd);
+    load_tile<HD>(sg_buf + buf * kTile * LD, a.dout.row<uint16_t>(b, h, q0), a.dout.s2, min(kTile, a.tq - q0), a.hd);
+    for (int t = threadIdx.x; t < kTile; t += kThreads) {  // plain stores: visible after the step's barrier
       const bool in = q0 + t < a.tq;
-      slse[t] = in ? lse[q0 + t] * kLog2e : INFINITY;  // padding rows: P = 0
-      sdel[t] = in ? del[q0 + t] : 0.0f;
+      slse_buf[buf * kTile + t] = in ? lse[q0 + t] * kLog2e : INFINITY;  // padding rows: P = 0
+      sdel_buf[buf * kTile + t] = in ? del[q0 + t] : 0.0f;
     }
-    __syncthreads();
+  };
+  pipelined_steps(a.causal ? kt : 0, qt_end, stage, [&](int qt, int buf) {
+    const int q0 = qt * kTile;
+    const uint16_t* sq = sq_buf + buf * kTile * LD;
+    const uint16_t* sg = sg_buf + buf * kTile * LD;
+    const float* slse = slse_buf + buf * kTile;
+    const float* sdel = sdel_buf + buf * kTile;
 
     // Sᵀ = K Qᵀ for the warp's 16 keys x 64 queries, then Pᵀ.
     float p[NT][4];
@@ -365,7 +413,7 @@ __global__ void __launch_bounds__(kThreads) flash_backward_kv_kernel(AttnArgs a)
         mma<D>(dk[2 * dp + 1], da, bq[2], bq[3]);
       }
     }
-  }
+  });
   const float scale = float(a.scale);
   store_rows<D, HD>(dk, a.dk.row<D>(b, h, k0), a.dk.s2, warp * 16, a.tk - k0, a.hd, scale, scale, lane);
   store_rows<D, HD>(dv, a.dv.row<D>(b, h, k0), a.dv.s2, warp * 16, a.tk - k0, a.hd, 1.0f, 1.0f, lane);
@@ -377,7 +425,7 @@ template <class D, int HD>
 __global__ void __launch_bounds__(kThreads) flash_backward_q_kernel(AttnArgs a) {
   constexpr int LD = HD + 8, KS = HD / 16, DT = HD / 8, NT = kTile / 8;
   extern __shared__ __align__(16) uint16_t smem[];
-  uint16_t *sq = smem, *sg = sq + kTile * LD, *sk = sg + kTile * LD, *sv = sk + kTile * LD;
+  uint16_t *sq = smem, *sg = sq + kTile * LD, *sk_buf = sg + kTile * LD, *sv_buf = sk_buf + 2 * kTile * LD;
   const int qt = int(gridDim.x) - 1 - int(blockIdx.x);
   const int pair = blockIdx.y, b = pair / a.nh, h = pair % a.nh;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -394,6 +442,8 @@ __global__ void __launch_bounds__(kThreads) flash_backward_q_kernel(AttnArgs a) 
     lse2[r] = i < a.tq ? static_cast<const float*>(a.lse)[at] * kLog2e : INFINITY;
     del[r] = i < a.tq ? static_cast<const float*>(a.delta)[at] : 0.0f;
   }
+  cp_async_commit();
+  cp_async_wait<0>();
   __syncthreads();
   uint32_t qf[KS][4], gf[KS][4];
 #pragma unroll
@@ -405,12 +455,15 @@ __global__ void __launch_bounds__(kThreads) flash_backward_q_kernel(AttnArgs a) 
   zero(dq);
   int kt_end = (a.tk + kTile - 1) / kTile;
   if (a.causal) kt_end = min(kt_end, qt + 1);
-  for (int kt = 0; kt < kt_end; ++kt) {
+  auto stage = [&](int kt, int buf) {
     const int k0 = kt * kTile;
-    __syncthreads();
-    load_tile<HD>(sk, a.k.row<uint16_t>(b, h, k0), a.k.s2, min(kTile, a.tk - k0), a.hd);
-    load_tile<HD>(sv, a.v.row<uint16_t>(b, h, k0), a.v.s2, min(kTile, a.tk - k0), a.hd);
-    __syncthreads();
+    load_tile<HD>(sk_buf + buf * kTile * LD, a.k.row<uint16_t>(b, h, k0), a.k.s2, min(kTile, a.tk - k0), a.hd);
+    load_tile<HD>(sv_buf + buf * kTile * LD, a.v.row<uint16_t>(b, h, k0), a.v.s2, min(kTile, a.tk - k0), a.hd);
+  };
+  pipelined_steps(0, kt_end, stage, [&](int kt, int buf) {
+    const int k0 = kt * kTile;
+    const uint16_t* sk = sk_buf + buf * kTile * LD;
+    const uint16_t* sv = sv_buf + buf * kTile * LD;
 
     float p[NT][4], ds[NT][4];
     zero(p);
@@ -456,7 +509,7 @@ __global__ void __launch_bounds__(kThreads) flash_backward_q_kernel(AttnArgs a) 
         mma<D>(dq[2 * dp + 1], da, bk[2], bk[3]);
       }
     }
-  }
+  });
   const float scale = float(a.scale);
   store_rows<D, HD>(dq, a.dq.row<D>(b, h, q0), a.dq.s2, warp * 16, a.tq - q0, a.hd, scale, scale, lane);
 }
@@ -477,12 +530,13 @@ void launch_flash(const AttnArgs& a, int nb, cudaStream_t stream, bool backward)
   const int pairs = nb * a.nh;
   const dim3 q_grid(unsigned((a.tq + kTile - 1) / kTile), unsigned(pairs));
   if (!backward) {
-    launch_with_smem(flash_forward_kernel<D, HD>, q_grid, 3 * tile_bytes, stream, a);
+    launch_with_smem(flash_forward_kernel<D, HD>, q_grid, 5 * tile_bytes, stream, a);  // Q, 2 x (K, V)
     return;
   }
   const dim3 k_grid(unsigned((a.tk + kTile - 1) / kTile), unsigned(pairs));
-  launch_with_smem(flash_backward_kv_kernel<D, HD>, k_grid, 4 * tile_bytes + 2 * kTile * sizeof(float), stream, a);
-  launch_with_smem(flash_backward_q_kernel<D, HD>, q_grid, 4 * tile_bytes, stream, a);
+  // K, V, 2 x (Q, dO, lse, delta); and Q, dO, 2 x (K, V).
+  launch_with_smem(flash_backward_kv_kernel<D, HD>, k_grid, 6 * tile_bytes + 4 * kTile * sizeof(float), stream, a);
+  launch_with_smem(flash_backward_q_kernel<D, HD>, q_grid, 6 * tile_bytes, stream, a);
 }
 
 template <class D>
