@@ -160,6 +160,20 @@ __device__ __forceinline__ void pipelined_steps(int begin, int end, Stage&& stag
   }
 }
 
+// The key tiles query tile qt attends to: all of them, or up to the diagonal when causal.
+__device__ __forceinline__ int key_tiles_for(const AttnArgs& a, int qt) {
+  const int n = (a.tk + kTile - 1) / kTile;
+  return a.causal ? min(n, qt + 1) : n;
+}
+
+// Starts copying key tile kt of pair (b, h)'s K and V into the shared tiles sk and sv.
+template <int HD>
+__device__ __forceinline__ void stage_kv(const AttnArgs& a, int b, int h, int kt, uint16_t* sk, uint16_t* sv) {
+  const int k0 = kt * kTile, rows = min(kTile, a.tk - k0);
+  load_tile<HD>(sk, a.k.row<uint16_t>(b, h, k0), a.k.s2, rows, a.hd);
+  load_tile<HD>(sv, a.v.row<uint16_t>(b, h, k0), a.v.s2, rows, a.hd);
+}
+
 // Stores a warp's 16 x HD accumulator (scaled by f, rows beyond `rows` and columns beyond hd
 // left out) to rows [r0, r0 + 16) of a global head matrix.
 template <class D, int HD>
@@ -209,14 +223,8 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(AttnArgs a) {
   float o[DT][4];
   zero(o);
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-  int kt_end = (a.tk + kTile - 1) / kTile;
-  if (a.causal) kt_end = min(kt_end, qt + 1);
-  auto stage = [&](int kt, int buf) {
-    const int k0 = kt * kTile;
-    load_tile<HD>(sk_buf + buf * kTile * LD, a.k.row<uint16_t>(b, h, k0), a.k.s2, min(kTile, a.tk - k0), a.hd);
-    load_tile<HD>(sv_buf + buf * kTile * LD, a.v.row<uint16_t>(b, h, k0), a.v.s2, min(kTile, a.tk - k0), a.hd);
-  };
-  pipelined_steps(0, kt_end, stage, [&](int kt, int buf) {
+  auto stage = [&](int kt, int buf) { stage_kv<HD>(a, b, h, kt, sk_buf + buf * kTile * LD, sv_buf + buf * kTile * LD); };
+  pipelined_steps(0, key_tiles_for(a, qt), stage, [&](int kt, int buf) {
     const int k0 = kt * kTile;
     const uint16_t* sk = sk_buf + buf * kTile * LD;
     const uint16_t* sv = sv_buf + buf * kTile * LD;
@@ -317,8 +325,7 @@ __global__ void __launch_bounds__(kThreads) flash_backward_kv_kernel(AttnArgs a)
   const float* lse = static_cast<const float*>(a.lse) + int64_t(pair) * a.tq;
   const float* del = static_cast<const float*>(a.delta) + int64_t(pair) * a.tq;
 
-  load_tile<HD>(sk, a.k.row<uint16_t>(b, h, k0), a.k.s2, min(kTile, a.tk - k0), a.hd);
-  load_tile<HD>(sv, a.v.row<uint16_t>(b, h, k0), a.v.s2, min(kTile, a.tk - k0), a.hd);
+  stage_kv<HD>(a, b, h, kt, sk, sv);
   cp_async_commit();  // complete when the first step runs
   float dk[DT][4], dv[DT][4];
   zero(dk);
@@ -453,14 +460,8 @@ __global__ void __launch_bounds__(kThreads) flash_backward_q_kernel(AttnArgs a) 
   }
   float dq[DT][4];
   zero(dq);
-  int kt_end = (a.tk + kTile - 1) / kTile;
-  if (a.causal) kt_end = min(kt_end, qt + 1);
-  auto stage = [&](int kt, int buf) {
-    const int k0 = kt * kTile;
-    load_tile<HD>(sk_buf + buf * kTile * LD, a.k.row<uint16_t>(b, h, k0), a.k.s2, min(kTile, a.tk - k0), a.hd);
-    load_tile<HD>(sv_buf + buf * kTile * LD, a.v.row<uint16_t>(b, h, k0), a.v.s2, min(kTile, a.tk - k0), a.hd);
-  };
-  pipelined_steps(0, kt_end, stage, [&](int kt, int buf) {
+  auto stage = [&](int kt, int buf) { stage_kv<HD>(a, b, h, kt, sk_buf + buf * kTile * LD, sv_buf + buf * kTile * LD); };
+  pipelined_steps(0, key_tiles_for(a, qt), stage, [&](int kt, int buf) {
     const int k0 = kt * kTile;
     const uint16_t* sk = sk_buf + buf * kTile * LD;
     const uint16_t* sv = sv_buf + buf * kTile * LD;
