@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine: unpacks .gpu_deps (scripts/gpu_deps.sh), builds libtrireme and the CUDA
 # tests, runs them, then runs them again (all but the GPT and trainer ones, too slow there) under
-# compute-sanitizer memcheck, unless TRIREME_MEMCHECK=0; MEMCHECK_TIMEOUT (s) bounds that run;
+# compute-sanitizer memcheck, unless TRIREME_MEMCHECK=0; MEMCHECK_TIMEOUT (s) bounds that run and
+# MEMCHECK_FILTER (a gtest filter) narrows it;
 # TEST_FILTER (a gtest filter) picks the tests of the first run.
 # Logs go to $OUT (or out/gpu); a short summary is printed last.
 set -uo pipefail
@@ -38,7 +39,7 @@ grep -E "^\[  (FAILED|SKIPPED) |Failure|error|differ|^\[ (parity|training)" "$ou
 mem_rc=skipped
 if [ "${TRIREME_MEMCHECK:-1}" != 0 ]; then
   timeout "${MEMCHECK_TIMEOUT:-240}" compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 \
-    build-gpu/tests/test_cuda --gtest_brief=1 --gtest_filter=-CudaAllocator.OutOfMemoryIsAnError:CudaGPT.*:CudaTrainer.* \
+    build-gpu/tests/test_cuda --gtest_brief=1 --gtest_filter="${MEMCHECK_FILTER:--CudaAllocator.OutOfMemoryIsAnError:CudaGPT.*:CudaTrainer.*}" \
     > "$out/memcheck.log" 2>&1
   mem_rc=$?
 fi
