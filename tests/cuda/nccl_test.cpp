@@ -41,6 +41,18 @@ TEST(Nccl, CollectivesMatchClosedFormAnswersForEveryDtype) {
   EXPECT_EQ(r.exit_code, 0) << r.message << "\n" << all_logs(r, 2);
 }
 
+// Note [nccl send/recv]: transfers started alone arrive in any order of posting that both ranks
+// share; queued into one group, a send waits for a recv it was paired with, and both ranks hang
+// (the worker expects the timeouts).
+TEST(Nccl, TransfersStartedAloneDoNotWaitForOthersOfTheirGroup) {
+  TRIREME_REQUIRE_NCCL_AND_TWO_GPUS();
+  LaunchResult alone = run_worker("p2p_alone");
+  EXPECT_EQ(alone.exit_code, 0) << alone.message << "\n" << all_logs(alone, 2);
+  LaunchResult queued = run_worker("p2p_queued");
+  EXPECT_EQ(queued.exit_code, 0) << queued.message << "\n" << all_logs(queued, 2);
+  EXPECT_NE(all_logs(queued, 2).find("error as expected"), std::string::npos) << all_logs(queued, 2);
+}
+
 TEST(Nccl, ASkippedCollectiveTimesOutNamingTheOp) {
   TRIREME_REQUIRE_NCCL_AND_TWO_GPUS();
   LaunchResult r;

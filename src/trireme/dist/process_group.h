@@ -50,6 +50,9 @@ struct AllToAllOptions {
 struct SendRecvOptions {
   int tag = 0;  // matches a send with its recv between the same pair of ranks
   milliseconds timeout{0};
+  // NCCL: start the transfer now, in an NCCL group of its own, instead of queueing it (Note [nccl
+  // send/recv] in process_group_nccl.h). Other backends start every transfer at once anyway.
+  bool alone = false;
 };
 struct BarrierOptions {
   milliseconds timeout{0};

@@ -245,7 +245,15 @@ struct ProcessGroupNccl::Impl {
     ncclResult_t end = ncclGroupEnd();
     std::vector<std::shared_ptr<OpState>> ops = std::move(queued);
     queued.clear();
-    finish_call_locked(result != ncclSuccess ? result : end, what, timeout);
+    try {
+      finish_call_locked(result != ncclSuccess ? result : end, what, timeout);
+    } catch (const std::exception&) {
+      for (auto& op : ops) {  // never started: their waits report the failure
+        op->error = failure;
+        op->tensors.clear();
+      }
+      throw;
+    }
     for (auto& op : ops) {
       TRIREME_CUDA_CHECK(cudaEventRecord(op->done_event, stream.handle()));
       op->started = true;
@@ -664,9 +672,10 @@ WorkPtr ProcessGroupNccl::barrier(const BarrierOptions& options) {
 
 namespace {
 
-// Queues a send or recv (Note [nccl send/recv]) after an event on the caller's stream.
+// Queues a send or recv (Note [nccl send/recv]) after an event on the caller's stream; `alone`:
+// starts it now, in a group of its own, after the transfers queued before it.
 std::shared_ptr<OpState> queue_transfer(ProcessGroupNccl::Impl& impl, std::string what, const Tensor& tensor,
-                                        bool is_send, int peer, milliseconds timeout) {
+                                        bool is_send, int peer, milliseconds timeout, bool alone) {
   nccl_dtype(tensor.dtype(), what, false);  // fails now on an unsupported dtype
   auto op = std::make_shared<OpState>();
   op->what = std::move(what);
@@ -680,7 +689,9 @@ std::shared_ptr<OpState> queue_transfer(ProcessGroupNccl::Impl& impl, std::strin
   op->ready_event = make_event();
   op->done_event = make_event();
   TRIREME_CUDA_CHECK(cudaEventRecord(op->ready_event, cuda::current_stream(impl.device).handle()));
+  if (alone) impl.flush_locked();
   impl.queued.push_back(op);
+  if (alone) impl.flush_locked();
   return op;
 }
 
@@ -692,7 +703,7 @@ WorkPtr ProcessGroupNccl::send(const Tensor& tensor, int dst, const SendRecvOpti
                 " must be another rank of this group of ", size_, " (this is rank ", rank_, ")");
   TRIREME_CHECK(options.tag >= 0, "nccl send: tag ", options.tag, " must be >= 0");
   std::string op = str_cat("send(to rank ", dst, ", tag ", options.tag, ", ", tensor.sizes(), " ", tensor.dtype(), ")");
-  auto state = queue_transfer(*impl_, op, tensor, true, dst, impl_->timeout_for(options.timeout));
+  auto state = queue_transfer(*impl_, op, tensor, true, dst, impl_->timeout_for(options.timeout), options.alone);
   return std::make_shared<NcclWork>(impl_, state);
 }
 
@@ -702,7 +713,7 @@ WorkPtr ProcessGroupNccl::recv(const Tensor& tensor, int src, const SendRecvOpti
                 " must be another rank of this group of ", size_, " (this is rank ", rank_, ")");
   TRIREME_CHECK(options.tag >= 0, "nccl recv: tag ", options.tag, " must be >= 0");
   std::string op = str_cat("recv(from rank ", src, ", tag ", options.tag, ", ", tensor.sizes(), " ", tensor.dtype(), ")");
-  auto state = queue_transfer(*impl_, op, tensor, false, src, impl_->timeout_for(options.timeout));
+  auto state = queue_transfer(*impl_, op, tensor, false, src, impl_->timeout_for(options.timeout), options.alone);
   return std::make_shared<NcclWork>(impl_, state);
 }
 

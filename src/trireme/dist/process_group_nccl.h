@@ -43,6 +43,16 @@
 // current stream); the queued transfers start together, in one NCCL group, at the next
 // collective, or at the first wait() or is_completed() of any of them. The tag must be >= 0 but
 // does not take part in matching.
+// A group is safe only when the peer groups the same transfers the same way. NCCL runs a group's
+// transfers with one peer as units of one send and one recv, the first queued send with the
+// first queued recv, and a unit starts only when the one before it (same peer) has finished: in
+// a group {send a, send b, recv c} to and from rank 1, send b waits for recv c. When rank 1
+// posts send c only after it has received b, both ranks hang, with no error until the timeout
+// (what hung pipelines on GPUs: Note [pipeline transfers start alone] in
+// parallel/pipeline_executor.h; the worker's p2p scenarios in tests/cuda/worker show it). A
+// transfer with SendRecvOptions::alone starts at once in a group of its own (transfers queued
+// before it start first, together); a program whose ranks post such transfers in one global
+// order (every rank's transfers a subsequence of it) cannot deadlock on them.
 #pragma once
 
 #include <memory>

@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <tuple>
@@ -27,6 +29,23 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 // A one-element tensor's value on the host, from any device.
 double host_scalar(const Tensor& t) { return to_device(t.detach(), Device::cpu()).item(); }
+
+// TRIREME_PIPELINE_TRACE=1: every rank prints each action of its steps to stderr as it starts it,
+// with the monotonic clock (the same on the ranks of one host), to see where a pipeline stops.
+bool trace_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("TRIREME_PIPELINE_TRACE");
+    return v && std::string(v) == "1";
+  }();
+  return on;
+}
+
+void trace(int rank, int64_t step, const std::string& what) {
+  if (!trace_enabled()) return;
+  const double t = std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+  std::fprintf(stderr, "[pipeline trace] %.6f rank %d step %lld: %s\n", t, rank, static_cast<long long>(step),
+               what.c_str());
+}
 
 }  // namespace
 
@@ -145,18 +164,22 @@ double PipelineExecutor::step(const Tensor& ids, const Tensor& targets, int64_t 
     work->wait();
     stats_.wait += seconds_since(t);
   };
+  const int64_t step = steps_++;
 
+  // Note [pipeline transfers start alone]: every send and receive below starts when the table
+  // posts it, in an NCCL group of its own.
   for (const Action& a : table_[size_t(rank_)]) {
+    trace(rank_, step, action_describe(a));
     Slot& s = slots[{a.micro_batch, a.chunk}];
     const int vs = stage_->virtual_stage(a.chunk);
     switch (a.kind) {
       case ActionKind::recv_activation:
         s.input = Tensor::empty({b, T, d}, act_dtype, device_);
-        s.input_work = pp_->recv(s.input, a.peer, {.tag = tag_of(0, a.micro_batch, vs - 1)});
+        s.input_work = pp_->recv(s.input, a.peer, {.tag = tag_of(0, a.micro_batch, vs - 1), .alone = true});
         break;
       case ActionKind::recv_grad:
         s.grad = Tensor::empty({b, T, d}, act_dtype, device_);
-        s.grad_work = pp_->recv(s.grad, a.peer, {.tag = tag_of(1, a.micro_batch, vs + 1)});
+        s.grad_work = pp_->recv(s.grad, a.peer, {.tag = tag_of(1, a.micro_batch, vs + 1), .alone = true});
         break;
       case ActionKind::forward: {
         Tensor input;
@@ -181,7 +204,8 @@ double PipelineExecutor::step(const Tensor& ids, const Tensor& targets, int64_t 
         break;
       }
       case ActionKind::send_activation:
-        sends.push_back(pp_->send(contiguous(s.output.detach()), a.peer, {.tag = tag_of(0, a.micro_batch, vs)}));
+        sends.push_back(
+            pp_->send(contiguous(s.output.detach()), a.peer, {.tag = tag_of(0, a.micro_batch, vs), .alone = true}));
         break;
       case ActionKind::backward: {
         if (!stage_->is_last(a.chunk)) wait(s.grad_work);
@@ -202,12 +226,14 @@ double PipelineExecutor::step(const Tensor& ids, const Tensor& targets, int64_t 
         break;
       }
       case ActionKind::send_grad:
-        sends.push_back(pp_->send(s.input_grad, a.peer, {.tag = tag_of(1, a.micro_batch, vs)}));
+        sends.push_back(pp_->send(s.input_grad, a.peer, {.tag = tag_of(1, a.micro_batch, vs), .alone = true}));
         break;
     }
   }
+  trace(rank_, step, "waits for its sends");
   for (const auto& w : sends) wait(w);
 
+  trace(rank_, step, "end-of-step reductions (tied embedding, loss)");
   const auto t = Clock::now();
   if (Tensor tied = stage_->tied_weight(); tied.defined()) {
     // Note [pipeline tied embeddings]. A copy with no gradient (no use reached it) adds zeros.
@@ -223,6 +249,7 @@ double PipelineExecutor::step(const Tensor& ids, const Tensor& targets, int64_t 
   }
   stats_.wait += seconds_since(t);
   stats_.total = seconds_since(step_start);
+  trace(rank_, step, str_cat("done, loss ", loss));
   return loss;
 }
 

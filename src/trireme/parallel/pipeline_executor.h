@@ -24,7 +24,8 @@
 // waited for just before the computation that needs it. Tags name the message: (sender's virtual
 // stage, micro-batch, direction), unique within a step. Buffers, and the scalars reduced over
 // the group (loss, norm), live on the stage's device (its parameters'), so the same code runs
-// over Gloo on the CPU and over NCCL on GPUs.
+// over Gloo on the CPU and over NCCL on GPUs. TRIREME_PIPELINE_TRACE=1 makes every rank print
+// each action to stderr as it starts it, with a clock the ranks of one host share.
 //
 // Note [pipeline messages in order]
 // NCCL ignores tags: it pairs the sends from rank a to rank b with b's receives from a in the
@@ -33,15 +34,26 @@
 // interleaved tables do (tests/dist/dropout_rows_test.cpp checks p 2..4 and many m); the
 // constructor checks it for a stage on a GPU and refuses a table that does not, naming the pair.
 //
+// Note [pipeline transfers start alone]
+// Every send and receive of a step starts when the table posts it, in an NCCL group of its own
+// (SendRecvOptions::alone). Left to the NCCL group's queue (Note [nccl send/recv]), they started
+// in groups shaped by each rank's waits: under GPipe, rank 0 started {activations 0..3, gradient
+// 0} as one group, where NCCL pairs activation 0 with gradient 0 and runs activation 1 only after
+// that pair is done; rank 1 sends gradient 0 only after its forwards, which wait for activation
+// 1. Both GPUs hung in the first training step (2 H200s, 2026-11-30; the step-0 evaluation, one
+// transfer per group, ran). Started alone and in table order, a rank's transfers are a
+// subsequence of the table's one global sequence of transfers (Note [pipeline communication
+// order]), so no two of them wait on each other in a cycle, whatever the host blocks on between
+// them (a loss read back, a copy to the GPU). Since then pp=2 (GPipe, 1F1B) runs on 2 GPUs with
+// the one-GPU losses (tests/cuda/pipeline_trainer_test.cpp).
+//
 // Note [pipeline p2p warm-up]
 // NCCL connects two ranks for point-to-point lazily, on the host, the first time a group of
-// transfers between them starts, and that setup blocks until the peer sets up the same
-// connection. A step's first transfers would set up one direction at a time: rank 0's first
-// group (its activations out and the first gradient in) cannot start until rank 1 posts a send
-// to rank 0, which rank 1 does only after its forwards, which wait for rank 0's activations: a
-// deadlock (suspected from a hang on 2 H200s; the fix is not yet checked there). So the
-// constructor exchanges one element each way with every peer the table talks to, both
-// directions in one group, before any step. On the CPU (Gloo) it is a harmless ping.
+// transfers between them starts, and that setup waits for the peer to set up the same
+// connection. The constructor exchanges one element each way with every peer the table talks
+// to, both directions in one group on both ranks, so that the connections exist before the first
+// step (whose transfers, started alone in table order, would also connect, one direction at a
+// time, inside the step). On the CPU (Gloo) it is a harmless ping.
 #pragma once
 
 #include <memory>
@@ -116,6 +128,7 @@ class PipelineExecutor {
   std::shared_ptr<dist::ProcessGroup> tied_group_;  // first and last rank, when p > 2
   PipelineStepStats stats_;
   double loss_scale_ = 1.0;
+  int64_t steps_ = 0;  // step() calls so far (TRIREME_PIPELINE_TRACE names them)
 };
 
 }  // namespace trireme::parallel

@@ -360,14 +360,15 @@ class PipelineRunner : public ParallelRunnerBase {
         Tensor input = b.inputs;
         if (s > 0) {
           input = Tensor::empty({rows, T, cfg_.model.d_model}, dtype, job_->device);
-          pp->recv(input, (s - 1) % p, {.tag = kEvalTag + s})->wait();
+          // Started alone, like the executor's (Note [pipeline transfers start alone]).
+          pp->recv(input, (s - 1) % p, {.tag = kEvalTag + s, .alone = true})->wait();
         }
         Tensor out = stage_->forward(s / p, input);
         if (s == S - 1) {
           loss = host_value(stage_->loss(out, b.targets));
         } else {
           keep.push_back(contiguous(out));
-          sends.push_back(pp->send(keep.back(), (s + 1) % p, {.tag = kEvalTag + s + 1}));
+          sends.push_back(pp->send(keep.back(), (s + 1) % p, {.tag = kEvalTag + s + 1, .alone = true}));
         }
       }
       for (auto& w : sends) w->wait();

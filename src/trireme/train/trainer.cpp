@@ -100,23 +100,8 @@ void prepare_data(Trainer::State& s) {
                 " tokens, fewer than model.block_size + 2 = ", T + 2, "; raise data.val_fraction or lower block_size");
 }
 
-// Pipeline parallelism on GPUs is refused: the executor runs on CUDA stages, but on 2 H200s the
-// first training step of `--nproc 2 --set parallel.pp=2` hung in NCCL send/recv (2026-11-30,
-// tests/cuda/pipeline_trainer_test.cpp, disabled). TRIREME_EXPERIMENTAL_GPU_PIPELINE=1 lifts the
-// refusal for whoever debugs it; a hang is worse than a clear refusal for everyone else.
-std::string pipeline_on_gpu_error(const io::TrainConfig& cfg) {
-  return str_cat("train.device = \"", cfg.train.device, "\" with parallel.pp = ", cfg.parallel.pp,
-                 ": pipeline parallelism does not run on GPUs yet; use pp = 1 (dp and tp run on GPUs) ",
-                 "or train.device = \"cpu\"");
-}
-
-bool experimental_gpu_pipeline() {
-  const char* v = std::getenv("TRIREME_EXPERIMENTAL_GPU_PIPELINE");
-  return v && std::string(v) == "1";
-}
-
 // train.device as a Device this process can use, or a ConfigError saying why not (no GPU, a
-// build without CUDA, an index past the last GPU, a pipeline on GPUs). In a parallel
+// build without CUDA, an index past the last GPU). In a parallel
 // run "cuda" means cuda:LOCAL_RANK for each process (ParallelJob::connect picks it).
 Device resolve_device(const io::TrainConfig& cfg, bool parallel) {
   const Device d = Device::parse(cfg.train.device);
@@ -125,9 +110,6 @@ Device resolve_device(const io::TrainConfig& cfg, bool parallel) {
   if (parallel && cfg.train.device != "cuda") {
     throw io::ConfigError(str_cat(key, ": a parallel run gives each process the GPU cuda:LOCAL_RANK; ",
                                   "set train.device = \"cuda\""));
-  }
-  if (parallel && cfg.parallel.pp > 1 && !experimental_gpu_pipeline()) {
-    throw io::ConfigError(pipeline_on_gpu_error(cfg));
   }
   if (!cuda::is_available()) {
     throw io::ConfigError(str_cat(key, ", but no GPU can be used: ", cuda::unavailable_reason(),

@@ -1,6 +1,6 @@
 // The worker program the NCCL tests launch as one process per GPU: one scenario per run, checked
 // against closed-form answers (sums of ranks); exits 0 when every check holds.
-//   nccl_worker collectives | timeout | peer_dies | die
+//   nccl_worker collectives | p2p_alone | p2p_queued | timeout | peer_dies | die
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -236,6 +236,51 @@ void collectives(ProcessGroupNccl& world, std::shared_ptr<StoreClient> store) {
   world.barrier()->wait(10s);
 }
 
+// Note [nccl send/recv]: rank 0 posts sends a and b and a recv c; rank 1 receives a, then b, and
+// only then sends c. With `alone` every transfer starts in its own group and all arrive. Queued,
+// rank 0's three start as one group, where NCCL pairs a with c and runs b after that pair: b
+// waits for c, c for b, and both ranks' waits time out (what the pipelines hit on GPUs).
+void p2p_order(ProcessGroupNccl& world, StoreClient& store, bool alone) {
+  const int r = world.rank();
+  {  // connect both directions first, in one group on both ranks, as PipelineExecutor does
+    Tensor out = on_gpu(1, DType::f32, [](int64_t) { return 0; }), in = on_gpu(1, DType::f32, [](int64_t) { return 0; });
+    auto s = world.send(out, 1 - r), v = world.recv(in, 1 - r);
+    s->wait(10s);
+    v->wait(10s);
+  }
+  const SendRecvOptions o{.alone = alone};
+  const auto value = [](int which) { return [which](int64_t i) { return 100.0 * which + double(i); }; };
+  const milliseconds limit = alone ? milliseconds(10s) : milliseconds(3s);
+  if (r == 0) {
+    Tensor a = on_gpu(1000, DType::f32, value(1)), b = on_gpu(1000, DType::f32, value(2));
+    Tensor c = on_gpu(1000, DType::f32, [](int64_t) { return -1.0; });
+    auto sa = world.send(a, 1, o), sb = world.send(b, 1, o), rc = world.recv(c, 1, o);
+    if (!alone) {
+      expect_error([&] { rc->wait(limit); }, {"recv(from rank 1"}, "rank 0's recv c, queued behind send b");
+      store.get("p2p_queued_rank1_done", 30s);  // stay until rank 1 has seen its own timeout
+      return;
+    }
+    rc->wait(limit);
+    sa->wait(limit);
+    sb->wait(limit);
+    expect_values(c, value(3), "c on rank 0");
+  } else {
+    Tensor a = on_gpu(1000, DType::f32, [](int64_t) { return -1.0; }), b = on_gpu(1000, DType::f32, [](int64_t) { return -1.0; });
+    world.recv(a, 0, o)->wait(limit);
+    expect_values(a, value(1), "a on rank 1");
+    if (!alone) {
+      expect_error([&] { world.recv(b, 0, o)->wait(limit); }, {"recv(from rank 0"},
+                   "rank 1's recv b, whose send waits for rank 0's recv c");
+      store.set("p2p_queued_rank1_done", "1");
+      return;
+    }
+    world.recv(b, 0, o)->wait(limit);
+    expect_values(b, value(2), "b on rank 1");
+    Tensor c = on_gpu(1000, DType::f32, value(3));
+    world.send(c, 0, o)->wait(limit);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -252,6 +297,8 @@ int main(int argc, char** argv) {
     ProcessGroupNccl world(store, env.rank, env.world_size, NcclOptions{.timeout = 20s});
     if (scenario == "collectives") {
       collectives(world, store);
+    } else if (scenario == "p2p_alone" || scenario == "p2p_queued") {
+      p2p_order(world, *store, scenario == "p2p_alone");
     } else if (scenario == "timeout") {
       auto second = world.new_group({0, 1}, "second");
       world.barrier()->wait(10s);
