@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # On the 2-GPU machine, one call for everything GPU time is scarce for: the CUDA tests, the GPT-2
 # 124M step beside PyTorch (eager and compile), GPT-2 124M dp=1/dp=2 and GPT 1.3B tp=1/tp=2 beside
-# PyTorch DDP and DTensor (bench/gpu/parallel.sh; PAR_RUNS picks), and with GPU_PIPELINE=1 the
-# disabled two-GPU pipeline test last (under its own timeout: a hang must not eat the rest). One build
+# PyTorch DDP and DTensor (bench/gpu/parallel.sh; PAR_RUNS picks), and the two-GPU pipeline tests
+# last (under their own timeout: a hang must not eat the rest). One build
 # folder (build-gpu) serves every part. DEADLINE_S (default 560) bounds the whole; a part that
 # would start too late is skipped and says so. Carry .gpu_deps, .peer and .fortunes.
 set -uo pipefail
@@ -29,8 +29,5 @@ part "GPT-2 124M step" 150 env DTYPES="${DTYPES:-bf16 amp-bf16}" PEER_MODES="${P
   bash bench/gpu/run.sh
 part "dp and tp on 2 GPUs" 150 env RUNS="${PAR_RUNS:-dp1 dp2 tp1 tp2 torch_ddp torch_tp}" ITERS_BIG="${ITERS_BIG:-4}" DEADLINE_S="$(($(left) - 40))" \
   bash bench/gpu/parallel.sh
-# The pipeline test is disabled (pp on GPUs hangs; docs/PARALLELISM.md): GPU_PIPELINE=1 runs it.
-if [ "${GPU_PIPELINE:-0}" = 1 ]; then
-  part "pipeline on 2 GPUs" 40 timeout "$(($(left) - 5))" build-gpu/tests/test_cuda \
-    --gtest_also_run_disabled_tests --gtest_filter='CudaPipeline.*'
-fi
+# The two-GPU pipeline tests run last, under their own timeout: a hang must not eat the rest.
+part "pipeline on 2 GPUs" 40 timeout -k 5 "$(($(left) - 5))" build-gpu/tests/test_cuda --gtest_filter='CudaPipeline.*'
