@@ -80,6 +80,18 @@ TEST(Nccl, AKilledWorkerFailsTheLaunchNamingTheRank) {
   for (int pid : pids_in_logs(r, 2)) EXPECT_TRUE(process_gone(pid)) << pid;
 }
 
+// A rank that throws with a collective in flight exits at once (its group aborts instead of
+// waiting out the 20 s op timeout), and the launcher blames it.
+TEST(Nccl, ARankThatThrowsWithAnOpInFlightExitsAtOnce) {
+  TRIREME_REQUIRE_NCCL_AND_TWO_GPUS();
+  LaunchResult r;
+  double s = seconds_of([&] { r = run_worker("throws"); });
+  EXPECT_LT(s, 15.0) << all_logs(r, 2);
+  EXPECT_EQ(r.failed_rank, 1) << r.message << "\n" << all_logs(r, 2);
+  EXPECT_NE(all_logs(r, 2).find("fails on purpose"), std::string::npos) << all_logs(r, 2);
+  EXPECT_NE(all_logs(r, 2).find("still running when an error ended this rank"), std::string::npos) << all_logs(r, 2);
+}
+
 // The rest runs on any machine.
 
 TEST(Nccl, AutoPicksNcclOnlyWithNcclAndAGpu) {

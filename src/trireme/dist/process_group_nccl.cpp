@@ -5,6 +5,7 @@
 #ifdef TRIREME_WITH_NCCL
 
 #include <chrono>
+#include <exception>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -354,8 +355,10 @@ struct ProcessGroupNccl::Impl {
   }
 
   // Stops the watchdog, lets the ops in flight finish (up to the timeout) and releases the
-  // communicator. Safe on a half-constructed group.
-  void shutdown() {
+  // communicator. Safe on a half-constructed group. While an exception unwinds (unwinding), ops
+  // still in flight are aborted at once: their peers may never answer a rank that has failed,
+  // and waiting out the timeout would make the failure look like a hang for minutes.
+  void shutdown(bool unwinding = false) {
     {
       std::lock_guard lock(mutex);
       stopping = true;
@@ -368,6 +371,9 @@ struct ProcessGroupNccl::Impl {
       op->tensors.clear();
     }
     queued.clear();
+    reap_locked();
+    if (unwinding && !in_flight.empty())
+      abort_locked(str_cat(failed_on(in_flight.front()->what), ": still running when an error ended this rank"));
     auto deadline = Clock::now() + options.timeout;
     while (!aborted) {
       check_locked(Clock::now());
@@ -571,7 +577,7 @@ ProcessGroupNccl::ProcessGroupNccl(std::shared_ptr<StoreClient> store, int rank,
   impl_->watchdog = std::thread([impl = impl_.get()] { impl->watchdog_loop(); });
 }
 
-ProcessGroupNccl::~ProcessGroupNccl() { impl_->shutdown(); }
+ProcessGroupNccl::~ProcessGroupNccl() { impl_->shutdown(std::uncaught_exceptions() > 0); }
 
 int ProcessGroupNccl::device() const { return impl_->device; }
 cuda::Stream ProcessGroupNccl::stream() const { return impl_->stream; }

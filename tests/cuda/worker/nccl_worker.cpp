@@ -1,6 +1,6 @@
 // The worker program the NCCL tests launch as one process per GPU: one scenario per run, checked
 // against closed-form answers (sums of ranks); exits 0 when every check holds.
-//   nccl_worker collectives | p2p_alone | p2p_queued | timeout | peer_dies | die
+//   nccl_worker collectives | p2p_alone | p2p_queued | timeout | peer_dies | die | throws
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -358,6 +358,17 @@ int main(int argc, char** argv) {
         EXPECT_TRUE(what_of(e).find("all_reduce") != std::string::npos, e.what());
         EXPECT_TRUE(ms < 8000ms, "noticing the dead peer took ", ms.count(), " ms");
       }
+    } else if (scenario == "throws") {
+      // Rank 1 fails with a collective in flight that rank 0 never joins: unwinding destroys the
+      // group, which must abort at once rather than wait out the op's 20 s timeout.
+      world.barrier()->wait(10s);
+      if (env.rank == 0) {
+        store->get("never_set", 60s);  // the launcher ends this rank once rank 1 has failed
+        return 0;
+      }
+      Tensor t = on_gpu(3, DType::f32, [](int64_t) { return 1.0; });
+      auto in_flight = world.all_reduce(t, {.timeout = 20s});
+      TRIREME_CHECK(false, "rank 1 fails on purpose with an all_reduce in flight");
     } else {
       std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
       return 2;
