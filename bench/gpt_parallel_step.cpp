@@ -16,16 +16,23 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
+
+#ifdef TRIREME_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
 
 #include "trireme/core/allocator.h"
 #include "trireme/core/rng.h"
 #include "trireme/cuda/device.h"
+#include "trireme/cuda/stream.h"
 #include "trireme/dist/env.h"
 #include "trireme/dist/process_group_factory.h"
 #include "trireme/ops/factory.h"
@@ -70,6 +77,41 @@ int64_t full_parameter_count(parallel::TensorParallelGPT& gpt) {
   }
   return n;
 }
+
+// Holds the current stream of a GPU back (a host function that waits for a flag) while the host
+// queues work behind it, so the host's time to queue that work is measured alone: the GPU can
+// neither pace the host nor be waited for. A queue that blocks the host (a host sync inside it,
+// or a launch queue that fills) lets the gate go after its timeout (500 ms): that queue time then
+// reads about 500 ms and counts in `timeouts` (gate_timeouts in the JSON).
+class HostGate {
+ public:
+  void close(int device) {
+#ifdef TRIREME_WITH_CUDA
+    open_ = false;
+    TRIREME_CHECK(cudaLaunchHostFunc(cuda::current_stream(device).handle(), &HostGate::hold, this) == cudaSuccess,
+                  "HostGate: cudaLaunchHostFunc failed");
+#else
+    (void)device;
+#endif
+  }
+  void open() { open_ = true; }
+  int timeouts() const { return timeouts_; }
+
+ private:
+  static void hold(void* self) {
+    auto* g = static_cast<HostGate*>(self);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+    while (!g->open_.load()) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ++g->timeouts_;
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+  std::atomic<bool> open_{true};
+  std::atomic<int> timeouts_{0};
+};
 
 }  // namespace
 
@@ -201,6 +243,34 @@ int main(int argc, char** argv) {
     bwd.push_back(secs(t1, t2));
     upd.push_back(secs(t2, Clock::now()));
   }
+  // On a GPU, N more steps with the stream held back by a HostGate: the host's time to queue the
+  // forward, the backward and the optimizer step when nothing makes it wait (queue_*_ms). A
+  // phase whose queue time is close to its time above is bound by the host, not the GPU.
+  std::vector<double> qfwd, qbwd, qupd;
+  HostGate gate;
+  for (int64_t i = 0; on_gpu && i < phases; ++i) {
+    if (reducer) reducer->prepare_backward(true);
+    auto gated = [&](auto&& work) {
+      gate.close(env.local_rank);
+      const auto t0 = Clock::now();
+      work();
+      const auto t1 = Clock::now();
+      gate.open();
+      sync();
+      return secs(t0, t1);
+    };
+    Tensor loss;
+    qfwd.push_back(gated([&] { loss = gpt->loss(x, y); }));
+    qbwd.push_back(gated([&] {
+      loss.backward();
+      if (reducer) reducer->finish();
+    }));
+    qupd.push_back(gated([&] {
+      opt.step();
+      opt.zero_grad(true);
+    }));
+  }
+  const bool queued = !qfwd.empty();
   const int64_t n_params = full_parameter_count(*gpt);
   const double tokens_per_s = double(dp * batch * s->T) / t;
   const double flops_per_token = 6.0 * double(n_params) + 12.0 * double(s->L * s->d * s->T);
@@ -213,12 +283,15 @@ int main(int argc, char** argv) {
         "\"tp\": %lld, \"gpus\": %d, \"batch_per_rank\": %lld, \"global_batch\": %lld, \"seq\": %lld, \"params\": %lld, "
         "\"step_ms\": %.3f, \"step_ms_min\": %.3f, \"step_ms_max\": %.3f, \"tokens_per_s\": %.1f, \"mfu\": %.4f, "
         "\"peak_mem_GiB\": %.3f, \"dp_comm_hidden_fraction\": %.3f, \"host_ms\": %.3f, \"fwd_ms\": %.3f, "
-        "\"bwd_ms\": %.3f, \"opt_ms\": %.3f}\n",
+        "\"bwd_ms\": %.3f, \"opt_ms\": %.3f, \"queue_fwd_ms\": %.3f, \"queue_bwd_ms\": %.3f, \"queue_opt_ms\": %.3f, "
+        "\"gate_timeouts\": %d}\n",
         TRIREME_VERSION, s->name, device_name.c_str(), dtype_arg.c_str(), (long long)dp, (long long)tp,
         env.world_size, (long long)batch, (long long)(dp * batch), (long long)s->T, (long long)n_params, t * 1e3,
         ts.front() * 1e3, ts.back() * 1e3, tokens_per_s,
         tokens_per_s * flops_per_token / (989e12 * double(env.world_size)), peak_gib, hidden, median(host) * 1e3,
-        phases ? median(fwd) * 1e3 : 0.0, phases ? median(bwd) * 1e3 : 0.0, phases ? median(upd) * 1e3 : 0.0);
+        phases ? median(fwd) * 1e3 : 0.0, phases ? median(bwd) * 1e3 : 0.0, phases ? median(upd) * 1e3 : 0.0,
+        queued ? median(qfwd) * 1e3 : 0.0, queued ? median(qbwd) * 1e3 : 0.0, queued ? median(qupd) * 1e3 : 0.0,
+        gate.timeouts());
     std::fflush(stdout);
   }
   // Every rank done with its collectives before the groups go away.

@@ -6,7 +6,9 @@
 #   GPT 1.3B    (B=8)            tp=1 on 1 GPU, tp=2 on 2 GPUs;   peer: DTensor tp on 2 GPUs
 # and prints a table: scaling efficiency = tokens/s(2 GPUs) / (2 x tokens/s(1 GPU)).
 # RUNS picks some of: dp1 dp2 tp1 tp2 torch_ddp torch_tp (default all); PHASES=N adds N steps
-# timed phase by phase (fwd_ms, bwd_ms, opt_ms; host_ms: the host's time to queue a step).
+# timed phase by phase (fwd_ms, bwd_ms, opt_ms; host_ms: the host's time to queue a step) and N
+# with the GPU held back while the host queues each phase (queue_fwd_ms, queue_bwd_ms,
+# queue_opt_ms: launch cost alone; gate_timeouts > 0: a phase made the host wait for the GPU).
 # ITERS / WARMUP (10 / 3), ITERS_BIG (for 1.3B; default ITERS) and DEADLINE_S (400: the whole
 # script, build included) bound the time. Full logs in $OUT (or out/gpu).
 set -uo pipefail
