@@ -10,22 +10,35 @@
 //   trireme launch --nproc-per-node 2 -- build/bench/gpt_parallel_step --model gpt-1.3b --tp 2
 //       --batch 8 --device cuda --dtype bf16
 //
+// --tp-alone N (one process, no launcher): rank 0's shard of a tp=N model with every
+// tensor-parallel collective skipped (a group that does nothing): the numbers are wrong, but the
+// kernels and shapes are those of tp=N, so its step is tensor parallelism's compute without its
+// communication, and it can be profiled in one process (ncu cannot replay NCCL kernels). Its
+// MFU counts N GPUs, as the tp=N job's would.
+//
 // --dtype bf16 is pure bf16 (parameters and activations bf16, f32 AdamW state), as in
 // bench/gpt_train_step. The shapes are ../shared/peer/torch_gpt_bench.py's; MFU there uses
 // 6·N + 12·L·d·T flops per token over world_size x 989 TFLOP/s.
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
+
+#ifdef TRIREME_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
 
 #include "trireme/core/allocator.h"
 #include "trireme/core/rng.h"
 #include "trireme/cuda/device.h"
+#include "trireme/cuda/stream.h"
 #include "trireme/dist/env.h"
 #include "trireme/dist/process_group_factory.h"
 #include "trireme/ops/factory.h"
@@ -50,7 +63,8 @@ int usage(const std::string& why) {
   std::fprintf(stderr,
                "gpt_parallel_step: %s\n"
                "usage: gpt_parallel_step [--model tiny|gpt2-124m|gpt-1.3b] [--batch B (per dp rank)] [--dp N] "
-               "[--tp N] [--device cpu|cuda] [--dtype f32|bf16] [--warmup 3] [--iters 10] [--bucket-mb 25] [--phases 0]\n",
+               "[--tp N | --tp-alone N] [--device cpu|cuda] [--dtype f32|bf16] [--warmup 3] [--iters 10] "
+               "[--bucket-mb 25] [--phases 0]\n",
                why.c_str());
   return 2;
 }
@@ -71,11 +85,65 @@ int64_t full_parameter_count(parallel::TensorParallelGPT& gpt) {
   return n;
 }
 
+// The tensor-parallel group of --tp-alone: every collective returns at once and changes nothing.
+class SkippedCollectives : public dist::ProcessGroup {
+ public:
+  explicit SkippedCollectives(int size) : ProcessGroup(0, size) {}
+  std::string backend_name() const override { return "skipped"; }
+  dist::WorkPtr all_reduce(const Tensor&, const dist::AllReduceOptions&) override { return done(); }
+  dist::WorkPtr all_gather(const Tensor&, const Tensor&, const dist::AllGatherOptions&) override { return done(); }
+  dist::WorkPtr reduce_scatter(const Tensor&, const Tensor&, const dist::ReduceScatterOptions&) override {
+    return done();
+  }
+
+ private:
+  struct Done : dist::Work {
+    bool is_completed() override { return true; }
+    void wait(dist::milliseconds) override {}
+  };
+  static dist::WorkPtr done() { return std::make_shared<Done>(); }
+};
+
+// Holds the current stream of a GPU back (a host function that waits for a flag) while the host
+// queues work behind it, so the host's time to queue that work is measured alone: the GPU can
+// neither pace the host nor be waited for. A queue that blocks the host (a host sync inside it,
+// or a launch queue that fills) lets the gate go after its timeout (500 ms): that queue time then
+// reads about 500 ms and counts in `timeouts` (gate_timeouts in the JSON).
+class HostGate {
+ public:
+  void close(int device) {
+#ifdef TRIREME_WITH_CUDA
+    open_ = false;
+    TRIREME_CHECK(cudaLaunchHostFunc(cuda::current_stream(device).handle(), &HostGate::hold, this) == cudaSuccess,
+                  "HostGate: cudaLaunchHostFunc failed");
+#else
+    (void)device;
+#endif
+  }
+  void open() { open_ = true; }
+  int timeouts() const { return timeouts_; }
+
+ private:
+  static void hold(void* self) {
+    auto* g = static_cast<HostGate*>(self);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+    while (!g->open_.load()) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ++g->timeouts_;
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+  std::atomic<bool> open_{true};
+  std::atomic<int> timeouts_{0};
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string model = "gpt2-124m", device_name = "cuda", dtype_arg = "bf16";
-  int64_t batch = 16, warmup = 3, iters = 10, dp = 0, tp = 1, phases = 0;
+  int64_t batch = 16, warmup = 3, iters = 10, dp = 0, tp = 1, phases = 0, tp_alone = 0;
   double bucket_mb = 25;
   for (int i = 1; i < argc; i += 2) {
     const std::string k = argv[i];
@@ -91,6 +159,7 @@ int main(int argc, char** argv) {
     else if (k == "--iters") iters = std::atoll(v);
     else if (k == "--bucket-mb") bucket_mb = std::atof(v);
     else if (k == "--phases") phases = std::atoll(v);
+    else if (k == "--tp-alone") tp_alone = std::atoll(v);
     else return usage("unknown flag " + k);
   }
   const ModelShape* s = nullptr;
@@ -107,6 +176,9 @@ int main(int argc, char** argv) {
   if (dp * tp != env.world_size) {
     return usage("dp x tp = " + std::to_string(dp * tp) + " but the job has " + std::to_string(env.world_size) +
                  " processes");
+  }
+  if (tp_alone != 0 && (tp_alone < 2 || tp != 1 || dp != 1 || env.world_size != 1)) {
+    return usage("--tp-alone N needs N >= 2, one process and no --tp or --dp");
   }
   const bool on_gpu = device_name == "cuda";
   if (on_gpu && !cuda::is_available()) return usage("--device cuda, but " + cuda::unavailable_reason());
@@ -127,7 +199,15 @@ int main(int argc, char** argv) {
   }
 
   models::GPTConfig cfg{.vocab_size = s->V, .block_size = s->T, .n_layer = s->L, .n_head = s->h, .d_model = s->d};
-  auto gpt = std::make_shared<parallel::TensorParallelGPT>(cfg, *ctx, /*seed=*/0);
+  std::unique_ptr<SkippedCollectives> skipped;  // --tp-alone's group: outlives the model
+  std::shared_ptr<parallel::TensorParallelGPT> gpt;
+  if (tp_alone) {
+    skipped = std::make_unique<SkippedCollectives>(int(tp_alone));
+    gpt = std::make_shared<parallel::TensorParallelGPT>(cfg, parallel::TpGroup{skipped.get(), int(tp_alone), 0},
+                                                        /*seed=*/0);
+  } else {
+    gpt = std::make_shared<parallel::TensorParallelGPT>(cfg, *ctx, /*seed=*/0);
+  }
   if (dtype_arg == "bf16") gpt->to(DType::bf16);
   gpt->to(device);
   // The one-GPU baseline and tensor parallelism alone have nothing to average: no Reducer, so
@@ -201,24 +281,58 @@ int main(int argc, char** argv) {
     bwd.push_back(secs(t1, t2));
     upd.push_back(secs(t2, Clock::now()));
   }
+  // On a GPU, N more steps with the stream held back by a HostGate: the host's time to queue the
+  // forward, the backward and the optimizer step when nothing makes it wait (queue_*_ms). A
+  // phase whose queue time is close to its time above is bound by the host, not the GPU.
+  std::vector<double> qfwd, qbwd, qupd;
+  HostGate gate;
+  for (int64_t i = 0; on_gpu && i < phases; ++i) {
+    if (reducer) reducer->prepare_backward(true);
+    auto gated = [&](auto&& work) {
+      gate.close(env.local_rank);
+      const auto t0 = Clock::now();
+      work();
+      const auto t1 = Clock::now();
+      gate.open();
+      sync();
+      return secs(t0, t1);
+    };
+    Tensor loss;
+    qfwd.push_back(gated([&] { loss = gpt->loss(x, y); }));
+    qbwd.push_back(gated([&] {
+      loss.backward();
+      if (reducer) reducer->finish();
+    }));
+    qupd.push_back(gated([&] {
+      opt.step();
+      opt.zero_grad(true);
+    }));
+  }
+  const bool queued = !qfwd.empty();
   const int64_t n_params = full_parameter_count(*gpt);
   const double tokens_per_s = double(dp * batch * s->T) / t;
   const double flops_per_token = 6.0 * double(n_params) + 12.0 * double(s->L * s->d * s->T);
+  const int64_t gpus = env.world_size * std::max<int64_t>(tp_alone, 1);  // --tp-alone stands for N GPUs
   const double peak_gib = double(memory_stats(device).peak_bytes) / double(1 << 30);
   double hidden = 0;
   if (reducer) hidden = reducer->stats().hidden_fraction();
   if (env.rank == 0) {
     std::printf(
         "{\"impl\": \"trireme-%s\", \"model\": \"%s\", \"device\": \"%s\", \"dtype\": \"%s\", \"dp\": %lld, "
-        "\"tp\": %lld, \"gpus\": %d, \"batch_per_rank\": %lld, \"global_batch\": %lld, \"seq\": %lld, \"params\": %lld, "
+        "\"tp\": %lld, \"tp_alone\": %lld, \"gpus\": %d, \"batch_per_rank\": %lld, \"global_batch\": %lld, "
+        "\"seq\": %lld, \"params\": %lld, "
         "\"step_ms\": %.3f, \"step_ms_min\": %.3f, \"step_ms_max\": %.3f, \"tokens_per_s\": %.1f, \"mfu\": %.4f, "
         "\"peak_mem_GiB\": %.3f, \"dp_comm_hidden_fraction\": %.3f, \"host_ms\": %.3f, \"fwd_ms\": %.3f, "
-        "\"bwd_ms\": %.3f, \"opt_ms\": %.3f}\n",
+        "\"bwd_ms\": %.3f, \"opt_ms\": %.3f, \"queue_fwd_ms\": %.3f, \"queue_bwd_ms\": %.3f, \"queue_opt_ms\": %.3f, "
+        "\"gate_timeouts\": %d}\n",
         TRIREME_VERSION, s->name, device_name.c_str(), dtype_arg.c_str(), (long long)dp, (long long)tp,
-        env.world_size, (long long)batch, (long long)(dp * batch), (long long)s->T, (long long)n_params, t * 1e3,
+        (long long)tp_alone, env.world_size, (long long)batch, (long long)(dp * batch), (long long)s->T,
+        (long long)n_params, t * 1e3,
         ts.front() * 1e3, ts.back() * 1e3, tokens_per_s,
-        tokens_per_s * flops_per_token / (989e12 * double(env.world_size)), peak_gib, hidden, median(host) * 1e3,
-        phases ? median(fwd) * 1e3 : 0.0, phases ? median(bwd) * 1e3 : 0.0, phases ? median(upd) * 1e3 : 0.0);
+        tokens_per_s * flops_per_token / (989e12 * double(gpus)), peak_gib, hidden, median(host) * 1e3,
+        phases ? median(fwd) * 1e3 : 0.0, phases ? median(bwd) * 1e3 : 0.0, phases ? median(upd) * 1e3 : 0.0,
+        queued ? median(qfwd) * 1e3 : 0.0, queued ? median(qbwd) * 1e3 : 0.0, queued ? median(qupd) * 1e3 : 0.0,
+        gate.timeouts());
     std::fflush(stdout);
   }
   // Every rank done with its collectives before the groups go away.

@@ -5,8 +5,12 @@
 #   GPT-2 124M  (B=16 per GPU)   dp=1 on 1 GPU, dp=2 on 2 GPUs;   peer: DDP on 2 GPUs
 #   GPT 1.3B    (B=8)            tp=1 on 1 GPU, tp=2 on 2 GPUs;   peer: DTensor tp on 2 GPUs
 # and prints a table: scaling efficiency = tokens/s(2 GPUs) / (2 x tokens/s(1 GPU)).
-# RUNS picks some of: dp1 dp2 tp1 tp2 torch_ddp torch_tp (default all); PHASES=N adds N steps
-# timed phase by phase (fwd_ms, bwd_ms, opt_ms; host_ms: the host's time to queue a step).
+# RUNS picks some of: dp1 dp2 tp1 tp2 torch_ddp torch_tp (default all), and tp2_alone (not by
+# default: rank 0's shard of tp=2 in one process, collectives skipped: tp's compute without its
+# communication, so tp2 - tp2_alone is what the communication costs); PHASES=N adds N steps
+# timed phase by phase (fwd_ms, bwd_ms, opt_ms; host_ms: the host's time to queue a step) and N
+# with the GPU held back while the host queues each phase (queue_fwd_ms, queue_bwd_ms,
+# queue_opt_ms: launch cost alone; gate_timeouts > 0: a phase made the host wait for the GPU).
 # ITERS / WARMUP (10 / 3), ITERS_BIG (for 1.3B; default ITERS) and DEADLINE_S (400: the whole
 # script, build included) bound the time. Full logs in $OUT (or out/gpu).
 set -uo pipefail
@@ -62,6 +66,7 @@ run dp1 60 $bench --model gpt2-124m --batch 16 "${common[@]}" --iters "$iters"
 run dp2 75 $launch $bench --model gpt2-124m --dp 2 --batch 16 "${common[@]}" --iters "$iters"
 run tp1 110 $bench --model gpt-1.3b --batch 8 "${common[@]}" --iters "$iters_big"
 run tp2 110 $launch $bench --model gpt-1.3b --tp 2 --batch 8 "${common[@]}" --iters "$iters_big"
+run tp2_alone 90 $bench --model gpt-1.3b --tp-alone 2 --batch 8 "${common[@]}" --iters "$iters_big"
 if [ -f "$peer" ]; then
   run torch_ddp 75 "$python" "$peer" --model gpt2-124m --batch 16 --mode ddp --gpus 2
   run torch_tp 100 "$python" "$peer" --model gpt-1.3b --batch 8 --mode tp --gpus 2

@@ -3,15 +3,24 @@
 # bench/gpt_train_step and runs a few steps under Nsight Systems (nsys) when it is installed,
 # printing the kernels by total time; without nsys it prints the plain step timing.
 #   PROFILE_DTYPE=bf16 bash bench/gpu/profile.sh
+# PROFILE_TP=N profiles GPT 1.3B (B=8) in bench/gpt_parallel_step instead: N=1 the one-GPU step,
+# N>1 rank 0's shard of tp=N in one process with its collectives skipped (--tp-alone N), so the
+# two kernel tables show which kernels do not shrink with tensor parallelism.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/gpu_env.sh
 dtype=${PROFILE_DTYPE:-bf16}
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRIREME_DEPS_PREFIX="$deps/usr" \
   -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DTRIREME_BUILD_BENCH=ON > "$out/profile_build.log" 2>&1 &&
-  ninja -C build-gpu gpt_train_step >> "$out/profile_build.log" 2>&1 || { tail -30 "$out/profile_build.log"; exit 1; }
+  ninja -C build-gpu gpt_train_step gpt_parallel_step >> "$out/profile_build.log" 2>&1 ||
+  { tail -30 "$out/profile_build.log"; exit 1; }
 nsys=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
 bench=(build-gpu/bench/gpt_train_step --model gpt2-124m --batch 16 --device cuda --dtype "$dtype" --warmup 2 --iters 3)
+tp=${PROFILE_TP:-0}
+if [ "$tp" -ge 1 ]; then
+  bench=(build-gpu/bench/gpt_parallel_step --model gpt-1.3b --batch 8 --device cuda --dtype bf16 --warmup 2 --iters 3)
+  [ "$tp" -gt 1 ] && bench+=(--tp-alone "$tp")
+fi
 if [ -n "$nsys" ]; then
   "$nsys" profile -o "$out/step" --force-overwrite true "${bench[@]}" > "$out/profile_run.log" 2>&1
   "$nsys" stats --report cuda_gpu_kern_sum --format csv "$out/step.nsys-rep" > "$out/kernels.csv" 2>/dev/null

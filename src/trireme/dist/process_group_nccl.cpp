@@ -164,7 +164,7 @@ struct ProcessGroupNccl::Impl {
   void finish_call_locked(ncclResult_t result, const std::string& op, milliseconds timeout) {
     auto start = Clock::now(), deadline = start + timeout, next_liveness_check = start + std::chrono::seconds(1);
     ncclResult_t state = result;
-    for (int spins = 0; state == ncclSuccess || state == ncclInProgress; ++spins) {
+    while (state == ncclSuccess || state == ncclInProgress) {
       if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) break;
       if (state != ncclInProgress) break;
       auto now = Clock::now();
@@ -180,7 +180,15 @@ struct ProcessGroupNccl::Impl {
           TRIREME_FAIL(failure);
         }
       }
-      if (spins > 100) std::this_thread::sleep_for(std::chrono::microseconds(100));
+      // A nonblocking communicator launches every collective from a thread of its own and
+      // answers ncclInProgress until that thread has queued it, tens of microseconds later:
+      // yield until then rather than sleep, since a 100 us sleep would be most of the op's cost
+      // on the host. Only a call that needs longer (connecting to peers) sleeps between looks.
+      if (now - start < std::chrono::milliseconds(2)) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
     }
     if (state != ncclSuccess) {
       abort_locked(nccl_failure(op, state));

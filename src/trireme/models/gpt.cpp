@@ -85,13 +85,20 @@ void GPT::init_weights(uint64_t seed) {
   }
 }
 
+const Tensor& PositionCache::get(int64_t T, Device device) {
+  if (!positions_.defined() || positions_.size(0) != T || positions_.device() != device) {
+    positions_ = to_device(arange(T), device);
+  }
+  return positions_;
+}
+
 Tensor GPT::forward(const Tensor& ids) {
   TRIREME_CHECK(ids.dim() == 2 && (ids.dtype() == DType::i64 || ids.dtype() == DType::i32),
                 "GPT.forward: ids must be (B, T) integers, got ", ids.str());
   const int64_t T = ids.size(1);
   TRIREME_CHECK(T >= 1 && T <= config_.block_size, "GPT.forward: sequence length ", T,
                 " is outside [1, block_size = ", config_.block_size, "]");
-  Tensor pos = to_device(arange(T), ids.device());
+  const Tensor& pos = positions_.get(T, ids.device());
   Tensor x = transformer->wte->forward(ids) + transformer->wpe->forward(pos);  // (B, T, d) + (T, d)
   x = transformer->drop->forward(x);
   for (const auto& layer : transformer->h->as<nn::TransformerDecoderLayer>()) x = layer->forward(x);

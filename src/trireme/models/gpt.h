@@ -62,6 +62,17 @@ class GPTTransformer : public nn::Module {
   std::shared_ptr<nn::LayerNorm> ln_f;
 };
 
+// The positions 0 .. T-1 (i64) on a device, made on first use and kept while T and the device
+// stay the same: arange on the host copied to a GPU in every forward would synchronise the host
+// with the GPU at the start of every step, so it could never queue a step ahead.
+class PositionCache {
+ public:
+  const Tensor& get(int64_t T, Device device);
+
+ private:
+  Tensor positions_;
+};
+
 class GPT : public nn::Module {
  public:
   explicit GPT(const GPTConfig& config, uint64_t seed = 0);
@@ -86,6 +97,7 @@ class GPT : public nn::Module {
 
  private:
   GPTConfig config_;
+  PositionCache positions_;
 };
 
 // Note [Hugging Face GPT-2 checkpoints]

@@ -139,7 +139,7 @@ Tensor TensorParallelGPT::forward_local_logits(const Tensor& ids) {
   const int64_t T = ids.size(1);
   TRIREME_CHECK(T >= 1 && T <= config_.block_size, "TensorParallelGPT.forward: sequence length ", T,
                 " is outside [1, block_size = ", config_.block_size, "]");
-  Tensor pos = to_device(arange(T), ids.device());
+  const Tensor& pos = positions_.get(T, ids.device());
   Tensor x = transformer->wte->forward(ids) + transformer->wpe->forward(pos);
   x = transformer->drop->forward(x);
   for (const auto& layer : transformer->h->as<TensorParallelDecoderLayer>()) x = layer->forward(x);

@@ -119,6 +119,7 @@ class TensorParallelGPT : public nn::Module {
   models::GPTConfig config_;
   TpGroup tp_;
   std::map<std::string, ShardSpec> specs_;
+  models::PositionCache positions_;
 };
 
 }  // namespace trireme::parallel
