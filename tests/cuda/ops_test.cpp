@@ -169,6 +169,10 @@ TEST(CudaOps, VectorPathTailsAndUnalignedViews) {
        [&](const std::vector<Tensor>& x) { return gelu(offset_by_one(x[0]), GeluApprox::tanh); }},
       {"mul_offset_view", {{1001}, {1000}}, [&](const std::vector<Tensor>& x) { return mul(offset_by_one(x[0]), x[1]); }},
       {"add_long", {{8, 1027}, {8, 1027}}, binary(&add)},
+      // a row broadcast over the rows (a bias): vectors when the row length allows, else the general path
+      {"add_bias_row", {{6, 40}, {40}}, binary(&add)},
+      {"mul_bias_row_3d", {{5, 3, 16}, {1, 16}}, binary(&mul)},
+      {"sub_bias_row_short", {{4, 12}, {12}}, binary(&sub)},
   };
   for (const OpCase& c : cases) check_cuda_op(c);
   // Casts between f32 and the 16-bit types (autocast's), aligned and not.

@@ -180,13 +180,22 @@ void unary_cuda(const Tensor& in, Tensor& out, double alpha) {
   }
   unary_launch<T>(Op, in, out, alpha);
 }
+// b one contiguous row of out's last dim, broadcast over its rows (a bias added after a GEMM).
+bool row_broadcast(const Tensor& out, const Tensor& b) {
+  if (out.dim() < 2 || !b.is_contiguous() || b.numel() != out.size(-1) || b.dim() > out.dim()) return false;
+  return b.size(-1) == out.size(-1);
+}
+
 template <class T, int Op>
 void binary_cuda(const Tensor& a, const Tensor& b, Tensor& out) {
   using D = device_t<T>;
   using A = dacc_t<D>;
+  auto f = [] __device__(A x, A y) { return apply_binary<A>(Op, x, y); };
   if (plain_operands(out, {&a, &b}) &&
-      try_vector_map(LaunchContext(out), out.numel(), dptr<T>(out), dptr<T>(a), dptr<T>(b),
-                     [] __device__(A x, A y) { return apply_binary<A>(Op, x, y); }))
+      try_vector_map(LaunchContext(out), out.numel(), dptr<T>(out), dptr<T>(a), dptr<T>(b), f))
+    return;
+  if (plain_operands(out, {&a}) && row_broadcast(out, b) &&
+      try_vector_map(LaunchContext(out), out.numel(), dptr<T>(out), dptr<T>(a), dptr<T>(b), f, out.size(-1)))
     return;
   binary_launch<T>(Op, a, b, out);
 }

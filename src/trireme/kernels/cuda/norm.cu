@@ -1,5 +1,5 @@
 // CUDA layer norm and RMS norm over the last dim of a contiguous (R, D) x, forward and backward,
-// the twins of kernels/cpu/norm.cpp. Rows of up to 1024 take one warp each with the row held in
+// the twins of kernels/cpu/norm.cpp. Rows of up to 2048 take one warp each with the row held in
 // registers (read once, statistics by warp shuffles, no block barriers: a GPT's d_model rows
 // were latency-bound at one block per row); longer rows take one block per row. Row statistics
 // accumulate in double as on the CPU. grad_weight/grad_bias are deterministic without atomics: each thread sums one column
@@ -52,7 +52,7 @@ __global__ void norm_forward_kernel(const D* x, const D* w, const D* b, double e
   }
 }
 
-// The warp-per-row twins of the two kernels above, for d <= 32 * N: lane l holds the row's
+// The warp-per-row twins of the two kernels above, for d <= 32 * N (N <= 64): lane l holds the row's
 // elements l, l + 32, ..., so every load instruction of the warp is one coalesced segment.
 inline constexpr int kWarpRowsPerBlock = 8;
 
@@ -64,19 +64,19 @@ __global__ void norm_forward_warp_kernel(const D* x, const D* w, const D* b, dou
   const int64_t r = int64_t(blockIdx.x) * kWarpRowsPerBlock + (threadIdx.x >> 5);
   if (r >= rows) return;  // whole warps leave together: the shuffles below see full warps
   const D* xr = x + r * d;
-  A v[N];
+  D v[N];  // as loaded: 16-bit rows take half the registers
   double s = 0;
 #pragma unroll
   for (int i = 0; i < N; ++i) {
     const int64_t j = lane + 32 * i;
-    v[i] = j < d ? to_acc(xr[j]) : A(0);
-    s += double(v[i]);
+    v[i] = j < d ? xr[j] : from_acc<D>(A(0));
+    s += double(to_acc(v[i]));
   }
   const double mu = Centered ? warp_sum(s) / double(d) : 0.0;
   double ss = 0;
 #pragma unroll
   for (int i = 0; i < N; ++i) {
-    const double c = lane + 32 * i < d ? double(v[i]) - mu : 0.0;
+    const double c = lane + 32 * i < d ? double(to_acc(v[i])) - mu : 0.0;
     ss += c * c;
   }
   const double inv = 1.0 / sqrt(warp_sum(ss) / double(d) + eps);
@@ -90,7 +90,7 @@ __global__ void norm_forward_warp_kernel(const D* x, const D* w, const D* b, dou
   for (int i = 0; i < N; ++i) {
     const int64_t j = lane + 32 * i;
     if (j >= d) break;
-    A o = (v[i] - m) * ri * param_at(w, j, A(1));
+    A o = (to_acc(v[i]) - m) * ri * param_at(w, j, A(1));
     if constexpr (Centered) o += param_at(b, j, A(0));
     yr[j] = from_acc<D>(o);
   }
@@ -106,16 +106,17 @@ __global__ void norm_backward_x_warp_kernel(const D* g, const D* x, const D* w, 
   const D* gr = g + r * d;
   const D* xr = x + r * d;
   const A m = Centered ? mean[r] : A(0), ri = rstd[r];
-  A gy[N], xhat[N];
+  D gv[N], xv[N];  // as loaded: 16-bit rows take half the registers
   double s_gy = 0, s_gyx = 0;
 #pragma unroll
   for (int i = 0; i < N; ++i) {
     const int64_t j = lane + 32 * i;
     const bool in = j < d;
-    gy[i] = in ? to_acc(gr[j]) * param_at(w, j, A(1)) : A(0);
-    xhat[i] = in ? (to_acc(xr[j]) - m) * ri : A(0);
-    if constexpr (Centered) s_gy += double(gy[i]);
-    s_gyx += double(gy[i] * xhat[i]);
+    gv[i] = in ? gr[j] : from_acc<D>(A(0));
+    xv[i] = in ? xr[j] : from_acc<D>(A(0));
+    const A gy = in ? to_acc(gv[i]) * param_at(w, j, A(1)) : A(0);
+    if constexpr (Centered) s_gy += double(gy);
+    s_gyx += double(gy * ((to_acc(xv[i]) - m) * ri));
   }
   const A a = Centered ? A(warp_sum(s_gy) / double(d)) : A(0);
   const A c = A(warp_sum(s_gyx) / double(d));
@@ -124,7 +125,8 @@ __global__ void norm_backward_x_warp_kernel(const D* g, const D* x, const D* w, 
   for (int i = 0; i < N; ++i) {
     const int64_t j = lane + 32 * i;
     if (j >= d) break;
-    out[j] = from_acc<D>(ri * (gy[i] - a - xhat[i] * c));
+    const A gy = to_acc(gv[i]) * param_at(w, j, A(1)), xhat = (to_acc(xv[i]) - m) * ri;
+    out[j] = from_acc<D>(ri * (gy - a - xhat * c));
   }
 }
 
@@ -136,6 +138,7 @@ bool with_lane_count(int64_t d, Fn&& fn) {
   if (d <= 32 * 8) return fn(std::integral_constant<int, 8>{}), true;
   if (d <= 32 * 16) return fn(std::integral_constant<int, 16>{}), true;
   if (d <= 32 * 32) return fn(std::integral_constant<int, 32>{}), true;
+  if (d <= 32 * 64) return fn(std::integral_constant<int, 64>{}), true;
   return false;
 }
 

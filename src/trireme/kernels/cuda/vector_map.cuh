@@ -26,10 +26,11 @@ inline constexpr int kVecWidth = int(16 / std::max({size_or_one<T>::value...}));
 
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// out[i] = f(a[i]) or f(a[i], b[i]) over n elements, converted through acc_t on the way in
-// (to_acc) and out (from_acc). The last n % V elements take a scalar loop.
+// out[i] = f(a[i]) or f(a[i], b[i % b_period]) over n elements, converted through acc_t on the
+// way in (to_acc) and out (from_acc); b_period = n unless b is a row broadcast over the rows of a
+// (a bias), and then a multiple of V. The last n % V elements take a scalar loop.
 template <int V, class Out, class In0, class In1, class F>
-__global__ void vector_map_kernel(int64_t n, Out* out, const In0* a, const In1* b, F f) {
+__global__ void vector_map_kernel(int64_t n, Out* out, const In0* a, const In1* b, int64_t b_period, F f) {
   const int64_t vectors = n / V;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -40,7 +41,7 @@ __global__ void vector_map_kernel(int64_t n, Out* out, const In0* a, const In1* 
 #pragma unroll
       for (int e = 0; e < V; ++e) vo.v[e] = from_acc<Out>(f(to_acc(va.v[e])));
     } else {
-      const Packed<In1, V> vb = reinterpret_cast<const Packed<In1, V>*>(b)[k];
+      const Packed<In1, V> vb = reinterpret_cast<const Packed<In1, V>*>(b)[b_period == n ? k : k % (b_period / V)];
 #pragma unroll
       for (int e = 0; e < V; ++e) vo.v[e] = from_acc<Out>(f(to_acc(va.v[e]), to_acc(vb.v[e])));
     }
@@ -50,20 +51,23 @@ __global__ void vector_map_kernel(int64_t n, Out* out, const In0* a, const In1* 
     if constexpr (std::is_same_v<In1, void>) {
       out[i] = from_acc<Out>(f(to_acc(a[i])));
     } else {
-      out[i] = from_acc<Out>(f(to_acc(a[i]), to_acc(b[i])));
+      out[i] = from_acc<Out>(f(to_acc(a[i]), to_acc(b[i % b_period])));
     }
   }
 }
 
-// True when it launched: every operand is contiguous over the same shape (no broadcasting) and
-// starts on a 16-byte boundary (views at odd offsets take the general path). b may be null for a
-// unary map; In1 is then void.
+// True when it launched: every operand is contiguous over the same shape (or b is a row of
+// b_period elements broadcast over a's rows) and starts on a 16-byte boundary (views at odd
+// offsets take the general path). b may be null for a unary map; In1 is then void.
 template <class Out, class In0, class In1, class F>
-bool try_vector_map(const LaunchContext& ctx, int64_t n, Out* out, const In0* a, const In1* b, F f) {
-  if (!aligned16(out) || !aligned16(a) || (b != nullptr && !aligned16(b))) return false;
-  if (n == 0) return true;
+bool try_vector_map(const LaunchContext& ctx, int64_t n, Out* out, const In0* a, const In1* b, F f,
+                    int64_t b_period = 0) {
   constexpr int V = kVecWidth<Out, In0, In1>;
-  vector_map_kernel<V><<<grid_for((n + V - 1) / V), kBlock, 0, ctx.stream>>>(n, out, a, b, f);
+  if (b_period == 0) b_period = n;
+  if (!aligned16(out) || !aligned16(a) || (b != nullptr && !aligned16(b))) return false;
+  if (b_period != n && (b_period % V != 0 || n % b_period != 0)) return false;
+  if (n == 0) return true;
+  vector_map_kernel<V><<<grid_for((n + V - 1) / V), kBlock, 0, ctx.stream>>>(n, out, a, b, b_period, f);
   TRIREME_CUDA_CHECK_LAUNCH();
   return true;
 }
