@@ -96,6 +96,7 @@ void RowParallelLinear::reset_parameters(uint64_t seed) {
 Tensor RowParallelLinear::forward(const Tensor& x) const {
   TRIREME_CHECK(x.dim() >= 1 && x.size(-1) == in_local, "RowParallelLinear: input ", x.sizes(),
                 " must end in this rank's ", in_local, " of ", in_features, " input features");
+  if (tp.size == 1) return linear(x, weight, bias);  // nothing to sum: the bias in the GEMM's epilogue
   Tensor y = reduce_from_tp_region_owned(linear(x, weight), tp);
   return bias.defined() ? y + bias : y;  // the replicated bias once, after the sum
 }
