@@ -113,6 +113,11 @@ TEST(CudaNn, EmbeddingAndIndexSelect) {
                    }});
   }
   check_cuda_op({"embedding_wide", {{20, 300}}, [&](const V& x) { return embedding(x[0], ints_like({1, 19, 1}, x[0])); }});
+  // A long run of one id (as a vocabulary-parallel embedding's out-of-shard ids make) over two
+  // column blocks, with run lengths that are and are not multiples of the loads kept in flight.
+  std::vector<int64_t> runs;
+  for (int64_t i = 0; i < 700; ++i) runs.push_back(i % 7 == 0 ? 5 : (i % 3 == 0 ? 2 : 0));
+  check_cuda_op({"embedding_long_runs", {{9, 300}}, [&](const V& x) { return embedding(x[0], ints_like(runs, x[0])); }});
   check_cuda_op({"index_select_dim1", {{6, 5, 7}}, [](const V& x) { return index_select(x[0], 1, ints_like({4, 0, 4, 2}, x[0])); }});
   check_cuda_op({"index_select_dim0", {{6, 9}}, [](const V& x) { return index_select(x[0], 0, ints_like({5, 5, 1}, x[0], DType::i32)); }});
   check_cuda_op({"index_select_last", {{4, 6}}, [](const V& x) { return index_select(x[0], 1, ints_like({5, 0, 0}, x[0])); }});

@@ -180,10 +180,13 @@ void unary_cuda(const Tensor& in, Tensor& out, double alpha) {
   }
   unary_launch<T>(Op, in, out, alpha);
 }
-// b one contiguous row of out's last dim, broadcast over its rows (a bias added after a GEMM).
+// b one row of out's last dim broadcast over its rows (a bias added after a GEMM): the ops hand
+// kernels broadcast views, so b has out's shape, unit stride in the last dim and 0 elsewhere.
 bool row_broadcast(const Tensor& out, const Tensor& b) {
-  if (out.dim() < 2 || !b.is_contiguous() || b.numel() != out.size(-1) || b.dim() > out.dim()) return false;
-  return b.size(-1) == out.size(-1);
+  if (out.dim() < 2 || b.sizes() != out.sizes() || b.stride(-1) != 1) return false;
+  for (int64_t d = 0; d + 1 < out.dim(); ++d)
+    if (b.stride(d) != 0 && b.size(d) != 1) return false;
+  return true;
 }
 
 template <class T, int Op>

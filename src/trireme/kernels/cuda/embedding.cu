@@ -3,7 +3,7 @@
 // reported through cuda/device_error.h (its output row is zero, its gradient dropped) and thrown
 // at the next synchronisation, so the host runs ahead of the GPU. The backward sorts token
 // positions by id with CUB's stable radix sort; each run of equal ids is then summed by one block
-// in token order: no atomics, the same order as the CPU kernel, and the same bits on every run.
+// per column block in token order: the same order as the CPU kernel, and the same bits on every run.
 #include <cub/device/device_radix_sort.cuh>
 
 #include "trireme/cuda/device_error.h"
@@ -41,22 +41,44 @@ __global__ void sort_input_kernel(const I* ids, int64_t n, int64_t vocab, int64_
   positions[i] = i;
 }
 
-// Block b starts a run when sorted key b differs from key b - 1; it adds the gradient rows of
-// the run's positions (ascending: the sort is stable) into gw[key], columns over threads.
+// Block (b, c) starts a run when sorted key b differs from key b - 1; it adds the gradient rows
+// of the run's positions (ascending: the sort is stable) into gw[key] for column block c, one
+// column per thread. A frequent id makes a long run (the out-of-shard ids of a vocabulary-parallel
+// embedding all map to row 0: half the batch): the block finds the run's end with all its threads
+// and keeps 8 rows' loads in flight, adding them in order, so the sum is the CPU's, bit for bit.
 template <class D>
 __global__ void embedding_backward_kernel(const D* g, const int64_t* keys, const int64_t* positions, int64_t n,
                                           int64_t vocab, int64_t dim, D* gw) {
   using A = dacc_t<D>;
   const int64_t b = blockIdx.x;
   const int64_t row = keys[b];
-  if (row >= vocab || (b > 0 && keys[b - 1] == row)) return;
-  int64_t end = b + 1;
-  while (end < n && keys[end] == row) ++end;
-  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
-    A acc = to_acc(gw[row * dim + j]);
-    for (int64_t p = b; p < end; ++p) acc += to_acc(g[positions[p] * dim + j]);
-    gw[row * dim + j] = from_acc<D>(acc);
+  if (row >= vocab || (b > 0 && keys[b - 1] == row)) return;  // uniform over the block
+  __shared__ unsigned long long run_end;
+  if (threadIdx.x == 0) run_end = static_cast<unsigned long long>(n);
+  __syncthreads();
+  for (int64_t base = b + 1; base < n; base += blockDim.x) {
+    const int64_t p = base + threadIdx.x;
+    if (p < n && keys[p] != row) atomicMin(&run_end, static_cast<unsigned long long>(p));
+    __syncthreads();
+    const bool found = run_end != static_cast<unsigned long long>(n);
+    __syncthreads();  // every thread has read run_end before the next round may lower it
+    if (found) break;
   }
+  const int64_t end = static_cast<int64_t>(run_end);
+  const int64_t j = int64_t(blockIdx.y) * blockDim.x + threadIdx.x;
+  if (j >= dim) return;
+  constexpr int kInFlight = 8;
+  A acc = to_acc(gw[row * dim + j]);
+  int64_t p = b;
+  for (; p + kInFlight <= end; p += kInFlight) {
+    A v[kInFlight];
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) v[u] = to_acc(g[positions[p + u] * dim + j]);
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) acc += v[u];
+  }
+  for (; p < end; ++p) acc += to_acc(g[positions[p] * dim + j]);
+  gw[row * dim + j] = from_acc<D>(acc);
 }
 
 template <class T>
@@ -106,8 +128,9 @@ void embedding_backward_cuda(const Tensor& grad, const Tensor& ids, Tensor& grad
   TRIREME_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(scratch.data_ptr(), scratch_bytes, keys_in, keys_out, pos_in,
                                                      pos_out, int(n), 0, key_bits(vocab), ctx.stream));
   const int threads = dim >= 256 ? 256 : 128;
-  embedding_backward_kernel<D><<<unsigned(n), threads, 0, ctx.stream>>>(dptr<T>(grad), keys_out, pos_out, n, vocab, dim,
-                                                                       dptr<T>(grad_weight));
+  const dim3 grid(unsigned(n), unsigned((dim + threads - 1) / threads));
+  embedding_backward_kernel<D><<<grid, threads, 0, ctx.stream>>>(dptr<T>(grad), keys_out, pos_out, n, vocab, dim,
+                                                                 dptr<T>(grad_weight));
   TRIREME_CUDA_CHECK_LAUNCH();
 }
 
