@@ -37,10 +37,14 @@ TEST(CudaNn, LayerNormAndRmsNorm) {
   // Many rows: the parameter gradients are summed over several row chunks.
   check_cuda_op({"layer_norm_many_rows", {{4100, 33}, {33}, {33}}, [](const V& x) { return layer_norm(x[0], x[1], x[2]); }},
                 {DType::f64, DType::f32});
-  // d = 768 (GPT-2's rows, one warp each) and rows longer than the warp kernels hold (one block each).
+  // d = 768 and 2048 (GPT-2's and GPT 1.3B's rows: one warp each, 16-byte vectors), 1100 (one
+  // warp, vectors only for f32) and rows longer than the warp kernels hold (one block each).
   check_cuda_op({"layer_norm_gpt2_rows", {{21, 768}, {768}, {768}}, [](const V& x) { return layer_norm(x[0], x[1], x[2]); }});
-  check_cuda_op({"layer_norm_long_rows", {{5, 1100}, {1100}, {1100}}, [](const V& x) { return layer_norm(x[0], x[1], x[2]); }});
-  check_cuda_op({"rms_norm_long_rows", {{5, 1100}, {1100}}, [](const V& x) { return rms_norm(x[0], x[1]); }});
+  check_cuda_op({"layer_norm_2048", {{3, 2048}, {2048}, {2048}}, [](const V& x) { return layer_norm(x[0], x[1], x[2]); }});
+  check_cuda_op({"layer_norm_1100", {{5, 1100}, {1100}, {1100}}, [](const V& x) { return layer_norm(x[0], x[1], x[2]); }});
+  check_cuda_op({"layer_norm_long_rows", {{3, 2100}, {2100}, {2100}}, [](const V& x) { return layer_norm(x[0], x[1], x[2]); }});
+  check_cuda_op({"rms_norm_2048", {{3, 2048}, {2048}}, [](const V& x) { return rms_norm(x[0], x[1]); }});
+  check_cuda_op({"rms_norm_long_rows", {{3, 2100}, {2100}}, [](const V& x) { return rms_norm(x[0], x[1]); }});
   check_cuda_op({"rms_norm", {{19, 261}, {261}}, [](const V& x) { return rms_norm(x[0], x[1]); }});
   check_cuda_op({"rms_norm_many_rows", {{3000, 17}, {17}}, [](const V& x) { return rms_norm(x[0], x[1]); }},
                 {DType::f64, DType::f32});

@@ -8,6 +8,7 @@
 #include "trireme/kernels/cuda/block_reduce.cuh"
 #include "trireme/kernels/cuda/column_sum.cuh"
 #include "trireme/kernels/cuda/launch.cuh"
+#include "trireme/kernels/cuda/vector_map.cuh"
 #include "trireme/kernels/nn.h"
 #include "trireme/kernels/registry.h"
 
@@ -52,32 +53,53 @@ __global__ void norm_forward_kernel(const D* x, const D* w, const D* b, double e
   }
 }
 
-// The warp-per-row twins of the two kernels above, for d <= 32 * N (N <= 64): lane l holds the row's
-// elements l, l + 32, ..., so every load instruction of the warp is one coalesced segment.
+// The warp-per-row twins of the two kernels above, for d <= 32 * N (N <= 64 elements per lane):
+// lane l holds the row's vectors l, l + 32, ... of V elements each (V = 1, or a 16-byte vector
+// when d and the pointers allow), so each load instruction of the warp is one coalesced segment.
 inline constexpr int kWarpRowsPerBlock = 8;
 
-template <class D, bool Centered, int N>
+// Vector k of an optional parameter row, or `fill` everywhere when there is none.
+template <int V, class D>
+__device__ __forceinline__ Packed<D, V> param_vec(const D* p, int64_t k, dacc_t<D> fill) {
+  if (p) return reinterpret_cast<const Packed<D, V>*>(p)[k];
+  Packed<D, V> f;
+#pragma unroll
+  for (int e = 0; e < V; ++e) f.v[e] = from_acc<D>(fill);
+  return f;
+}
+
+template <class D, bool Centered, int N, int V>
 __global__ void norm_forward_warp_kernel(const D* x, const D* w, const D* b, double eps, int64_t rows, int64_t d, D* y,
                                          dacc_t<D>* mean, dacc_t<D>* rstd) {
   using A = dacc_t<D>;
+  using P = Packed<D, V>;
+  constexpr int NV = N / V;
   const int lane = threadIdx.x & 31;
   const int64_t r = int64_t(blockIdx.x) * kWarpRowsPerBlock + (threadIdx.x >> 5);
   if (r >= rows) return;  // whole warps leave together: the shuffles below see full warps
-  const D* xr = x + r * d;
-  D v[N];  // as loaded: 16-bit rows take half the registers
+  const int64_t nvec = d / V;
+  const P* xr = reinterpret_cast<const P*>(x + r * d);
+  P v[NV];  // as loaded: 16-bit rows take half the registers
   double s = 0;
 #pragma unroll
-  for (int i = 0; i < N; ++i) {
-    const int64_t j = lane + 32 * i;
-    v[i] = j < d ? xr[j] : from_acc<D>(A(0));
-    s += double(to_acc(v[i]));
+  for (int i = 0; i < NV; ++i) {
+    const int64_t k = lane + 32 * i;
+    if (k < nvec) {
+      v[i] = xr[k];
+#pragma unroll
+      for (int e = 0; e < V; ++e) s += double(to_acc(v[i].v[e]));
+    }
   }
   const double mu = Centered ? warp_sum(s) / double(d) : 0.0;
   double ss = 0;
 #pragma unroll
-  for (int i = 0; i < N; ++i) {
-    const double c = lane + 32 * i < d ? double(to_acc(v[i])) - mu : 0.0;
-    ss += c * c;
+  for (int i = 0; i < NV; ++i) {
+    if (lane + 32 * i >= nvec) continue;
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      const double c = double(to_acc(v[i].v[e])) - mu;
+      ss += c * c;
+    }
   }
   const double inv = 1.0 / sqrt(warp_sum(ss) / double(d) + eps);
   if (lane == 0) {
@@ -85,61 +107,93 @@ __global__ void norm_forward_warp_kernel(const D* x, const D* w, const D* b, dou
     rstd[r] = A(inv);
   }
   const A m = A(mu), ri = A(inv);
-  D* yr = y + r * d;
+  P* yr = reinterpret_cast<P*>(y + r * d);
 #pragma unroll
-  for (int i = 0; i < N; ++i) {
-    const int64_t j = lane + 32 * i;
-    if (j >= d) break;
-    A o = (to_acc(v[i]) - m) * ri * param_at(w, j, A(1));
-    if constexpr (Centered) o += param_at(b, j, A(0));
-    yr[j] = from_acc<D>(o);
+  for (int i = 0; i < NV; ++i) {
+    const int64_t k = lane + 32 * i;
+    if (k >= nvec) break;
+    const P wv = param_vec<V>(w, k, A(1)), bv = param_vec<V>(Centered ? b : nullptr, k, A(0));
+    P o;
+#pragma unroll
+    for (int e = 0; e < V; ++e) o.v[e] = from_acc<D>((to_acc(v[i].v[e]) - m) * ri * to_acc(wv.v[e]) + to_acc(bv.v[e]));
+    yr[k] = o;
   }
 }
 
-template <class D, bool Centered, int N>
+template <class D, bool Centered, int N, int V>
 __global__ void norm_backward_x_warp_kernel(const D* g, const D* x, const D* w, const dacc_t<D>* mean,
                                             const dacc_t<D>* rstd, int64_t rows, int64_t d, D* gx) {
   using A = dacc_t<D>;
+  using P = Packed<D, V>;
+  constexpr int NV = N / V;
   const int lane = threadIdx.x & 31;
   const int64_t r = int64_t(blockIdx.x) * kWarpRowsPerBlock + (threadIdx.x >> 5);
   if (r >= rows) return;
-  const D* gr = g + r * d;
-  const D* xr = x + r * d;
+  const int64_t nvec = d / V;
+  const P* gr = reinterpret_cast<const P*>(g + r * d);
+  const P* xr = reinterpret_cast<const P*>(x + r * d);
   const A m = Centered ? mean[r] : A(0), ri = rstd[r];
-  D gv[N], xv[N];  // as loaded: 16-bit rows take half the registers
+  P gv[NV], xv[NV];
   double s_gy = 0, s_gyx = 0;
 #pragma unroll
-  for (int i = 0; i < N; ++i) {
-    const int64_t j = lane + 32 * i;
-    const bool in = j < d;
-    gv[i] = in ? gr[j] : from_acc<D>(A(0));
-    xv[i] = in ? xr[j] : from_acc<D>(A(0));
-    const A gy = in ? to_acc(gv[i]) * param_at(w, j, A(1)) : A(0);
-    if constexpr (Centered) s_gy += double(gy);
-    s_gyx += double(gy * ((to_acc(xv[i]) - m) * ri));
+  for (int i = 0; i < NV; ++i) {
+    const int64_t k = lane + 32 * i;
+    if (k >= nvec) continue;
+    gv[i] = gr[k];
+    xv[i] = xr[k];
+    const P wv = param_vec<V>(w, k, A(1));
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      const A gy = to_acc(gv[i].v[e]) * to_acc(wv.v[e]);
+      if constexpr (Centered) s_gy += double(gy);
+      s_gyx += double(gy * ((to_acc(xv[i].v[e]) - m) * ri));
+    }
   }
   const A a = Centered ? A(warp_sum(s_gy) / double(d)) : A(0);
   const A c = A(warp_sum(s_gyx) / double(d));
-  D* out = gx + r * d;
+  P* out = reinterpret_cast<P*>(gx + r * d);
 #pragma unroll
-  for (int i = 0; i < N; ++i) {
-    const int64_t j = lane + 32 * i;
-    if (j >= d) break;
-    const A gy = to_acc(gv[i]) * param_at(w, j, A(1)), xhat = (to_acc(xv[i]) - m) * ri;
-    out[j] = from_acc<D>(ri * (gy - a - xhat * c));
+  for (int i = 0; i < NV; ++i) {
+    const int64_t k = lane + 32 * i;
+    if (k >= nvec) break;
+    const P wv = param_vec<V>(w, k, A(1));
+    P o;
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      const A gy = to_acc(gv[i].v[e]) * to_acc(wv.v[e]), xhat = (to_acc(xv[i].v[e]) - m) * ri;
+      o.v[e] = from_acc<D>(ri * (gy - a - xhat * c));
+    }
+    out[k] = o;
   }
 }
 
-// Calls fn(std::integral_constant<int, N>) with the smallest per-lane count that holds a row of
-// d; false (and no call) when d is too long for the warp kernels.
-template <class Fn>
-bool with_lane_count(int64_t d, Fn&& fn) {
-  if (d <= 32 * 4) return fn(std::integral_constant<int, 4>{}), true;
-  if (d <= 32 * 8) return fn(std::integral_constant<int, 8>{}), true;
-  if (d <= 32 * 16) return fn(std::integral_constant<int, 16>{}), true;
-  if (d <= 32 * 32) return fn(std::integral_constant<int, 32>{}), true;
-  if (d <= 32 * 64) return fn(std::integral_constant<int, 64>{}), true;
+// Calls fn(integral_constant N, integral_constant V) for the smallest per-lane count N that holds
+// a row of d, V a 16-byte vector of D when `vectors` (d and every row pointer allow it), else 1;
+// false (and no call) when d is too long for the warp kernels.
+template <class D, class Fn>
+bool with_lane_count(int64_t d, bool vectors, Fn&& fn) {
+  constexpr int VW = kVecWidth<D>;
+  auto go = [&](auto n) {
+    if constexpr (decltype(n)::value % VW == 0) {
+      if (vectors) return fn(n, std::integral_constant<int, VW>{}), true;
+    }
+    return fn(n, std::integral_constant<int, 1>{}), true;
+  };
+  if (d <= 32 * 4) return go(std::integral_constant<int, 4>{});
+  if (d <= 32 * 8) return go(std::integral_constant<int, 8>{});
+  if (d <= 32 * 16) return go(std::integral_constant<int, 16>{});
+  if (d <= 32 * 32) return go(std::integral_constant<int, 32>{});
+  if (d <= 32 * 64) return go(std::integral_constant<int, 64>{});
   return false;
+}
+
+// Whether rows of d elements of D starting at each pointer (nulls allowed) move as 16-byte vectors.
+template <class D>
+bool rows_vectorize(int64_t d, std::initializer_list<const void*> ptrs) {
+  if (d % kVecWidth<D> != 0) return false;
+  for (const void* p : ptrs)
+    if (p && !aligned16(p)) return false;
+  return true;
 }
 
 inline unsigned warp_row_blocks(int64_t rows) { return unsigned((rows + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock); }
@@ -231,8 +285,9 @@ void layer_norm_cuda(const Tensor& x, const Tensor& weight, const Tensor& bias, 
   const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
   if (rows == 0) return;
   LaunchContext ctx(y);
-  const bool by_warp = with_lane_count(d, [&](auto n) {
-    norm_forward_warp_kernel<D, true, n><<<warp_row_blocks(rows), 32 * kWarpRowsPerBlock, 0, ctx.stream>>>(
+  const bool vec = rows_vectorize<D>(d, {x.data_ptr(), y.data_ptr(), optional_ptr<T>(weight), optional_ptr<T>(bias)});
+  const bool by_warp = with_lane_count<D>(d, vec, [&](auto n, auto v) {
+    norm_forward_warp_kernel<D, true, n, v><<<warp_row_blocks(rows), 32 * kWarpRowsPerBlock, 0, ctx.stream>>>(
         dptr<T>(x), optional_ptr<T>(weight), optional_ptr<T>(bias), eps, rows, d, dptr<T>(y), mean.data<A>(),
         rstd.data<A>());
   });
@@ -256,8 +311,10 @@ void layer_norm_backward_cuda(const Tensor& grad, const Tensor& x, const Tensor&
     return;
   }
   if (grad_x.defined()) {
-    const bool by_warp = with_lane_count(d, [&](auto n) {
-      norm_backward_x_warp_kernel<D, true, n><<<warp_row_blocks(rows), 32 * kWarpRowsPerBlock, 0, ctx.stream>>>(
+    const bool vec =
+        rows_vectorize<D>(d, {grad.data_ptr(), x.data_ptr(), grad_x.data_ptr(), optional_ptr<T>(weight)});
+    const bool by_warp = with_lane_count<D>(d, vec, [&](auto n, auto v) {
+      norm_backward_x_warp_kernel<D, true, n, v><<<warp_row_blocks(rows), 32 * kWarpRowsPerBlock, 0, ctx.stream>>>(
           dptr<T>(grad), dptr<T>(x), optional_ptr<T>(weight), mean.data<A>(), rstd.data<A>(), rows, d,
           dptr<T>(grad_x));
     });
@@ -276,8 +333,9 @@ void rms_norm_cuda(const Tensor& x, const Tensor& weight, double eps, Tensor& y,
   const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
   if (rows == 0) return;
   LaunchContext ctx(y);
-  const bool by_warp = with_lane_count(d, [&](auto n) {
-    norm_forward_warp_kernel<D, false, n><<<warp_row_blocks(rows), 32 * kWarpRowsPerBlock, 0, ctx.stream>>>(
+  const bool vec = rows_vectorize<D>(d, {x.data_ptr(), y.data_ptr(), optional_ptr<T>(weight)});
+  const bool by_warp = with_lane_count<D>(d, vec, [&](auto n, auto v) {
+    norm_forward_warp_kernel<D, false, n, v><<<warp_row_blocks(rows), 32 * kWarpRowsPerBlock, 0, ctx.stream>>>(
         dptr<T>(x), optional_ptr<T>(weight), nullptr, eps, rows, d, dptr<T>(y), nullptr, rstd.data<A>());
   });
   if (!by_warp)
@@ -299,8 +357,10 @@ void rms_norm_backward_cuda(const Tensor& grad, const Tensor& x, const Tensor& w
     return;
   }
   if (grad_x.defined()) {
-    const bool by_warp = with_lane_count(d, [&](auto n) {
-      norm_backward_x_warp_kernel<D, false, n><<<warp_row_blocks(rows), 32 * kWarpRowsPerBlock, 0, ctx.stream>>>(
+    const bool vec =
+        rows_vectorize<D>(d, {grad.data_ptr(), x.data_ptr(), grad_x.data_ptr(), optional_ptr<T>(weight)});
+    const bool by_warp = with_lane_count<D>(d, vec, [&](auto n, auto v) {
+      norm_backward_x_warp_kernel<D, false, n, v><<<warp_row_blocks(rows), 32 * kWarpRowsPerBlock, 0, ctx.stream>>>(
           dptr<T>(grad), dptr<T>(x), optional_ptr<T>(weight), nullptr, rstd.data<A>(), rows, d, dptr<T>(grad_x));
     });
     if (!by_warp)
