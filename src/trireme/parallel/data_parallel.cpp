@@ -75,8 +75,43 @@ struct Reducer::State {
   std::thread watcher;
 
   ReducerStats stats;
+  // A pass whose timing is still to be summed (Note [reducer stats on the GPU]).
+  bool timing_pending = false;
+  Clock::time_point pending_backward_end;
+  size_t pending_works = 0;
 
   bool communicating() const { return dp != nullptr && dp->size() > 1; }
+
+  // Note [reducer stats on the GPU]: on the CPU, finish() returns once every bucket is reduced,
+  // so it sums the pass's timing then. On a GPU, finish() only makes the compute stream wait for
+  // the reductions; blocking the host until the watcher saw them end would leave the GPU idle
+  // while the host then queued the optimizer step (7 % of a GPT-2 step on an H200). The pass's
+  // timing is summed later instead: at the next pass, when stats are read, or at destruction.
+  void collect_timing() {
+    if (!timing_pending) return;
+    timing_pending = false;
+    {
+      std::unique_lock lock(mutex);
+      cv.wait(lock, [&] { return finished == pending_works; });
+    }
+    const auto end = Clock::now();
+    // The group runs its collectives one at a time in launch order, so bucket b was being
+    // reduced from max(its launch, the previous bucket's end) to its end.
+    auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+    Clock::time_point prev_done = Clock::time_point::min(), last_done = pending_backward_end;
+    for (size_t b = 0; b < layout.size(); ++b) {
+      if (!works[b]) continue;
+      const auto start = std::max(launched[b], prev_done);
+      stats.comm_seconds += secs(done[b] - start);
+      if (pending_backward_end > start) stats.hidden_seconds += secs(std::min(done[b], pending_backward_end) - start);
+      prev_done = done[b];
+      last_done = std::max(last_done, done[b]);
+    }
+    // On the CPU finish() waited until `end`; on a GPU the host did not wait, and what the
+    // reductions added after the backward pass is until the last one ended.
+    stats.exposed_seconds += secs((cuda_device >= 0 ? last_done : end) - pending_backward_end);
+    ++stats.reductions;
+  }
 
   // Note [reducer watcher on the GPU]: the watcher must block the host until a bucket is really
   // reduced, hence wait(timeout): NCCL's plain wait() would instead return at once after making
@@ -191,6 +226,10 @@ Reducer::Reducer(nn::NamedTensors params, dist::ProcessGroup* dp, ReducerOptions
 
 Reducer::~Reducer() {
   State& s = *state_;
+  try {
+    s.collect_timing();
+  } catch (...) {
+  }
   for (auto& w : s.works) {
     if (!w) continue;
     try {
@@ -217,8 +256,14 @@ void Reducer::reduce_accumulated() {
 }
 
 const std::vector<BucketLayout>& Reducer::buckets() const { return state_->layout; }
-const ReducerStats& Reducer::stats() const { return state_->stats; }
-void Reducer::reset_stats() { state_->stats = {}; }
+const ReducerStats& Reducer::stats() const {
+  state_->collect_timing();
+  return state_->stats;
+}
+void Reducer::reset_stats() {
+  state_->collect_timing();
+  state_->stats = {};
+}
 
 const Tensor& Reducer::shard_grad(size_t bucket) const {
   TRIREME_CHECK(options_.zero1, "Reducer::shard_grad: the reducer was not built with zero1");
@@ -227,6 +272,7 @@ const Tensor& Reducer::shard_grad(size_t bucket) const {
 
 void Reducer::prepare_backward(bool sync) {
   State& s = *state_;
+  s.collect_timing();  // the previous pass's, before its records are reset
   s.sync = sync;
   if (!sync) return;
   s.arrived.assign(params_.size(), 0);
@@ -259,28 +305,13 @@ void Reducer::finish() {
   for (auto& w : s.works) {
     if (!w) continue;
     ++launched_works;
-    w->wait();
+    w->wait();  // Gloo: until reduced; NCCL: the compute stream waits, the host goes on
   }
-  {
-    std::unique_lock lock(s.mutex);
-    s.cv.wait(lock, [&] { return s.finished == launched_works; });
-  }
-  const auto end = Clock::now();
   s.sync = false;
-  // The group runs its collectives one at a time in launch order, so bucket b was being reduced
-  // from max(its launch, the previous bucket's end) to its end.
-  auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
-  Clock::time_point prev_done = Clock::time_point::min();
-  ReducerStats& st = s.stats;
-  for (size_t b = 0; b < s.layout.size(); ++b) {
-    if (!s.works[b]) continue;
-    const auto start = std::max(s.launched[b], prev_done);
-    st.comm_seconds += secs(s.done[b] - start);
-    if (backward_end > start) st.hidden_seconds += secs(std::min(s.done[b], backward_end) - start);
-    prev_done = s.done[b];
-  }
-  st.exposed_seconds += secs(end - backward_end);
-  ++st.reductions;
+  s.timing_pending = true;
+  s.pending_backward_end = backward_end;
+  s.pending_works = launched_works;
+  if (s.cuda_device < 0) s.collect_timing();
 }
 
 }  // namespace trireme::parallel
