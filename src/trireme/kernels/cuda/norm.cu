@@ -2,9 +2,9 @@
 // the twins of kernels/cpu/norm.cpp. Rows of up to 2048 take one warp each with the row held in
 // registers (read once, statistics by warp shuffles, no block barriers: a GPT's d_model rows
 // were latency-bound at one block per row); longer rows take one block per row. Row statistics
-// accumulate in double as on the CPU. grad_weight/grad_bias are deterministic without atomics: each thread sums one column
-// over a fixed chunk of rows into a (chunks, D) scratch, then column_sum.cuh's second pass adds
-// the chunks in order; the chunking depends only on the shape.
+// accumulate in double as on the CPU. grad_weight/grad_bias are deterministic without atomics:
+// each thread sums one column over a fixed chunk of rows into a (chunks, D) scratch, then
+// column_sum.cuh's second pass adds the chunks in order; the chunking depends only on the shape.
 #include "trireme/kernels/cuda/block_reduce.cuh"
 #include "trireme/kernels/cuda/column_sum.cuh"
 #include "trireme/kernels/cuda/launch.cuh"
