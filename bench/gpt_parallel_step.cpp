@@ -64,7 +64,7 @@ int usage(const std::string& why) {
                "gpt_parallel_step: %s\n"
                "usage: gpt_parallel_step [--model tiny|gpt2-124m|gpt-1.3b] [--batch B (per dp rank)] [--dp N] "
                "[--tp N | --tp-alone N] [--device cpu|cuda] [--dtype f32|bf16] [--warmup 3] [--iters 10] "
-               "[--bucket-mb 25] [--phases 0]\n",
+               "[--bucket-mb 25] [--no-overlap 0|1] [--phases 0]\n",
                why.c_str());
   return 2;
 }
@@ -145,6 +145,7 @@ int main(int argc, char** argv) {
   std::string model = "gpt2-124m", device_name = "cuda", dtype_arg = "bf16";
   int64_t batch = 16, warmup = 3, iters = 10, dp = 0, tp = 1, phases = 0, tp_alone = 0;
   double bucket_mb = 25;
+  bool overlap = true;  // --no-overlap 1: every dp bucket launched after the backward pass
   for (int i = 1; i < argc; i += 2) {
     const std::string k = argv[i];
     if (i + 1 >= argc) return usage("flag " + k + " needs a value");
@@ -158,6 +159,7 @@ int main(int argc, char** argv) {
     else if (k == "--warmup") warmup = std::atoll(v);
     else if (k == "--iters") iters = std::atoll(v);
     else if (k == "--bucket-mb") bucket_mb = std::atof(v);
+    else if (k == "--no-overlap") overlap = std::atoi(v) == 0;
     else if (k == "--phases") phases = std::atoll(v);
     else if (k == "--tp-alone") tp_alone = std::atoll(v);
     else return usage("unknown flag " + k);
@@ -215,7 +217,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<parallel::Reducer> reducer;
   if (dp > 1) {
     reducer = std::make_unique<parallel::Reducer>(gpt->named_parameters(), ctx->dp_group(),
-                                                  parallel::ReducerOptions{.bucket_bytes = layout.bucket_bytes});
+                                                  parallel::ReducerOptions{.bucket_bytes = layout.bucket_bytes, .overlap = overlap});
   }
   optim::AdamW opt(gpt->named_parameters(), {.lr = 1e-4});
 

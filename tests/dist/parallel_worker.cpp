@@ -207,6 +207,7 @@ void tp_gpt(const std::shared_ptr<dist::ProcessGroup>& world) {
 struct TrainLayout {
   ParallelLayout layout;
   double dropout = 0.0;
+  bool overlap = true;  // "nooverlap": every bucket launched at finish()
 };
 
 TrainLayout parse_layout(const std::string& s) {
@@ -219,6 +220,7 @@ TrainLayout parse_layout(const std::string& s) {
     else if (part.rfind("mb", 0) == 0) t.layout.micro_batches = std::stoi(part.substr(2));
     else if (part == "zero") t.layout.zero1 = true;
     else if (part == "drop") t.dropout = 0.1;
+    else if (part == "nooverlap") t.overlap = false;
     else TRIREME_FAIL("unknown layout part '", part, "' in ", s);
   }
   t.layout.bucket_bytes = 16 << 10;  // several buckets for this small model
@@ -264,7 +266,8 @@ Run train_parallel(const std::shared_ptr<dist::ProcessGroup>& world, const Train
   ParallelContext ctx(world, t.layout);
   TensorParallelGPT model(tiny_config(true, t.dropout), ctx, kSeed);
   const auto& L = t.layout;
-  Reducer reducer(model.named_parameters(), ctx.dp_group(), {.bucket_bytes = L.bucket_bytes, .zero1 = L.zero1});
+  Reducer reducer(model.named_parameters(), ctx.dp_group(),
+                  {.bucket_bytes = L.bucket_bytes, .zero1 = L.zero1, .overlap = t.overlap});
   std::unique_ptr<optim::AdamW> adamw;
   std::unique_ptr<ZeroOptimizer> zero;
   if (L.zero1) zero = std::make_unique<ZeroOptimizer>(reducer, kAdamW);
@@ -315,6 +318,9 @@ void train(const std::shared_ptr<dist::ProcessGroup>& world, const std::string& 
     worst_norm = std::max(worst_norm, std::abs(par.norms[size_t(s)] - single.norms[size_t(s)]) / single.norms[size_t(s)]);
   }
   WCHECK(worst_norm < 1e-4, "grad norms differ by ", worst_norm, " relative");
+  // Without overlap no bucket starts before the backward pass has ended.
+  WCHECK(t.overlap || stats.hidden_seconds == 0.0, "buckets reduced during the backward pass without overlap: ",
+         stats.hidden_seconds, " s");
   WCHECK(par.params.size() == single.params.size(), "parameter count");
   for (auto& [n, p] : single.params) {
     int64_t at = -1;

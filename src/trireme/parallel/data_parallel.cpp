@@ -56,6 +56,7 @@ struct Reducer::State {
   std::vector<Tensor> params;
   dist::ProcessGroup* dp = nullptr;
   bool zero1 = false;
+  bool overlap = true;
   int cuda_device = -1;  // the parameters' GPU, or -1 on the CPU
 
   // The current backward pass.
@@ -154,7 +155,7 @@ struct Reducer::State {
     }
     arrived[i] = 1;
     const size_t b = where[i].first;
-    if (--remaining[b] == 0) launch_ready();
+    if (--remaining[b] == 0 && overlap) launch_ready();
   }
 
   // Launches buckets in index order as long as the next one is complete.
@@ -185,6 +186,7 @@ Reducer::Reducer(nn::NamedTensors params, dist::ProcessGroup* dp, ReducerOptions
   State& s = *state_;
   s.dp = dp;
   s.zero1 = options.zero1;
+  s.overlap = options.overlap;
   std::vector<std::pair<int64_t, DType>> sizes;
   for (const auto& [name, p] : params_) {
     TRIREME_CHECK(p.defined() && p.requires_grad() && p.is_leaf(), "Reducer: parameter '", name,

@@ -51,6 +51,10 @@ std::vector<BucketLayout> assign_buckets(const std::vector<std::pair<int64_t, DT
 struct ReducerOptions {
   int64_t bucket_bytes = 25 << 20;
   bool zero1 = false;  // reduce-scatter (ZeRO stage 1) instead of all-reduce
+  // Launch each bucket as soon as its gradients are ready (overlapping the backward pass), or
+  // all of them at finish(): the same sums either way; false measures what overlap costs the
+  // backward's kernels on a GPU, where the reductions share the SMs.
+  bool overlap = true;
 };
 
 // Measured over the synchronising backward passes so far.
