@@ -3,6 +3,7 @@
 // cuBLASLt is column-major; a row-major out (M, N) is the column-major (N, M) product
 // b^T · a^T, so `b` goes in cuBLAS's A slot and `a` in its B slot, each transposed or not
 // according to which of its last two dims has unit stride (a transposed view costs no copy).
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -26,6 +27,27 @@ struct AlgoCache {
 AlgoCache& algo_cache() {
   static AlgoCache* c = new AlgoCache();  // never destroyed: see the allocator's note on exit
   return *c;
+}
+
+// Note [GEMM SM carveout]: a collective overlapped with a GEMM (data-parallel buckets during the
+// backward pass, the column-parallel dX all-reduce beside the dW GEMM) needs SMs for its own
+// kernel, but cuBLASLt's kernels are sized for every SM of the device, so the two can end up
+// running one after the other. TRIREME_GEMM_SM_CARVEOUT=N asks the heuristic for kernels sized
+// for N fewer SMs (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET), for every GEMM; unset or 0 changes
+// nothing. An experiment switch until measurements say where it pays (docs/STATUS.md).
+int sm_count_target(int dev) {
+  const char* env = std::getenv("TRIREME_GEMM_SM_CARVEOUT");
+  if (env == nullptr || *env == '\0') return 0;
+  char* end = nullptr;
+  const long carveout = std::strtol(env, &end, 10);
+  TRIREME_CHECK(*end == '\0' && carveout >= 0, "TRIREME_GEMM_SM_CARVEOUT must be a number of SMs (0 or more), got '",
+                env, "'");
+  if (carveout == 0) return 0;
+  int sms = 0;
+  TRIREME_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  TRIREME_CHECK(carveout < sms, "TRIREME_GEMM_SM_CARVEOUT=", carveout, " leaves no SM of cuda:", dev, "'s ", sms,
+                " for the GEMMs");
+  return int(sms - carveout);
 }
 
 // A matrix operand as cuBLASLt sees it: rows x cols column-major with leading dim ld.
@@ -158,6 +180,11 @@ void matmul_cuda(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, Ten
     MatrixLayoutHandle desc_a(type, lb, batch), desc_b(type, la, batch), desc_d(type, lo, batch);
 
     const int dev = out.device().index;
+    const int32_t sm_target = sm_count_target(dev);  // Note [GEMM SM carveout]
+    if (sm_target > 0) {
+      TRIREME_CUBLAS_CHECK(
+          cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sm_target, sizeof(sm_target)));
+    }
     const BlasContext bc = blas_context(dev, ctx.stream);
     cublasLtHandle_t handle = bc.handle;
     void* workspace = bc.workspace;
@@ -169,7 +196,7 @@ void matmul_cuda(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, Ten
                                    lo.ld, batch, lb.batch_stride, la.batch_stride, epilogue,
                                    int64_t(pointer_alignment(b.data_ptr())), int64_t(pointer_alignment(a.data_ptr())),
                                    int64_t(pointer_alignment(out.data_ptr())),
-                                   int64_t(bias_in_epilogue ? pointer_alignment(bias_ptr) : 0)};
+                                   int64_t(bias_in_epilogue ? pointer_alignment(bias_ptr) : 0), sm_target};
       std::string key(reinterpret_cast<const char*>(key_parts), sizeof(key_parts));
       auto it = st.algos.find(key);
       if (it == st.algos.end()) {
