@@ -4,6 +4,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <exception>
 #include <limits>
 #include <mutex>
 #include <thread>
@@ -229,7 +230,7 @@ Reducer::Reducer(nn::NamedTensors params, dist::ProcessGroup* dp, ReducerOptions
 Reducer::~Reducer() {
   State& s = *state_;
   try {
-    s.collect_timing();
+    if (std::uncaught_exceptions() == 0) s.collect_timing();  // an error unwinding: no stats wanted
   } catch (...) {
   }
   for (auto& w : s.works) {
