@@ -5,10 +5,10 @@
 #ifdef TRIREME_WITH_NCCL
 
 #include <chrono>
-#include <exception>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <thread>
