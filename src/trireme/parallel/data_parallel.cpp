@@ -1,6 +1,7 @@
 // Reducer: bucketed, hook-driven, overlapped gradient averaging over the data-parallel group.
 #include "trireme/parallel/data_parallel.h"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -80,7 +81,6 @@ struct Reducer::State {
   // A pass whose timing is still to be summed (Note [reducer stats on the GPU]).
   bool timing_pending = false;
   Clock::time_point pending_backward_end;
-  size_t pending_works = 0;
 
   bool communicating() const { return dp != nullptr && dp->size() > 1; }
 
@@ -92,9 +92,11 @@ struct Reducer::State {
   void collect_timing() {
     if (!timing_pending) return;
     timing_pending = false;
+    const auto launched_works =
+        size_t(std::count_if(works.begin(), works.end(), [](const dist::WorkPtr& w) { return w != nullptr; }));
     {
       std::unique_lock lock(mutex);
-      cv.wait(lock, [&] { return finished == pending_works; });
+      cv.wait(lock, [&] { return finished == launched_works; });
     }
     const auto end = Clock::now();
     // The group runs its collectives one at a time in launch order, so bucket b was being
@@ -304,16 +306,11 @@ void Reducer::finish() {
     --s.remaining[s.where[i].first];
   }
   s.launch_ready();
-  size_t launched_works = 0;
-  for (auto& w : s.works) {
-    if (!w) continue;
-    ++launched_works;
-    w->wait();  // Gloo: until reduced; NCCL: the compute stream waits, the host goes on
-  }
+  for (auto& w : s.works)
+    if (w) w->wait();  // Gloo: until reduced; NCCL: the compute stream waits, the host goes on
   s.sync = false;
   s.timing_pending = true;
   s.pending_backward_end = backward_end;
-  s.pending_works = launched_works;
   if (s.cuda_device < 0) s.collect_timing();
 }
 

@@ -34,7 +34,8 @@ AlgoCache& algo_cache() {
 // kernel, but cuBLASLt's kernels are sized for every SM of the device, so the two can end up
 // running one after the other. TRIREME_GEMM_SM_CARVEOUT=N asks the heuristic for kernels sized
 // for N fewer SMs (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET), for every GEMM; unset or 0 changes
-// nothing. An experiment switch until measurements say where it pays (docs/STATUS.md).
+// nothing. An experiment switch until measurements say where it pays (docs/STATUS.md). Read on
+// every call (well under a microsecond beside a GEMM's launch), so a test can change it.
 int sm_count_target(int dev) {
   const char* env = std::getenv("TRIREME_GEMM_SM_CARVEOUT");
   if (env == nullptr || *env == '\0') return 0;
