@@ -4,13 +4,14 @@
 # the one-GPU rows are the baselines of the same call:
 #   GPT-2 124M dp=1, dp=2 (overlapped buckets), dp=2 --no-overlap 1 (every bucket after the
 #   backward), dp=2 with TRIREME_GEMM_SM_CARVEOUT=8/16/24 (Note [GEMM SM carveout]);
-#   GPT 1.3B tp=1, tp=2, tp=2 with the same carveouts.
-# Carry .gpu_deps. DEADLINE_S (default 420) bounds the whole, build included.
+#   GPT 1.3B tp=1, tp=2, tp=2 with the same carveouts, tp=2 with the row-parallel GEMM and
+#   all-reduce in 2 or 4 chunks (Note [row-parallel chunks]), alone and with a carveout.
+# Carry .gpu_deps. DEADLINE_S (default 480) bounds the whole, build included.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/gpu_env.sh
 start=$(date +%s)
-deadline=$((start + ${DEADLINE_S:-420}))
+deadline=$((start + ${DEADLINE_S:-480}))
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRIREME_DEPS_PREFIX="$deps/usr" \
   -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DTRIREME_BUILD_BENCH=ON > "$out/exp_build.log" 2>&1 &&
   ninja -C build-gpu trireme_cli gpt_parallel_step >> "$out/exp_build.log" 2>&1 ||
@@ -52,5 +53,9 @@ row "1.3B tp=1" A=1 -- $bench "${big[@]}"
 row "1.3B tp=2" A=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2
 for c in 8 16 24; do
   row "1.3B tp=2, carveout $c" TRIREME_GEMM_SM_CARVEOUT=$c -- "${launch[@]}" $bench "${big[@]}" --tp 2
+done
+for k in 2 4; do
+  row "1.3B tp=2, $k row chunks" A=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --tp-chunks $k
+  row "1.3B tp=2, $k row chunks, carveout 16" TRIREME_GEMM_SM_CARVEOUT=16 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --tp-chunks $k
 done
 echo "total: $(($(date +%s) - start)) s"

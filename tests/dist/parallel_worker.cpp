@@ -221,6 +221,7 @@ TrainLayout parse_layout(const std::string& s) {
     else if (part == "zero") t.layout.zero1 = true;
     else if (part == "drop") t.dropout = 0.1;
     else if (part == "nooverlap") t.overlap = false;
+    else if (part.rfind("chunks", 0) == 0) t.layout.tp_comm_chunks = std::stoi(part.substr(6));
     else TRIREME_FAIL("unknown layout part '", part, "' in ", s);
   }
   t.layout.bucket_bytes = 16 << 10;  // several buckets for this small model

@@ -97,8 +97,27 @@ Tensor RowParallelLinear::forward(const Tensor& x) const {
   TRIREME_CHECK(x.dim() >= 1 && x.size(-1) == in_local, "RowParallelLinear: input ", x.sizes(),
                 " must end in this rank's ", in_local, " of ", in_features, " input features");
   if (tp.size == 1) return linear(x, weight, bias);  // nothing to sum: the bias in the GEMM's epilogue
-  Tensor y = reduce_from_tp_region_owned(linear(x, weight), tp);
+  const int64_t rows = x.numel() / in_local;
+  Tensor y = tp.comm_chunks > 1 && rows % tp.comm_chunks == 0 ? chunked_sum(x, rows)
+                                                               : reduce_from_tp_region_owned(linear(x, weight), tp);
   return bias.defined() ? y + bias : y;  // the replicated bias once, after the sum
+}
+
+// Note [row-parallel chunks]: the all-reduce that ends a row-parallel layer sits on the forward's
+// critical path (nothing can use a partial sum). Cut into row chunks, chunk k's all-reduce runs
+// on the group's stream while chunk k + 1's GEMM runs on the compute stream, and the waits come
+// after the last GEMM. The same sums as one piece; costs: a copy to join the chunks, smaller
+// GEMMs and collectives. Off unless ParallelLayout::tp_comm_chunks > 1.
+Tensor RowParallelLinear::chunked_sum(const Tensor& x, int64_t rows) const {
+  Shape out_shape = x.sizes();
+  out_shape.back() = out_features;
+  std::vector<Tensor> parts = split(reshape(x, {rows, in_local}), rows / tp.comm_chunks, 0);
+  std::vector<dist::WorkPtr> works(parts.size());
+  for (size_t k = 0; k < parts.size(); ++k)
+    parts[k] = start_reduce_from_tp_region_owned(linear(parts[k], weight), tp, works[k]);
+  for (const auto& w : works)
+    if (w) w->wait();
+  return reshape(cat(parts, 0), out_shape);
 }
 
 // ---- VocabParallelEmbedding ----

@@ -79,6 +79,9 @@ class RowParallelLinear : public TensorParallelModule {
   TpGroup tp;
   Tensor weight;  // (out, in_local), ShardSpec dim 1
   Tensor bias;    // (out), replicated; or undefined
+
+ private:
+  Tensor chunked_sum(const Tensor& x, int64_t rows) const;  // Note [row-parallel chunks]
 };
 
 // The embedding table split by vocabulary rows: rank r holds rows [r V_p/p, (r+1) V_p/p) of the

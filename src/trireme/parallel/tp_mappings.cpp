@@ -14,7 +14,7 @@ using autograd::record;
 using autograd::TensorList;
 
 TpGroup TpGroup::of(const ParallelContext& ctx) {
-  return {ctx.tp_group(), ctx.layout().tp, ctx.tp_rank()};
+  return {ctx.tp_group(), ctx.layout().tp, ctx.tp_rank(), ctx.layout().tp_comm_chunks};
 }
 
 namespace {
@@ -81,17 +81,25 @@ Tensor reduce_from_tp_region(const Tensor& x, const TpGroup& tp) {
   return y;
 }
 
-Tensor reduce_from_tp_region_owned(const Tensor& x, const TpGroup& tp) {
+Tensor start_reduce_from_tp_region_owned(const Tensor& x, const TpGroup& tp, dist::WorkPtr& work) {
+  work = nullptr;
   if (!active(tp)) return x;
   TRIREME_CHECK(x.is_contiguous(), "reduce_from_tp_region_owned: needs a contiguous fresh tensor, got ", x.str());
   Tensor y = x.detach();  // shares x's storage: the all-reduce below is x's last use
   {
     NoGradGuard no_grad;
-    group_of(tp, "reduce_from_tp_region").all_reduce(y)->wait();
+    work = group_of(tp, "reduce_from_tp_region").all_reduce(y);
   }
   if (any_requires_grad({&x})) {
     record("reduce_from_tp_region", {&x}, {&y}, [](const TensorList& g) -> TensorList { return {g[0]}; });
   }
+  return y;
+}
+
+Tensor reduce_from_tp_region_owned(const Tensor& x, const TpGroup& tp) {
+  dist::WorkPtr work;
+  Tensor y = start_reduce_from_tp_region_owned(x, tp, work);
+  if (work) work->wait();
   return y;
 }
 

@@ -36,6 +36,9 @@ struct TpGroup {
   dist::ProcessGroup* group = nullptr;
   int size = 1;
   int rank = 0;
+  // Row-parallel outputs are computed and all-reduced in this many row chunks, so chunk k's
+  // all-reduce runs while chunk k + 1's GEMM does (Note [row-parallel chunks]); 1: one piece.
+  int comm_chunks = 1;
   static TpGroup of(const ParallelContext& ctx);
   static TpGroup single() { return {}; }
 };
@@ -45,6 +48,9 @@ Tensor reduce_from_tp_region(const Tensor& x, const TpGroup& tp);
 // The same for an x that nothing else holds (a linear's fresh output): reduced in place, without
 // the copy that reduce_from_tp_region makes to leave its input alone.
 Tensor reduce_from_tp_region_owned(const Tensor& x, const TpGroup& tp);
+// reduce_from_tp_region_owned without the wait: the all-reduce is started and `work` must be
+// waited for before the result is read (with size 1, work stays null).
+Tensor start_reduce_from_tp_region_owned(const Tensor& x, const TpGroup& tp, dist::WorkPtr& work);
 // x (..., n) replicated -> (..., n / size): this rank's chunk of the last dim.
 Tensor scatter_to_tp_region(const Tensor& x, const TpGroup& tp);
 // x (..., m) -> (..., m * size): every rank's chunk concatenated along the last dim in rank order.
