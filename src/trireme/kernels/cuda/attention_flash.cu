@@ -199,6 +199,41 @@ __device__ __forceinline__ void zero(float (&c)[N][4]) {
   for (int i = 0; i < N; ++i) c[i][0] = c[i][1] = c[i][2] = c[i][3] = 0.0f;
 }
 
+// ---- the two warp-level products every kernel is made of ----
+
+// acc (16 x kTile) += a · Tᵀ for k-step kk: `a` the warp's A fragment of 16 rows, T a shared tile
+// stored [n][k] (rows of K, Q, V or dO), so each product row gets its dot product with kTile rows.
+template <class D, int HD>
+__device__ __forceinline__ void add_rows_times_tile_t(float (&acc)[kTile / 8][4], const uint32_t (&a)[4],
+                                                      const uint16_t* t, int kk, int lane) {
+#pragma unroll
+  for (int np = 0; np < kTile / 16; ++np) {
+    uint32_t b[4];
+    load_b_nk<HD + 8>(b, t, np * 16, kk * 16, lane);
+    mma<D>(acc[2 * np], a, b[0], b[1]);
+    mma<D>(acc[2 * np + 1], a, b[2], b[3]);
+  }
+}
+
+// acc (16 x HD) += c · T: c the warp's 16 x kTile scores as C fragments (packed to 16 bits, they
+// are the A operand), T a kTile x HD shared tile stored [k][n].
+template <class D, int HD>
+__device__ __forceinline__ void add_scores_times_tile(float (&acc)[HD / 8][4], const float (&c)[kTile / 8][4],
+                                                      const uint16_t* t, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < kTile / 16; ++kk) {
+    uint32_t a[4];
+    c_to_a<D>(a, c[2 * kk], c[2 * kk + 1]);
+#pragma unroll
+    for (int dp = 0; dp < HD / 16; ++dp) {
+      uint32_t b[4];
+      load_b_kn<HD + 8>(b, t, kk * 16, dp * 16, lane);
+      mma<D>(acc[2 * dp], a, b[0], b[1]);
+      mma<D>(acc[2 * dp + 1], a, b[2], b[3]);
+    }
+  }
+}
+
 // ---- forward ----
 
 template <class D, int HD>
@@ -232,15 +267,7 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(AttnArgs a) {
     float s[NT][4];
     zero(s);
 #pragma unroll
-    for (int kk = 0; kk < KS; ++kk) {
-#pragma unroll
-      for (int np = 0; np < NT / 2; ++np) {
-        uint32_t bk[4];
-        load_b_nk<LD>(bk, sk, np * 16, kk * 16, lane);
-        mma<D>(s[2 * np], qf[kk], bk[0], bk[1]);
-        mma<D>(s[2 * np + 1], qf[kk], bk[2], bk[3]);
-      }
-    }
+    for (int kk = 0; kk < KS; ++kk) add_rows_times_tile_t<D, HD>(s, qf[kk], sk, kk, lane);
     const bool masked = k0 + kTile > a.tk || (a.causal && kt == qt);
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
@@ -281,19 +308,7 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(AttnArgs a) {
         o[dt][2 * r + 1] *= alpha;
       }
     }
-    // O += P V
-#pragma unroll
-    for (int kk = 0; kk < kTile / 16; ++kk) {
-      uint32_t pa[4];
-      c_to_a<D>(pa, s[2 * kk], s[2 * kk + 1]);
-#pragma unroll
-      for (int dp = 0; dp < HD / 16; ++dp) {
-        uint32_t bv[4];
-        load_b_kn<LD>(bv, sv, kk * 16, dp * 16, lane);
-        mma<D>(o[2 * dp], pa, bv[0], bv[1]);
-        mma<D>(o[2 * dp + 1], pa, bv[2], bv[3]);
-      }
-    }
+    add_scores_times_tile<D, HD>(o, s, sv, lane);  // O += P V
   });
   float inv[2];
 #pragma unroll
@@ -355,13 +370,7 @@ __global__ void __launch_bounds__(kThreads) flash_backward_kv_kernel(AttnArgs a)
     for (int kk = 0; kk < KS; ++kk) {
       uint32_t ka[4];
       load_a<LD>(ka, sk, warp * 16, kk * 16, lane);
-#pragma unroll
-      for (int np = 0; np < NT / 2; ++np) {
-        uint32_t bq[4];
-        load_b_nk<LD>(bq, sq, np * 16, kk * 16, lane);
-        mma<D>(p[2 * np], ka, bq[0], bq[1]);
-        mma<D>(p[2 * np + 1], ka, bq[2], bq[3]);
-      }
+      add_rows_times_tile_t<D, HD>(p, ka, sq, kk, lane);
     }
     const bool diag = a.causal && qt == kt;
 #pragma unroll
@@ -374,19 +383,7 @@ __global__ void __launch_bounds__(kThreads) flash_backward_kv_kernel(AttnArgs a)
         p[nt][e] = x;
       }
     }
-    // dV += Pᵀ dO
-#pragma unroll
-    for (int kk = 0; kk < kTile / 16; ++kk) {
-      uint32_t pa[4];
-      c_to_a<D>(pa, p[2 * kk], p[2 * kk + 1]);
-#pragma unroll
-      for (int dp = 0; dp < HD / 16; ++dp) {
-        uint32_t bg[4];
-        load_b_kn<LD>(bg, sg, kk * 16, dp * 16, lane);
-        mma<D>(dv[2 * dp], pa, bg[0], bg[1]);
-        mma<D>(dv[2 * dp + 1], pa, bg[2], bg[3]);
-      }
-    }
+    add_scores_times_tile<D, HD>(dv, p, sg, lane);  // dV += Pᵀ dO
     // dPᵀ = V dOᵀ, then dSᵀ = Pᵀ ∘ (dPᵀ - delta)
     float ds[NT][4];
     zero(ds);
@@ -394,32 +391,14 @@ __global__ void __launch_bounds__(kThreads) flash_backward_kv_kernel(AttnArgs a)
     for (int kk = 0; kk < KS; ++kk) {
       uint32_t va[4];
       load_a<LD>(va, sv, warp * 16, kk * 16, lane);
-#pragma unroll
-      for (int np = 0; np < NT / 2; ++np) {
-        uint32_t bg[4];
-        load_b_nk<LD>(bg, sg, np * 16, kk * 16, lane);
-        mma<D>(ds[2 * np], va, bg[0], bg[1]);
-        mma<D>(ds[2 * np + 1], va, bg[2], bg[3]);
-      }
+      add_rows_times_tile_t<D, HD>(ds, va, sg, kk, lane);
     }
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) ds[nt][e] = p[nt][e] * (ds[nt][e] - sdel[nt * 8 + (lane & 3) * 2 + (e & 1)]);
     }
-    // dK += dSᵀ Q (scaled at the end)
-#pragma unroll
-    for (int kk = 0; kk < kTile / 16; ++kk) {
-      uint32_t da[4];
-      c_to_a<D>(da, ds[2 * kk], ds[2 * kk + 1]);
-#pragma unroll
-      for (int dp = 0; dp < HD / 16; ++dp) {
-        uint32_t bq[4];
-        load_b_kn<LD>(bq, sq, kk * 16, dp * 16, lane);
-        mma<D>(dk[2 * dp], da, bq[0], bq[1]);
-        mma<D>(dk[2 * dp + 1], da, bq[2], bq[3]);
-      }
-    }
+    add_scores_times_tile<D, HD>(dk, ds, sq, lane);  // dK += dSᵀ Q (scaled at the end)
   });
   const float scale = float(a.scale);
   store_rows<D, HD>(dk, a.dk.row<D>(b, h, k0), a.dk.s2, warp * 16, a.tk - k0, a.hd, scale, scale, lane);
@@ -497,19 +476,7 @@ __global__ void __launch_bounds__(kThreads) flash_backward_q_kernel(AttnArgs a) 
         ds[nt][e] = x * (ds[nt][e] - del[r]);
       }
     }
-    // dQ += dS K (scaled at the end)
-#pragma unroll
-    for (int kk = 0; kk < kTile / 16; ++kk) {
-      uint32_t da[4];
-      c_to_a<D>(da, ds[2 * kk], ds[2 * kk + 1]);
-#pragma unroll
-      for (int dp = 0; dp < HD / 16; ++dp) {
-        uint32_t bk[4];
-        load_b_kn<LD>(bk, sk, kk * 16, dp * 16, lane);
-        mma<D>(dq[2 * dp], da, bk[0], bk[1]);
-        mma<D>(dq[2 * dp + 1], da, bk[2], bk[3]);
-      }
-    }
+    add_scores_times_tile<D, HD>(dq, ds, sk, lane);  // dQ += dS K (scaled at the end)
   });
   const float scale = float(a.scale);
   store_rows<D, HD>(dq, a.dq.row<D>(b, h, q0), a.dq.s2, warp * 16, a.tq - q0, a.hd, scale, scale, lane);
