@@ -49,6 +49,22 @@ __device__ __forceinline__ A dot_row(const A* x, const D* y, int hd) {
   return acc;
 }
 
+// acc[d] = acc[d] * keep + Σ_{jj < cnt} w_jj rows(first + jj)[d] for d < hd, w_jj the weight
+// that lane jj holds. Every lane runs every step: the shuffles need all 32.
+template <class D, class A>
+__device__ __forceinline__ void add_weighted_rows(A* acc, A keep, A w, const HeadPtr& rows, int b, int h, int first,
+                                                  int cnt, int hd, int lane) {
+  for (int d0 = 0; d0 < hd; d0 += 32) {
+    const int d = d0 + lane;
+    A o = d < hd ? acc[d] * keep : A(0);
+    for (int jj = 0; jj < cnt; ++jj) {
+      const A wj = __shfl_sync(0xffffffffu, w, jj);
+      if (d < hd) o += wj * to_acc(rows.row<D>(b, h, first + jj)[d]);
+    }
+    if (d < hd) acc[d] = o;
+  }
+}
+
 // ---- simple forward: one warp per query row ----
 template <class D>
 __global__ void attention_forward_simple(AttnArgs a) {
@@ -76,16 +92,7 @@ __global__ void attention_forward_simple(AttnArgs a) {
     const A p = j < n ? m_exp(x - m_new) : A(0);
     l = l * alpha + warp_sum(p);
     m = m_new;
-    const int cnt = min(32, n - j0);
-    for (int d0 = 0; d0 < a.hd; d0 += 32) {  // every lane in step: the shuffles need all 32
-      const int d = d0 + lane;
-      A o = d < a.hd ? acc[d] * alpha : A(0);
-      for (int jj = 0; jj < cnt; ++jj) {
-        const A pj = __shfl_sync(0xffffffffu, p, jj);
-        if (d < a.hd) o += pj * to_acc(a.v.row<D>(b, h, j0 + jj)[d]);
-      }
-      if (d < a.hd) acc[d] = o;
-    }
+    add_weighted_rows<D>(acc, alpha, p, a.v, b, h, j0, min(32, n - j0), a.hd, lane);
   }
   const A inv = l > A(0) ? A(1) / l : A(0);
   D* out = a.o.row<D>(b, h, i);
@@ -140,16 +147,7 @@ __global__ void attention_backward_q_simple(AttnArgs a) {
       const A p = m_exp(dot_row(qs, a.k.row<D>(b, h, j), a.hd) * scale - lse);
       ds = p * (dot_row(gs, a.v.row<D>(b, h, j), a.hd) - del);
     }
-    const int cnt = min(32, n - j0);
-    for (int d0 = 0; d0 < a.hd; d0 += 32) {
-      const int d = d0 + lane;
-      A x = d < a.hd ? acc[d] : A(0);
-      for (int jj = 0; jj < cnt; ++jj) {
-        const A dsj = __shfl_sync(0xffffffffu, ds, jj);
-        if (d < a.hd) x += dsj * to_acc(a.k.row<D>(b, h, j0 + jj)[d]);
-      }
-      if (d < a.hd) acc[d] = x;
-    }
+    add_weighted_rows<D>(acc, A(1), ds, a.k, b, h, j0, min(32, n - j0), a.hd, lane);
   }
   D* dq = a.dq.row<D>(b, h, i);
   for (int d = lane; d < a.hd; d += 32) dq[d] = from_acc<D>(acc[d] * scale);
