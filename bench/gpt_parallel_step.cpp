@@ -41,6 +41,7 @@
 #include "trireme/cuda/stream.h"
 #include "trireme/dist/env.h"
 #include "trireme/dist/process_group_factory.h"
+#include "trireme/dist/process_group_nccl.h"
 #include "trireme/ops/factory.h"
 #include "trireme/optim/adamw.h"
 #include "trireme/parallel/context.h"
@@ -321,6 +322,10 @@ int main(int argc, char** argv) {
   const double peak_gib = double(memory_stats(device).peak_bytes) / double(1 << 30);
   double hidden = 0;
   if (reducer) hidden = reducer->stats().hidden_fraction();
+  // Whether the group that carries this layout's collectives all-reduces through the copy
+  // engines (Note [peer all-reduce]).
+  const auto* comm_group = dynamic_cast<const dist::ProcessGroupNccl*>(tp > 1 ? ctx->tp_group() : ctx->dp_group());
+  const bool peer = comm_group && comm_group->uses_peer_all_reduce();
   if (env.rank == 0) {
     std::printf(
         "{\"impl\": \"trireme-%s\", \"model\": \"%s\", \"device\": \"%s\", \"dtype\": \"%s\", \"dp\": %lld, "
@@ -329,7 +334,7 @@ int main(int argc, char** argv) {
         "\"step_ms\": %.3f, \"step_ms_min\": %.3f, \"step_ms_max\": %.3f, \"tokens_per_s\": %.1f, \"mfu\": %.4f, "
         "\"peak_mem_GiB\": %.3f, \"dp_comm_hidden_fraction\": %.3f, \"host_ms\": %.3f, \"fwd_ms\": %.3f, "
         "\"bwd_ms\": %.3f, \"opt_ms\": %.3f, \"queue_fwd_ms\": %.3f, \"queue_bwd_ms\": %.3f, \"queue_opt_ms\": %.3f, "
-        "\"gate_timeouts\": %d}\n",
+        "\"gate_timeouts\": %d, \"peer_all_reduce\": %s}\n",
         TRIREME_VERSION, s->name, device_name.c_str(), dtype_arg.c_str(), (long long)dp, (long long)tp,
         (long long)tp_alone, env.world_size, (long long)batch, (long long)(dp * batch), (long long)s->T,
         (long long)n_params, t * 1e3,
@@ -337,7 +342,7 @@ int main(int argc, char** argv) {
         tokens_per_s * flops_per_token / (989e12 * double(gpus)), peak_gib, hidden, median(host) * 1e3,
         phases ? median(fwd) * 1e3 : 0.0, phases ? median(bwd) * 1e3 : 0.0, phases ? median(upd) * 1e3 : 0.0,
         queued ? median(qfwd) * 1e3 : 0.0, queued ? median(qbwd) * 1e3 : 0.0, queued ? median(qupd) * 1e3 : 0.0,
-        gate.timeouts());
+        gate.timeouts(), peer ? "true" : "false");
     std::fflush(stdout);
   }
   // Every rank done with its collectives before the groups go away.

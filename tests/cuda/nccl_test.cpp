@@ -41,6 +41,13 @@ TEST(Nccl, CollectivesMatchClosedFormAnswersForEveryDtype) {
   EXPECT_EQ(r.exit_code, 0) << r.message << "\n" << all_logs(r, 2);
 }
 
+// Note [peer all-reduce]: sums and averages through the copy engines equal NCCL's, bit for bit.
+TEST(Nccl, PeerAllReduceGivesNcclsBits) {
+  TRIREME_REQUIRE_NCCL_AND_TWO_GPUS();
+  LaunchResult r = run_worker("peer_all_reduce");
+  EXPECT_EQ(r.exit_code, 0) << r.message << "\n" << all_logs(r, 2);
+}
+
 // Note [nccl send/recv]: transfers started alone arrive in any order of posting that both ranks
 // share; queued into one group, a send waits for a recv it was paired with, and both ranks hang
 // (the worker expects the timeouts).

@@ -18,6 +18,7 @@
 
 #include "trireme/cuda/check.h"
 #include "trireme/cuda/device.h"
+#include "trireme/dist/peer_all_reduce.h"
 
 namespace trireme::dist {
 
@@ -98,6 +99,14 @@ cudaEvent_t make_event() {
   return e;
 }
 
+// TRIREME_PEER_ALLREDUCE_MB: the peer all-reduce's slot size (32 MiB: one activation of GPT
+// 1.3B at B=8, T=1024 in bf16); larger tensors go in pieces.
+int64_t peer_capacity_bytes() {
+  const char* mb = std::getenv("TRIREME_PEER_ALLREDUCE_MB");
+  const int64_t n = mb ? std::atoll(mb) : 32;
+  return (n > 0 ? n : 32) << 20;
+}
+
 }  // namespace
 
 bool nccl_is_built() { return true; }
@@ -117,6 +126,10 @@ struct ProcessGroupNccl::Impl {
   cuda::Stream stream;
   cudaEvent_t ready = nullptr;  // the caller's stream before each collective (reused)
   Tensor barrier_buffer;
+  // Sums and averages of floating-point tensors when the ranks share a host (Note [peer
+  // all-reduce]); null when they cannot, peer_why_not then says why.
+  std::unique_ptr<PeerAllReduce> peer;
+  std::string peer_why_not;
 
   std::mutex mutex;  // everything below, and every NCCL call on comm
   std::vector<std::shared_ptr<OpState>> in_flight;  // issued and not yet seen done, in issue order
@@ -145,6 +158,7 @@ struct ProcessGroupNccl::Impl {
       ncclCommAbort(comm);  // also frees it
       comm = nullptr;
     }
+    if (peer) peer->release();  // the stream's waits for peers pass, as NCCL's kernels end
     for (auto& op : in_flight)
       if (!op->done && op->error.empty()) op->error = message;
     for (auto& op : queued) {
@@ -416,6 +430,7 @@ struct ProcessGroupNccl::Impl {
     }
     for (auto& op : in_flight) op->tensors.clear();
     in_flight.clear();
+    peer.reset();
     barrier_buffer = Tensor();
     if (ready) cudaEventDestroy(ready), ready = nullptr;
   }
@@ -575,6 +590,14 @@ ProcessGroupNccl::ProcessGroupNccl(std::shared_ptr<StoreClient> store, int rank,
     }
     impl.stream = cuda::Stream::create(impl.device);
     impl.ready = make_event();
+    impl.peer = PeerAllReduce::create(*impl.store,
+                                      {.key_prefix = str_cat(options.prefix, "peer#", instance, "/"),
+                                       .rank = rank,
+                                       .size = size_,
+                                       .device = impl.device,
+                                       .capacity = peer_capacity_bytes(),
+                                       .timeout = options.timeout},
+                                      &impl.peer_why_not);
     impl.barrier_buffer = Tensor::empty({1}, DType::f32, Device::cuda(impl.device));
     TRIREME_CUDA_CHECK(cudaMemsetAsync(impl.barrier_buffer.data_ptr(), 0, sizeof(float),
                                        cuda::current_stream(impl.device).handle()));
@@ -589,6 +612,8 @@ ProcessGroupNccl::~ProcessGroupNccl() { impl_->shutdown(std::uncaught_exceptions
 
 int ProcessGroupNccl::device() const { return impl_->device; }
 cuda::Stream ProcessGroupNccl::stream() const { return impl_->stream; }
+bool ProcessGroupNccl::uses_peer_all_reduce() const { return impl_->peer != nullptr; }
+std::string ProcessGroupNccl::peer_all_reduce_why_not() const { return impl_->peer_why_not; }
 
 void ProcessGroupNccl::abort(const std::string& reason) {
   std::lock_guard lock(impl_->mutex);
@@ -599,6 +624,13 @@ WorkPtr ProcessGroupNccl::all_reduce(const Tensor& tensor, const AllReduceOption
   check_tensor(*impl_, "all_reduce", tensor, "input");
   std::string op = str_cat("all_reduce(", reduce_op_name(options.op), ", ", tensor.sizes(), " ", tensor.dtype(), ")");
   ncclDataType_t type = nccl_dtype(tensor.dtype(), op, true);
+  if (impl_->peer && PeerAllReduce::accepts(tensor, options.op)) {
+    auto state = impl_->issue(op, impl_->timeout_for(options.timeout), {tensor}, [&] {
+      impl_->peer->all_reduce(tensor, options.op, impl_->stream.handle());
+      return ncclSuccess;
+    });
+    return std::make_shared<NcclWork>(impl_, state);
+  }
   auto state = impl_->issue(op, impl_->timeout_for(options.timeout), {tensor}, [&] {
     if (tensor.numel() == 0) return ncclSuccess;
     return ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), static_cast<size_t>(tensor.numel()), type,
@@ -775,6 +807,8 @@ ProcessGroupNccl::ProcessGroupNccl(std::shared_ptr<StoreClient> store, int rank,
 ProcessGroupNccl::~ProcessGroupNccl() = default;
 int ProcessGroupNccl::device() const { return -1; }
 cuda::Stream ProcessGroupNccl::stream() const { return cuda::Stream(); }
+bool ProcessGroupNccl::uses_peer_all_reduce() const { return false; }
+std::string ProcessGroupNccl::peer_all_reduce_why_not() const { return "trireme was built without NCCL"; }
 void ProcessGroupNccl::abort(const std::string&) {}
 WorkPtr ProcessGroupNccl::all_reduce(const Tensor& t, const AllReduceOptions& o) { return ProcessGroup::all_reduce(t, o); }
 WorkPtr ProcessGroupNccl::broadcast(const Tensor& t, const BroadcastOptions& o) { return ProcessGroup::broadcast(t, o); }

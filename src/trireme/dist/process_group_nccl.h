@@ -93,6 +93,10 @@ class ProcessGroupNccl : public ProcessGroup {
   std::string backend_name() const override { return "nccl"; }
   int device() const;
   cuda::Stream stream() const;  // the communication stream (Note [nccl streams])
+  // Whether floating-point sums and averages go through the copy engines (Note [peer
+  // all-reduce], dist/peer_all_reduce.h) and, when they do not, why.
+  bool uses_peer_all_reduce() const;
+  std::string peer_all_reduce_why_not() const;
 
   WorkPtr all_reduce(const Tensor& tensor, const AllReduceOptions& options = {}) override;
   WorkPtr broadcast(const Tensor& tensor, const BroadcastOptions& options = {}) override;

@@ -1,6 +1,6 @@
 // The worker program the NCCL tests launch as one process per GPU: one scenario per run, checked
 // against closed-form answers (sums of ranks); exits 0 when every check holds.
-//   nccl_worker collectives | p2p_alone | p2p_queued | timeout | peer_dies | die | throws
+//   nccl_worker collectives | peer_all_reduce | p2p_alone | p2p_queued | timeout | peer_dies | die | throws
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -21,6 +21,7 @@
 #include "trireme/dist/process_group_nccl.h"
 #include "trireme/ops/copy.h"
 #include "trireme/ops/elementwise.h"
+#include "trireme/ops/view.h"
 
 using namespace trireme;
 using namespace trireme::dist;
@@ -283,6 +284,64 @@ void p2p_order(ProcessGroupNccl& world, StoreClient& store, bool alone) {
 
 }  // namespace
 
+// Note [peer all-reduce]: the copy-engine path gives the bits NCCL gives, for every floating
+// dtype, sum and avg, sizes from 1 element to several pieces of the staging slots, unaligned
+// views, and many ops queued back to back (the staging parities and the consumed waits).
+void peer_all_reduce(ProcessGroupNccl& world) {
+  const int r = world.rank();
+  EXPECT_TRUE(world.uses_peer_all_reduce(), "2 GPUs of one host should use the peer all-reduce: ",
+              world.peer_all_reduce_why_not());
+  // 1 MiB staging slots, so that the large cases below go in several pieces.
+  ::setenv("TRIREME_PEER_ALLREDUCE_MB", "1", 1);
+  auto peer = world.new_group({0, 1}, "small_slots");
+  ::unsetenv("TRIREME_PEER_ALLREDUCE_MB");
+  auto* peer_group = dynamic_cast<ProcessGroupNccl*>(peer.get());
+  EXPECT_TRUE(peer_group && peer_group->uses_peer_all_reduce(), "the second group should use it too");
+  ::setenv("TRIREME_PEER_ALLREDUCE", "0", 1);
+  auto nccl = world.new_group({0, 1}, "nccl_only");
+  ::unsetenv("TRIREME_PEER_ALLREDUCE");
+  auto* nccl_group = dynamic_cast<ProcessGroupNccl*>(nccl.get());
+  EXPECT_TRUE(nccl_group && !nccl_group->uses_peer_all_reduce(), "TRIREME_PEER_ALLREDUCE=0 should turn it off");
+  // Values that make rounding visible: a sum in the wrong order or precision changes bits.
+  auto value = [&](int64_t i) { return std::sin(double(i) * 0.37 + r) * (1 + (i % 7)) + 1e-3 * r; };
+  struct Case {
+    int64_t n;
+    DType d;
+    ReduceOp op;
+    int64_t offset;  // elements into a larger tensor: unaligned when odd
+  };
+  std::vector<Case> cases = {{1, DType::f32, ReduceOp::sum, 0},         {7, DType::bf16, ReduceOp::sum, 0},
+                             {1000, DType::f16, ReduceOp::avg, 0},      {4099, DType::f64, ReduceOp::sum, 1},
+                             {4099, DType::bf16, ReduceOp::avg, 3},     {(1 << 18), DType::f32, ReduceOp::sum, 0},
+                             {(1 << 20) + 5, DType::bf16, ReduceOp::sum, 0}, {(3 << 18) + 1, DType::f32, ReduceOp::avg, 1}};
+  std::vector<Tensor> peer_results, nccl_results;
+  std::vector<std::string> names;
+  for (int round = 0; round < 3; ++round) {  // queued back to back: no host waits in between
+    for (const Case& c : cases) {
+      Tensor base = on_gpu(c.n + c.offset, c.d, value);
+      Tensor a = narrow(base, 0, c.offset, c.n);
+      Tensor b = clone(a);
+      peer->all_reduce(a, {.op = c.op});
+      nccl->all_reduce(b, {.op = c.op});
+      peer_results.push_back(a);
+      nccl_results.push_back(b);
+      names.push_back(str_cat(reduce_op_name(c.op), " of ", c.n, " ", c.d, " at offset ", c.offset, ", round ", round));
+    }
+  }
+  peer->barrier()->wait(20s);
+  nccl->barrier()->wait(20s);
+  for (size_t k = 0; k < peer_results.size(); ++k) {
+    std::vector<double> got = values_of(peer_results[k]), want = values_of(nccl_results[k]);
+    size_t bad = 0, first_bad = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (got[i] != want[i] && bad++ == 0) first_bad = i;
+    }
+    EXPECT_TRUE(bad == 0, "peer all-reduce ", names[k], ": ", bad, " elements differ from NCCL's, the first at ",
+                first_bad, ": ", bad ? got[first_bad] : 0.0, " vs ", bad ? want[first_bad] : 0.0);
+  }
+  std::printf("rank %d: %zu peer all-reduces equal to NCCL's\n", r, peer_results.size());
+}
+
 int main(int argc, char** argv) {
   std::string scenario = argc > 1 ? argv[1] : "collectives";
   ::alarm(120);  // a hang is a failure (SIGALRM), never a stuck test
@@ -297,6 +356,8 @@ int main(int argc, char** argv) {
     ProcessGroupNccl world(store, env.rank, env.world_size, NcclOptions{.timeout = 20s});
     if (scenario == "collectives") {
       collectives(world, store);
+    } else if (scenario == "peer_all_reduce") {
+      peer_all_reduce(world);
     } else if (scenario == "p2p_alone" || scenario == "p2p_queued") {
       p2p_order(world, *store, scenario == "p2p_alone");
     } else if (scenario == "timeout") {

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# On the 2-GPU machine: the copy-engine all-reduce (Note [peer all-reduce]) checked and measured
+# in one bounded call: the NCCL tests (its bit-equality with NCCL, and the timeout / dead-peer /
+# unwinding scenarios now running through it), then GPT steps with it on and off
+# (TRIREME_PEER_ALLREDUCE=0) beside the one-GPU baselines:
+#   GPT-2 124M dp=1, dp=2; GPT 1.3B tp=1, tp=2, tp=2 with the row-parallel GEMM and its
+#   all-reduce in 2 and 4 chunks (Note [row-parallel chunks]).
+# Carry .gpu_deps. DEADLINE_S (default 540) bounds the whole, build included.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/gpu_env.sh
+start=$(date +%s)
+deadline=$((start + ${DEADLINE_S:-540}))
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRIREME_DEPS_PREFIX="$deps/usr" \
+  -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DTRIREME_BUILD_BENCH=ON > "$out/peer_build.log" 2>&1 &&
+  ninja -C build-gpu trireme_cli gpt_parallel_step test_cuda nccl_worker >> "$out/peer_build.log" 2>&1 ||
+  { grep -E "error" "$out/peer_build.log" | head -20; tail -30 "$out/peer_build.log"; echo "BUILD FAILED"; exit 1; }
+echo "build: $(($(date +%s) - start)) s"
+
+timeout ${NCCL_TEST_TIMEOUT:-150} build-gpu/tests/test_cuda --gtest_filter="${TEST_FILTER:-Nccl*}" > "$out/peer_nccl_test.log" 2>&1
+echo "nccl tests: rc=$? $(grep -E '^\[  PASSED  \]' "$out/peer_nccl_test.log" | tr -d '[]') $(grep -cE '^\[  FAILED  \] [A-Z]' "$out/peer_nccl_test.log") failed ($(($(date +%s) - start)) s)"
+grep -E "^\[ +(OK|FAILED) +\]|equal to NCCL|differ|check failed|error after|watchdog error|wait\(timeout\) error" "$out/peer_nccl_test.log" | head -40
+
+bench=build-gpu/bench/gpt_parallel_step
+launch=(build-gpu/trireme launch --nproc-per-node 2 --)
+gpt2=(--model gpt2-124m --batch 16 --device cuda --dtype bf16 --warmup 3 --iters 10)
+big=(--model gpt-1.3b --batch 8 --device cuda --dtype bf16 --warmup 3 --iters 5)
+row() {  # label, env assignments..., --, command...
+  local label=$1
+  shift
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  local left=$((deadline - $(date +%s)))
+  if [ $left -lt 30 ]; then
+    echo "| $label | skipped: $left s left |"
+    return
+  fi
+  local log="$out/peer_row_$(echo "$label" | tr -c 'A-Za-z0-9' _).log"
+  timeout $((left < 90 ? left : 90)) env "${envs[@]}" "$@" > "$log" 2>&1
+  local line
+  line=$(grep -oE '\{"impl".*\}' "$log" | tail -1)
+  local ms tps peer
+  ms=$(grep -oE '"step_ms": [0-9.]+' <<< "$line" | grep -oE '[0-9.]+$')
+  tps=$(grep -oE '"tokens_per_s": [0-9.]+' <<< "$line" | grep -oE '[0-9.]+$')
+  peer=$(grep -oE '"peer_all_reduce": [a-z]+' <<< "$line" | grep -oE '[a-z]+$')
+  echo "| $label | ${ms:-failed: $(tail -c 300 "$log" | tr '\n' ' ')} | ${tps:-} | ${peer:-} |"
+}
+
+echo "| run | step ms | tokens/s | peer all-reduce |"
+echo "|---|---|---|---|"
+row "1.3B tp=1" A=1 -- $bench "${big[@]}"
+row "1.3B tp=2, NCCL" TRIREME_PEER_ALLREDUCE=0 -- "${launch[@]}" $bench "${big[@]}" --tp 2
+row "1.3B tp=2, peer" A=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2
+row "1.3B tp=2, peer, 2 row chunks" A=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --tp-chunks 2
+row "1.3B tp=2, peer, 4 row chunks" A=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --tp-chunks 4
+row "124M dp=1" A=1 -- $bench "${gpt2[@]}"
+row "124M dp=2, NCCL" TRIREME_PEER_ALLREDUCE=0 -- "${launch[@]}" $bench "${gpt2[@]}" --dp 2
+row "124M dp=2, peer" A=1 -- "${launch[@]}" $bench "${gpt2[@]}" --dp 2
+echo "total: $(($(date +%s) - start)) s"

@@ -1,0 +1,419 @@
+// PeerAllReduce: copy-engine all-reduce between the GPUs of one host (Note [peer all-reduce]).
+#include "trireme/dist/peer_all_reduce.h"
+
+#ifdef TRIREME_WITH_NCCL
+
+#include <cuda.h>  // the stream memory operations' types; the functions come from the runtime
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "trireme/cuda/check.h"
+#include "trireme/cuda/device.h"
+#include "trireme/kernels/cuda/peer_sum.h"
+
+namespace trireme::dist {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// cuStreamWaitValue32 and cuStreamWriteValue32, looked up through the runtime so that the
+// library does not link libcuda itself.
+using StreamValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+struct MemOps {
+  StreamValue32 wait = nullptr;
+  StreamValue32 write = nullptr;
+  std::string error;  // why they are unusable
+};
+
+const MemOps& mem_ops() {
+  static const MemOps ops = [] {
+    MemOps m;
+    auto find = [&](const char* name) -> StreamValue32 {
+      void* fn = nullptr;
+      cudaDriverEntryPointQueryResult status{};
+      if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &status) != cudaSuccess ||
+          status != cudaDriverEntryPointSuccess || fn == nullptr) {
+        m.error = str_cat("the CUDA driver has no ", name);
+        return nullptr;
+      }
+      return reinterpret_cast<StreamValue32>(fn);
+    };
+    m.wait = find("cuStreamWaitValue32");
+    m.write = find("cuStreamWriteValue32");
+    return m;
+  }();
+  return ops;
+}
+
+void check_cu(CUresult r, const char* what) {
+  TRIREME_CHECK(r == CUDA_SUCCESS, "peer all-reduce: ", what, " failed with CUDA driver error ", int(r));
+}
+
+std::string to_hex(const void* data, size_t n) {
+  static const char digits[] = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < n; ++i) {
+    const auto c = static_cast<const unsigned char*>(data)[i];
+    s += digits[c >> 4];
+    s += digits[c & 15];
+  }
+  return s;
+}
+
+bool from_hex(const std::string& s, void* data, size_t n) {
+  if (s.size() != 2 * n) return false;
+  auto value = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+  for (size_t i = 0; i < n; ++i)
+    static_cast<unsigned char*>(data)[i] = static_cast<unsigned char>(value(s[2 * i]) * 16 + value(s[2 * i + 1]));
+  return true;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t i = 0; i <= s.size(); ++i) {
+    if (i == s.size() || s[i] == sep) {
+      parts.push_back(s.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  return parts;
+}
+
+// A rank's flags: ready[j] and consumed[j] as written by peer j. They live in host shared
+// memory (POSIX shm, mapped into every rank's process and registered with CUDA), so the host can
+// read them (is everything consumed?) and write them (release()) without going through a GPU
+// stream that may be blocked on one of them.
+constexpr int kMaxRanks = cuda_kernels::kMaxPeerSumInputs;
+struct Flags {
+  std::atomic<uint32_t> ready[kMaxRanks];
+  std::atomic<uint32_t> consumed[kMaxRanks];
+};
+constexpr size_t kFlagsBytes = 4096;
+static_assert(sizeof(Flags) <= kFlagsBytes);
+
+}  // namespace
+
+struct PeerAllReduce::Impl {
+  Options o;
+  // Per rank (this one included): its staging region as mapped here, its flags as mapped here
+  // and their device address.
+  std::vector<char*> region;
+  std::vector<Flags*> flags;
+  std::vector<CUdeviceptr> flags_dev;
+  std::string shm_name;
+  uint32_t seq = 0;
+  bool opened = false;  // the peers' regions are open (to be closed)
+
+  int64_t staging_bytes() const { return 2 * int64_t(o.size - 1) * o.capacity; }
+  // Where rank `src`'s piece lands in rank `dst`'s region, for an op of parity p.
+  char* slot(int dst, int src, uint32_t p) const {
+    const int index = src < dst ? src : src - 1;
+    return region[size_t(dst)] + (int64_t(p) * (o.size - 1) + index) * o.capacity;
+  }
+  CUdeviceptr ready_of(int owner, int from) const {
+    return flags_dev[size_t(owner)] + CUdeviceptr(offsetof(Flags, ready) + sizeof(uint32_t) * size_t(from));
+  }
+  CUdeviceptr consumed_of(int owner, int from) const {
+    return flags_dev[size_t(owner)] + CUdeviceptr(offsetof(Flags, consumed) + sizeof(uint32_t) * size_t(from));
+  }
+
+  // Whether every peer consumed all this rank sent it and sent all this rank consumed: then no
+  // peer writes into this rank's region any more.
+  bool quiet() const {
+    const Flags& mine = *flags[size_t(o.rank)];
+    for (int j = 0; j < o.size; ++j) {
+      if (j == o.rank) continue;
+      if (mine.ready[j].load() != seq || mine.consumed[j].load() != seq) return false;
+    }
+    return true;
+  }
+  bool released = false;
+
+  ~Impl() {
+    cuda::DeviceGuard guard(o.device);
+    if (opened) {
+      for (int j = 0; j < o.size; ++j)
+        if (j != o.rank && region[size_t(j)]) cudaIpcCloseMemHandle(region[size_t(j)]);
+    }
+    for (Flags* f : flags) {
+      if (!f) continue;
+      cudaHostUnregister(f);
+      ::munmap(f, kFlagsBytes);
+    }
+    if (!shm_name.empty()) ::shm_unlink(shm_name.c_str());
+  }
+};
+
+namespace {
+
+// This rank's flags page: created, sized and mapped; null (and why) when shm is unavailable.
+Flags* make_shared_flags(const std::string& name, std::string* why) {
+  const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) {
+    *why = str_cat("shm_open(", name, ") failed: ", std::strerror(errno));
+    return nullptr;
+  }
+  void* p = MAP_FAILED;
+  if (::ftruncate(fd, kFlagsBytes) == 0) p = ::mmap(nullptr, kFlagsBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) {
+    *why = str_cat("mapping ", name, " failed: ", std::strerror(errno));
+    ::shm_unlink(name.c_str());
+    return nullptr;
+  }
+  std::memset(p, 0, kFlagsBytes);
+  return static_cast<Flags*>(p);
+}
+
+Flags* open_shared_flags(const std::string& name, std::string* why) {
+  const int fd = ::shm_open(name.c_str(), O_RDWR, 0600);
+  if (fd < 0) {
+    *why = str_cat("shm_open(", name, ") of a peer failed: ", std::strerror(errno));
+    return nullptr;
+  }
+  void* p = ::mmap(nullptr, kFlagsBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) {
+    *why = str_cat("mapping a peer's ", name, " failed: ", std::strerror(errno));
+    return nullptr;
+  }
+  return static_cast<Flags*>(p);
+}
+
+// Registers a flags page with CUDA and returns its device address (0 and why on failure).
+CUdeviceptr register_flags(Flags* f, std::string* why) {
+  cudaError_t e = cudaHostRegister(f, kFlagsBytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
+  void* dev = nullptr;
+  if (e == cudaSuccess) e = cudaHostGetDevicePointer(&dev, f, 0);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    *why = str_cat("registering the flags with CUDA failed: ", cudaGetErrorString(e));
+    return 0;
+  }
+  return reinterpret_cast<CUdeviceptr>(dev);
+}
+
+// This rank's answer in one round of the handshake, and everyone's.
+std::vector<std::string> exchange(StoreClient& store, const std::string& key, const PeerAllReduce::Options& o,
+                                  const std::string& mine) {
+  store.set(str_cat(key, o.rank), mine);
+  std::vector<std::string> all;
+  for (int r = 0; r < o.size; ++r) {
+    try {
+      all.push_back(store.get(str_cat(key, r), o.timeout));
+    } catch (const StoreTimeout&) {
+      TRIREME_FAIL("peer all-reduce: rank ", o.rank, " did not hear from rank ", r, " of its group within ",
+                   o.timeout.count(), " ms while setting up (", key, ")");
+    }
+  }
+  return all;
+}
+
+std::string first_refusal(const std::vector<std::string>& answers) {
+  for (size_t r = 0; r < answers.size(); ++r)
+    if (answers[r].rfind("ok", 0) != 0) return str_cat("rank ", r, ": ", answers[r]);
+  return "";
+}
+
+}  // namespace
+
+std::unique_ptr<PeerAllReduce> PeerAllReduce::create(StoreClient& store, const Options& options,
+                                                     std::string* why_not) {
+  auto impl = std::make_unique<Impl>();
+  impl->o = options;
+  const Options& o = impl->o;
+  cuda::DeviceGuard guard(o.device);
+  impl->region.assign(size_t(o.size), nullptr);
+  impl->flags.assign(size_t(o.size), nullptr);
+  impl->flags_dev.assign(size_t(o.size), 0);
+
+  // Round 1: can this rank take part, and where are its region and flags.
+  std::string why;
+  const char* env = std::getenv("TRIREME_PEER_ALLREDUCE");
+  if (env && std::string(env) == "0") why = "TRIREME_PEER_ALLREDUCE=0";
+  if (why.empty() && (o.size < 2 || o.size > kMaxRanks)) why = str_cat("the group has ", o.size, " ranks (2 to 8)");
+  if (why.empty() && (o.capacity <= 0 || o.capacity % 256 != 0)) why = str_cat("capacity ", o.capacity, " bytes");
+  if (why.empty() && !mem_ops().error.empty()) why = mem_ops().error;
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  char bus[64] = {};
+  if (why.empty() && cudaDeviceGetPCIBusId(bus, sizeof(bus), o.device) != cudaSuccess) why = "no PCI bus id";
+  cudaIpcMemHandle_t handle{};
+  if (why.empty()) {
+    void* base = nullptr;
+    if (cudaMalloc(&base, size_t(impl->staging_bytes())) != cudaSuccess) {
+      cudaGetLastError();
+      why = str_cat("cannot allocate ", impl->staging_bytes() >> 20, " MiB of staging memory");
+    } else {
+      impl->region[size_t(o.rank)] = static_cast<char*>(base);
+      if (cudaIpcGetMemHandle(&handle, base) != cudaSuccess) {
+        cudaGetLastError();
+        why = "cudaIpcGetMemHandle failed";
+      }
+    }
+  }
+  if (why.empty()) {
+    impl->shm_name = str_cat("/trireme-peer-", ::getpid(), "-", std::hash<std::string>()(o.key_prefix) % 1000000007);
+    impl->flags[size_t(o.rank)] = make_shared_flags(impl->shm_name, &why);
+    if (!impl->flags[size_t(o.rank)]) impl->shm_name.clear();
+  }
+  if (why.empty()) impl->flags_dev[size_t(o.rank)] = register_flags(impl->flags[size_t(o.rank)], &why);
+  const std::string mine =
+      why.empty() ? str_cat("ok|", host, "|", bus, "|", impl->shm_name, "|", to_hex(&handle, sizeof(handle))) : why;
+  std::vector<std::string> answers = exchange(store, o.key_prefix + "info/", o, mine);
+
+  // Round 2: every rank maps every peer's region and flags, and says whether it could.
+  std::string refusal = first_refusal(answers);
+  std::string verdict = refusal.empty() ? "ok" : "skip";
+  if (refusal.empty()) {
+    for (int j = 0; j < o.size && verdict == "ok"; ++j) {
+      if (j == o.rank) continue;
+      const auto parts = split(answers[size_t(j)], '|');
+      cudaIpcMemHandle_t peer_handle{};
+      int peer_device = -1, access = 0;
+      if (parts.size() != 5 || !from_hex(parts[4], &peer_handle, sizeof(peer_handle))) {
+        verdict = str_cat("rank ", j, " sent a malformed answer");
+      } else if (parts[1] != host) {
+        verdict = str_cat("rank ", j, " is on host ", parts[1], ", this one on ", host);
+      } else if (cudaDeviceGetByPCIBusId(&peer_device, parts[2].c_str()) != cudaSuccess) {
+        cudaGetLastError();
+        verdict = str_cat("rank ", j, "'s GPU (", parts[2], ") is not visible here");
+      } else if (cudaDeviceCanAccessPeer(&access, o.device, peer_device) != cudaSuccess || !access) {
+        cudaGetLastError();
+        verdict = str_cat("cuda:", o.device, " cannot access rank ", j, "'s GPU");
+      } else {
+        void* peer = nullptr;
+        if (cudaIpcOpenMemHandle(&peer, peer_handle, cudaIpcMemLazyEnablePeerAccess) != cudaSuccess) {
+          cudaGetLastError();
+          verdict = str_cat("cannot map rank ", j, "'s staging memory (cudaIpcOpenMemHandle)");
+        } else {
+          impl->region[size_t(j)] = static_cast<char*>(peer);
+          impl->opened = true;
+          impl->flags[size_t(j)] = open_shared_flags(parts[3], &verdict);
+          if (impl->flags[size_t(j)]) {
+            impl->flags_dev[size_t(j)] = register_flags(impl->flags[size_t(j)], &verdict);
+            if (impl->flags_dev[size_t(j)] == 0) {
+              ::munmap(impl->flags[size_t(j)], kFlagsBytes);
+              impl->flags[size_t(j)] = nullptr;
+            }
+          }
+          if (!impl->flags[size_t(j)] && verdict == "ok") verdict = "cannot map a peer's flags";
+        }
+      }
+    }
+  }
+  // A self-test of the stream memory operations on the flags: one write and one wait.
+  if (verdict == "ok") {
+    cudaStream_t s = nullptr;
+    TRIREME_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    const CUdeviceptr probe = impl->consumed_of(o.rank, o.rank);  // the slot no peer writes
+    CUresult w = mem_ops().write(reinterpret_cast<CUstream>(s), probe, 7, CU_STREAM_WRITE_VALUE_DEFAULT);
+    CUresult v = w == CUDA_SUCCESS ? mem_ops().wait(reinterpret_cast<CUstream>(s), probe, 7, CU_STREAM_WAIT_VALUE_GEQ)
+                                   : w;
+    const cudaError_t done = cudaStreamSynchronize(s);
+    cudaStreamDestroy(s);
+    if (v != CUDA_SUCCESS || done != cudaSuccess || impl->flags[size_t(o.rank)]->consumed[o.rank].load() != 7) {
+      cudaGetLastError();
+      verdict = str_cat("stream memory operations on host-mapped flags do not work here (driver error ", int(v), ")");
+    }
+  }
+  const std::vector<std::string> verdicts = exchange(store, o.key_prefix + "verdict/", o, verdict);
+  // Every rank has opened what it needed (or given up): the names can go.
+  if (!impl->shm_name.empty()) {
+    ::shm_unlink(impl->shm_name.c_str());
+    impl->shm_name.clear();
+  }
+  refusal = refusal.empty() ? first_refusal(verdicts) : refusal;
+  if (!refusal.empty()) {
+    if (why_not) *why_not = refusal;
+    if (impl->region[size_t(o.rank)]) {
+      // A peer may have mapped it; nothing was ever written through that mapping.
+      cudaFree(impl->region[size_t(o.rank)]);
+      impl->region[size_t(o.rank)] = nullptr;
+    }
+    return nullptr;
+  }
+  return std::unique_ptr<PeerAllReduce>(new PeerAllReduce(std::move(impl)));
+}
+
+PeerAllReduce::PeerAllReduce(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+PeerAllReduce::~PeerAllReduce() {
+  Impl& s = *impl_;
+  // Frees this rank's staging memory only when no peer can write into it any more (Note [peer
+  // all-reduce]); the peers finish their last ops a little after this rank, so give them a moment.
+  // After a failure, or when they do not finish, everything is left mapped: a copy still queued
+  // on a stream must not land in memory that was handed out again.
+  bool quiet = !s.released && s.quiet();
+  for (const auto deadline = Clock::now() + std::chrono::milliseconds(2000); !s.released && !quiet &&
+                                                                             Clock::now() < deadline;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    quiet = s.quiet();
+  }
+  if (!quiet) {
+    (void)impl_.release();  // leaked on purpose
+    return;
+  }
+  cuda::DeviceGuard guard(s.o.device);
+  cudaFree(s.region[size_t(s.o.rank)]);
+}
+
+bool PeerAllReduce::accepts(const Tensor& t, ReduceOp op) {
+  return (op == ReduceOp::sum || op == ReduceOp::avg) && t.is_contiguous() &&
+         cuda_kernels::peer_sum_supports(t.dtype());
+}
+
+void PeerAllReduce::all_reduce(const Tensor& t, ReduceOp op, cudaStream_t stream) {
+  Impl& s = *impl_;
+  const Options& o = s.o;
+  const MemOps& m = mem_ops();
+  const auto cu_stream = reinterpret_cast<CUstream>(stream);
+  const int64_t elem = int64_t(dtype_size(t.dtype()));
+  const int64_t piece = o.capacity / elem;
+  char* data = static_cast<char*>(t.data_ptr());
+  const void* inputs[kMaxRanks] = {};
+  for (int64_t first = 0; first < t.numel(); first += piece) {
+    const int64_t n = std::min(piece, t.numel() - first);
+    char* x = data + first * elem;
+    const uint32_t k = ++s.seq, p = k & 1;
+    for (int j = 0; j < o.size; ++j) {
+      if (j == o.rank) continue;
+      if (k > 2) check_cu(m.wait(cu_stream, s.consumed_of(o.rank, j), k - 2, CU_STREAM_WAIT_VALUE_GEQ), "waiting for a peer");
+      TRIREME_CUDA_CHECK(cudaMemcpyAsync(s.slot(j, o.rank, p), x, size_t(n * elem), cudaMemcpyDeviceToDevice, stream));
+      check_cu(m.write(cu_stream, s.ready_of(j, o.rank), k, CU_STREAM_WRITE_VALUE_DEFAULT), "signalling a peer");
+    }
+    for (int j = 0; j < o.size; ++j) {
+      if (j == o.rank) continue;
+      check_cu(m.wait(cu_stream, s.ready_of(o.rank, j), k, CU_STREAM_WAIT_VALUE_GEQ), "waiting for a peer");
+    }
+    for (int q = 0; q < o.size; ++q) inputs[q] = q == o.rank ? x : s.slot(o.rank, q, p);
+    cuda_kernels::peer_sum(x, inputs, o.size, n, t.dtype(), op == ReduceOp::avg, stream);
+    for (int j = 0; j < o.size; ++j) {
+      if (j == o.rank) continue;
+      check_cu(m.write(cu_stream, s.consumed_of(j, o.rank), k, CU_STREAM_WRITE_VALUE_DEFAULT), "signalling a peer");
+    }
+  }
+}
+
+void PeerAllReduce::release() noexcept {
+  Impl& s = *impl_;
+  s.released = true;
+  Flags& mine = *s.flags[size_t(s.o.rank)];
+  const uint32_t far = s.seq + (1u << 30);
+  for (int j = 0; j < s.o.size; ++j) {
+    mine.ready[j].store(far);
+    mine.consumed[j].store(far);
+  }
+}
+
+}  // namespace trireme::dist
+
+#endif  // TRIREME_WITH_NCCL

@@ -1,0 +1,87 @@
+// PeerAllReduce: the all-reduce of a GPU group whose ranks share one host, moved by the GPUs'
+// copy engines over NVLink instead of by NCCL's kernels. ProcessGroupNccl uses it for the
+// sums and averages of floating-point tensors when every rank can (TRIREME_PEER_ALLREDUCE=0
+// turns it off); everything else goes to NCCL.
+//
+// Note [peer all-reduce]
+// NCCL's all-reduce is a kernel: its CTAs take SMs, so beside a GEMM that holds every SM it
+// either waits for them or slows the GEMM down (session 3 measured both: tensor parallelism's
+// backward all-reduce "overlapped but not hidden"; carving SMs out of the GEMMs, or splitting
+// the forward's GEMM into chunks so their all-reduces overlap, made the step slower). The copy
+// engines are idle during training, move data between two H200s at ~394 GB/s (NCCL's
+// all-reduce: ~238 GB/s of bus bandwidth), and take no SMs, so a transfer really runs beside
+// a GEMM. What needs SMs is one short pass at the end that sums the received copies.
+//
+// Each rank owns one region of device memory that every peer maps (CUDA IPC): a page of flags,
+// then two staging areas (by the parity of the op's sequence number), each with one slot of
+// `capacity` bytes per peer. An op with sequence number k (one per piece of at most `capacity`
+// bytes), all on the group's communication stream:
+//   1. wait until every peer j has consumed op k-2's data (my consumed[j] >= k-2): the staging
+//      slot this op writes into on j is free again;
+//   2. copy my piece into my slot of every peer's staging area (cudaMemcpyAsync: a copy
+//      engine), then set that peer's ready[me] = k;
+//   3. wait until every peer's data is here (my ready[j] >= k);
+//   4. sum the pieces in rank order into my tensor (kernels/cuda/peer_sum.h): every rank adds
+//      the same numbers in the same order, so every rank gets the same bits;
+//   5. set every peer's consumed[me] = k.
+// The waits and flag writes are stream memory operations (cuStreamWaitValue32 /
+// cuStreamWriteValue32): the stream waits in its front end and no SM spins. Sequence numbers
+// compare modulo 2^32. Two parities let op k+1's copies start while peers still sum op k.
+//
+// Failures: a peer that never comes leaves the stream waiting in step 1 or 3; the group's
+// watchdog times the op out as for an NCCL op and calls release(), which sets this rank's own
+// flags far ahead so every wait queued on the stream passes (the op's result is then wrong,
+// and the group reports it as failed). Regions are freed only when every peer has consumed
+// everything sent to it (nothing can write into them later); a group that failed leaks its
+// region rather than risk a late write into memory the allocator handed out again.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trireme/core/tensor.h"
+#include "trireme/dist/process_group.h"
+#include "trireme/dist/store.h"
+
+namespace trireme::dist {
+
+class PeerAllReduce {
+ public:
+  struct Options {
+    std::string key_prefix;  // store keys for the handshake; unique per group instance
+    int rank = 0;
+    int size = 1;
+    int device = 0;
+    int64_t capacity = 32 << 20;  // bytes per staging slot; larger tensors go in pieces
+    std::chrono::milliseconds timeout{30'000};
+  };
+
+  // Collective: every rank of the group calls it at the same point. Returns null on every rank
+  // (why_not says why) unless all ranks can take part: one host, peer access between all their
+  // GPUs, stream memory operations, TRIREME_PEER_ALLREDUCE not 0, 2 to 8 ranks. Throws when a
+  // rank does not answer within the timeout.
+  static std::unique_ptr<PeerAllReduce> create(StoreClient& store, const Options& options, std::string* why_not);
+  ~PeerAllReduce();
+  PeerAllReduce(const PeerAllReduce&) = delete;
+  PeerAllReduce& operator=(const PeerAllReduce&) = delete;
+
+  // Whether all_reduce takes this tensor and op (contiguous, floating point, sum or avg).
+  static bool accepts(const Tensor& t, ReduceOp op);
+  // Queues t = the sum (or average) over the ranks on `stream`, which must already wait for the
+  // work that produced t. Every rank calls it with the same shape and dtype, in the same order.
+  void all_reduce(const Tensor& t, ReduceOp op, cudaStream_t stream);
+  // After a failure: lets every wait queued on this rank's stream pass (Note [peer all-reduce]).
+  void release() noexcept;
+
+  struct Impl;
+
+ private:
+  explicit PeerAllReduce(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace trireme::dist

@@ -1,0 +1,83 @@
+// The peer all-reduce's sum: one pass that reads every input once and writes the result once.
+#include "trireme/kernels/cuda/peer_sum.h"
+
+#include "trireme/kernels/cuda/vector_map.cuh"
+
+namespace trireme::cuda_kernels {
+
+namespace {
+
+template <class D>
+struct PeerInputs {
+  const D* p[kMaxPeerSumInputs];
+};
+
+// V elements per thread and input: 16-byte loads when every buffer is 16-byte aligned (V > 1),
+// else one element (V = 1).
+template <class D, int V>
+__global__ void peer_sum_kernel(int64_t n, D* out, PeerInputs<D> in, int k, bool average) {
+  using A = dacc_t<D>;
+  const int64_t vectors = n / V;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (int64_t v = first; v < vectors; v += stride) {
+    A acc[V];
+    const Packed<D, V> x0 = reinterpret_cast<const Packed<D, V>*>(in.p[0])[v];
+#pragma unroll
+    for (int e = 0; e < V; ++e) acc[e] = to_acc(x0.v[e]);
+    for (int j = 1; j < k; ++j) {
+      const Packed<D, V> xj = reinterpret_cast<const Packed<D, V>*>(in.p[j])[v];
+#pragma unroll
+      for (int e = 0; e < V; ++e) acc[e] += to_acc(xj.v[e]);
+    }
+    Packed<D, V> o;
+#pragma unroll
+    for (int e = 0; e < V; ++e) o.v[e] = from_acc<D>(average ? acc[e] / A(k) : acc[e]);
+    reinterpret_cast<Packed<D, V>*>(out)[v] = o;
+  }
+  for (int64_t i = vectors * V + first; i < n; i += stride) {
+    A acc = to_acc(in.p[0][i]);
+    for (int j = 1; j < k; ++j) acc += to_acc(in.p[j][i]);
+    out[i] = from_acc<D>(average ? acc / A(k) : acc);
+  }
+}
+
+template <class T>
+void launch(void* out, const void* const* inputs, int k, int64_t n, bool average, cudaStream_t stream) {
+  using D = device_t<T>;
+  constexpr int V = int(16 / sizeof(D));
+  PeerInputs<D> in{};
+  bool aligned = aligned16(out);
+  for (int j = 0; j < k; ++j) {
+    in.p[j] = static_cast<const D*>(inputs[j]);
+    aligned = aligned && aligned16(inputs[j]);
+  }
+  if (aligned) {
+    peer_sum_kernel<D, V><<<grid_for((n + V - 1) / V), kBlock, 0, stream>>>(n, static_cast<D*>(out), in, k, average);
+  } else {
+    peer_sum_kernel<D, 1><<<grid_for(n), kBlock, 0, stream>>>(n, static_cast<D*>(out), in, k, average);
+  }
+  TRIREME_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+bool peer_sum_supports(DType dtype) {
+  return dtype == DType::f64 || dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16;
+}
+
+void peer_sum(void* out, const void* const* inputs, int n_inputs, int64_t numel, DType dtype, bool average,
+              cudaStream_t stream) {
+  TRIREME_CHECK(n_inputs >= 1 && n_inputs <= kMaxPeerSumInputs, "peer_sum: ", n_inputs, " inputs (1 to ",
+                kMaxPeerSumInputs, ")");
+  if (numel == 0) return;
+  switch (dtype) {
+    case DType::f64: return launch<double>(out, inputs, n_inputs, numel, average, stream);
+    case DType::f32: return launch<float>(out, inputs, n_inputs, numel, average, stream);
+    case DType::bf16: return launch<bf16_t>(out, inputs, n_inputs, numel, average, stream);
+    case DType::f16: return launch<f16_t>(out, inputs, n_inputs, numel, average, stream);
+    default: TRIREME_FAIL("peer_sum: dtype ", dtype, " is not supported");
+  }
+}
+
+}  // namespace trireme::cuda_kernels

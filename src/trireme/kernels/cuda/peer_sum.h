@@ -1,0 +1,25 @@
+// The reduction step of the peer all-reduce (dist/peer_all_reduce.h): several same-sized
+// buffers of one GPU summed element by element, in the order given, into one of them.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "trireme/core/dtype.h"
+
+namespace trireme::cuda_kernels {
+
+inline constexpr int kMaxPeerSumInputs = 8;
+
+// Floating-point dtypes only (f64, f32, bf16, f16): integer averages round as NCCL's do, which
+// this path does not reproduce.
+bool peer_sum_supports(DType dtype);
+
+// out[i] = (inputs[0][i] + inputs[1][i] + ... ) in that order, accumulated in f32 for the 16-bit
+// types and rounded once, divided by n_inputs when average. Every rank of a group calls it with
+// its inputs in rank order, so every rank computes the same bits. out may be one of the inputs.
+void peer_sum(void* out, const void* const* inputs, int n_inputs, int64_t numel, DType dtype, bool average,
+              cudaStream_t stream);
+
+}  // namespace trireme::cuda_kernels
