@@ -5,7 +5,9 @@
 # (TRIREME_PEER_ALLREDUCE=0) beside the one-GPU baselines:
 #   GPT-2 124M dp=1, dp=2; GPT 1.3B tp=1, tp=2, tp=2 with the row-parallel GEMM and its
 #   all-reduce in 2 and 4 chunks (Note [row-parallel chunks]).
-# Carry .gpu_deps. DEADLINE_S (default 540) bounds the whole, build included.
+#   GPT 1.3B --tp-alone 2 (rank 0's shard with its collectives skipped: the compute floor).
+# Carry .gpu_deps. DEADLINE_S (default 540) bounds the whole, build included; ROWS (an
+# extended regex) keeps only the rows whose label matches; TEST_FILTER picks the tests.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/gpu_env.sh
@@ -31,6 +33,7 @@ row() {  # label, env assignments..., --, command...
   local envs=()
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done
   shift
+  if [ -n "${ROWS:-}" ] && ! grep -qE "$ROWS" <<< "$label"; then return; fi
   local left=$((deadline - $(date +%s)))
   if [ $left -lt 30 ]; then
     echo "| $label | skipped: $left s left |"
@@ -50,6 +53,7 @@ row() {  # label, env assignments..., --, command...
 echo "| run | step ms | tokens/s | peer all-reduce |"
 echo "|---|---|---|---|"
 row "1.3B tp=1" A=1 -- $bench "${big[@]}"
+row "1.3B tp=2 alone (rank 0's shard, no collectives)" A=1 -- $bench "${big[@]}" --tp-alone 2
 row "1.3B tp=2, NCCL" TRIREME_PEER_ALLREDUCE=0 -- "${launch[@]}" $bench "${big[@]}" --tp 2
 row "1.3B tp=2, peer" A=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2
 row "1.3B tp=2, peer, 2 row chunks" A=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --tp-chunks 2

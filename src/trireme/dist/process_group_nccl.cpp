@@ -153,12 +153,14 @@ struct ProcessGroupNccl::Impl {
     aborted = true;
     failure = message;
     std::fprintf(stderr, "[trireme] %s; the NCCL communicator was aborted\n", message.c_str());
+    // First the peer all-reduce's waits on the stream pass (they are not NCCL's: the abort
+    // would not end them, and ncclCommAbort waits for the stream it shares with them).
+    if (peer) peer->release();
     if (comm) {
       cuda::DeviceGuard guard(device);
       ncclCommAbort(comm);  // also frees it
       comm = nullptr;
     }
-    if (peer) peer->release();  // the stream's waits for peers pass, as NCCL's kernels end
     for (auto& op : in_flight)
       if (!op->done && op->error.empty()) op->error = message;
     for (auto& op : queued) {
