@@ -261,6 +261,20 @@ std::unique_ptr<PeerAllReduce> PeerAllReduce::create(StoreClient& store, const O
     }
   }
   if (why.empty()) {
+    // Load the sum kernels now. CUDA loads a kernel at its first launch (lazy loading), and
+    // loading waits for the device to go idle: a first launch queued behind a wait for a peer
+    // that never comes would block the host inside the group's lock, so the watchdog could not
+    // abort the op (the tests' timeout and dead-peer cases hung this way).
+    char* base = impl->region[size_t(o.rank)];
+    for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
+      for (char* p : {base, base + dtype_size(d)}) {  // the 16-byte vector kernel, and the scalar one
+        const void* pair[2] = {p, p};
+        cuda_kernels::peer_sum(p, pair, 2, 1, d, false, nullptr);
+      }
+    }
+    if (cudaDeviceSynchronize() != cudaSuccess) why = str_cat("the sum kernel failed: ", cudaGetErrorString(cudaGetLastError()));
+  }
+  if (why.empty()) {
     impl->shm_name = str_cat("/trireme-peer-", ::getpid(), "-", std::hash<std::string>()(o.key_prefix) % 1000000007);
     impl->flags[size_t(o.rank)] = make_shared_flags(impl->shm_name, &why);
     if (!impl->flags[size_t(o.rank)]) impl->shm_name.clear();
