@@ -28,7 +28,9 @@ TEST_P(LayoutEquivalence, TwentyStepsMatchOneProcess) {
 
 INSTANTIATE_TEST_SUITE_P(Parallel, LayoutEquivalence,
                          ::testing::Values(std::pair{2, "dp2"}, std::pair{2, "dp2.nooverlap"}, std::pair{2, "tp2"},
-                                           std::pair{2, "tp2.chunks2"}, std::pair{4, "dp2.tp2"},
+                                           std::pair{2, "tp2.chunks2"}, std::pair{2, "tp2.interleave2"},
+                                           std::pair{2, "tp2.interleave2.drop"}, std::pair{4, "dp2.tp2.interleave2"},
+                                           std::pair{4, "dp2.tp2"},
                                            std::pair{4, "dp4"}, std::pair{4, "tp4"}, std::pair{2, "dp2.zero"},
                                            std::pair{4, "dp2.tp2.zero"}, std::pair{2, "dp2.mb2"},
                                            std::pair{2, "tp2.drop"}),

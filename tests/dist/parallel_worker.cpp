@@ -222,6 +222,7 @@ TrainLayout parse_layout(const std::string& s) {
     else if (part == "drop") t.dropout = 0.1;
     else if (part == "nooverlap") t.overlap = false;
     else if (part.rfind("chunks", 0) == 0) t.layout.tp_comm_chunks = std::stoi(part.substr(6));
+    else if (part.rfind("interleave", 0) == 0) t.layout.tp_interleave = std::stoi(part.substr(10));
     else TRIREME_FAIL("unknown layout part '", part, "' in ", s);
   }
   t.layout.bucket_bytes = 16 << 10;  // several buckets for this small model
@@ -281,6 +282,9 @@ Run train_parallel(const std::shared_ptr<dist::ProcessGroup>& world, const Train
     for (int m = 0; m < L.micro_batches; ++m) {
       auto [x, y] = batch(step, ctx.dp_rank() * local + m * micro, micro, kT, kV);
       reducer.prepare_backward(/*sync=*/m == L.micro_batches - 1);
+      // Where these rows sit in the step's batch, as the trainer says it (Note [dropout keyed by
+      // global sample]).
+      nn::GlobalRowScope rows(ctx.dp_rank() * local + m * micro);
       Tensor loss = model.loss(x, y) / double(L.micro_batches);
       loss.backward();
       loss_sum += loss.item();

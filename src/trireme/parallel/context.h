@@ -23,6 +23,7 @@ struct ParallelLayout {
   bool zero1 = false;              // shard optimizer state over dp (ZeRO stage 1)
   int64_t bucket_bytes = 25 << 20; // data-parallel gradient bucket size
   int tp_comm_chunks = 1;          // row-parallel GEMM + all-reduce in chunks (Note [row-parallel chunks])
+  int tp_interleave = 1;           // batch slices run in lockstep (Note [interleaved batch slices])
   int world_size() const { return dp * tp * pp; }
 };
 

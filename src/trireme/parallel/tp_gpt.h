@@ -39,10 +39,19 @@
 
 namespace trireme::parallel {
 
+// A sub-layer's output whose tensor-parallel sum is still running (RowParallelLinear::start).
+struct PendingSum {
+  Tensor partial;
+  dist::WorkPtr work;
+};
+
 class TensorParallelAttention : public nn::Module {
  public:
   TensorParallelAttention(int64_t d_model, int64_t n_head, bool bias, double dropout, TpGroup tp);
   Tensor forward(const Tensor& x);  // (B, T, d) replicated -> (B, T, d) replicated
+  // forward = finish(start(x)), with other work free to run between (RowParallelLinear::start).
+  PendingSum start(const Tensor& x);
+  Tensor finish(PendingSum& pending);
 
   int64_t d_model, n_head, n_head_local;
   std::shared_ptr<ColumnParallelLinear> c_attn;  // d -> 3d, this rank's q | k | v columns
@@ -54,6 +63,8 @@ class TensorParallelMLP : public nn::Module {
  public:
   TensorParallelMLP(int64_t d_model, bool bias, double dropout, GeluApprox gelu, TpGroup tp);
   Tensor forward(const Tensor& x);
+  PendingSum start(const Tensor& x);
+  Tensor finish(PendingSum& pending);
 
   GeluApprox gelu_approx;
   std::shared_ptr<ColumnParallelLinear> c_fc;  // d -> 4d
@@ -65,6 +76,10 @@ class TensorParallelDecoderLayer : public nn::Module {
  public:
   TensorParallelDecoderLayer(const models::GPTConfig& config, TpGroup tp);
   Tensor forward(const Tensor& x);
+  // The layer as two sub-layers (0: attention, 1: MLP), each started and finished apart:
+  // forward(x) = finish(1, h, start(1, h)) with h = finish(0, x, start(0, x)).
+  PendingSum start(int sub_layer, const Tensor& x);
+  Tensor finish(int sub_layer, const Tensor& x, PendingSum& pending);  // x + the sub-layer's output
 
   std::shared_ptr<nn::LayerNorm> ln_1;
   std::shared_ptr<TensorParallelAttention> attn;
@@ -115,6 +130,8 @@ class TensorParallelGPT : public nn::Module {
 
  private:
   void build(uint64_t seed);
+  Tensor blocks(const Tensor& x);              // the decoder layers, one after another
+  Tensor interleaved_blocks(const Tensor& x);  // Note [interleaved batch slices]
 
   models::GPTConfig config_;
   TpGroup tp_;

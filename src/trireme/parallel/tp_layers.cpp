@@ -94,12 +94,24 @@ void RowParallelLinear::reset_parameters(uint64_t seed) {
 }
 
 Tensor RowParallelLinear::forward(const Tensor& x) const {
+  if (tp.size == 1) return linear(x, weight, bias);  // nothing to sum: the bias in the GEMM's epilogue
+  dist::WorkPtr work;
+  Tensor y = start(x, work);
+  return finish(y, work);
+}
+
+Tensor RowParallelLinear::start(const Tensor& x, dist::WorkPtr& work) const {
   TRIREME_CHECK(x.dim() >= 1 && x.size(-1) == in_local, "RowParallelLinear: input ", x.sizes(),
                 " must end in this rank's ", in_local, " of ", in_features, " input features");
-  if (tp.size == 1) return linear(x, weight, bias);  // nothing to sum: the bias in the GEMM's epilogue
+  work = nullptr;
+  if (tp.size == 1) return linear(x, weight);
   const int64_t rows = x.numel() / in_local;
-  Tensor y = tp.comm_chunks > 1 && rows % tp.comm_chunks == 0 ? chunked_sum(x, rows)
-                                                               : reduce_from_tp_region_owned(linear(x, weight), tp);
+  if (tp.comm_chunks > 1 && rows % tp.comm_chunks == 0) return chunked_sum(x, rows);
+  return start_reduce_from_tp_region_owned(linear(x, weight), tp, work);
+}
+
+Tensor RowParallelLinear::finish(const Tensor& y, const dist::WorkPtr& work) const {
+  if (work) work->wait();
   return bias.defined() ? y + bias : y;  // the replicated bias once, after the sum
 }
 

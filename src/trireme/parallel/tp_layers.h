@@ -73,6 +73,15 @@ class RowParallelLinear : public TensorParallelModule {
                     DType dtype = DType::f32);
   // x (..., in_local), this rank's input columns -> (..., out) replicated.
   Tensor forward(const Tensor& x) const;
+  // forward in two parts, for callers that give the all-reduce other work to run beside:
+  // start() queues the GEMM and starts the sum of its output (work: null when nothing is
+  // communicated); finish() makes later work wait for the sum and adds the bias.
+  //   dist::WorkPtr w;
+  //   Tensor y = c_proj.start(x, w);   // y is being summed: do not read it yet
+  //   ...                              // other work
+  //   y = c_proj.finish(y, w);
+  Tensor start(const Tensor& x, dist::WorkPtr& work) const;
+  Tensor finish(const Tensor& y, const dist::WorkPtr& work) const;
   void reset_parameters(uint64_t seed) override;
 
   int64_t in_features, out_features, in_local;

@@ -14,7 +14,7 @@ using autograd::record;
 using autograd::TensorList;
 
 TpGroup TpGroup::of(const ParallelContext& ctx) {
-  return {ctx.tp_group(), ctx.layout().tp, ctx.tp_rank(), ctx.layout().tp_comm_chunks};
+  return {ctx.tp_group(), ctx.layout().tp, ctx.tp_rank(), ctx.layout().tp_comm_chunks, ctx.layout().tp_interleave};
 }
 
 namespace {

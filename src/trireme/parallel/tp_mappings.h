@@ -39,6 +39,9 @@ struct TpGroup {
   // Row-parallel outputs are computed and all-reduced in this many row chunks, so chunk k's
   // all-reduce runs while chunk k + 1's GEMM does (Note [row-parallel chunks]); 1: one piece.
   int comm_chunks = 1;
+  // TensorParallelGPT runs its blocks over this many batch slices in lockstep, so one slice's
+  // all-reduces run while another slice computes (Note [interleaved batch slices]); 1: off.
+  int interleave = 1;
   static TpGroup of(const ParallelContext& ctx);
   static TpGroup single() { return {}; }
 };
