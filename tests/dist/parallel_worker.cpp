@@ -223,6 +223,7 @@ TrainLayout parse_layout(const std::string& s) {
     else if (part == "nooverlap") t.overlap = false;
     else if (part.rfind("chunks", 0) == 0) t.layout.tp_comm_chunks = std::stoi(part.substr(6));
     else if (part.rfind("interleave", 0) == 0) t.layout.tp_interleave = std::stoi(part.substr(10));
+    else if (part == "sp") t.layout.sequence_parallel = true;
     else TRIREME_FAIL("unknown layout part '", part, "' in ", s);
   }
   t.layout.bucket_bytes = 16 << 10;  // several buckets for this small model

@@ -24,6 +24,7 @@ struct ParallelLayout {
   int64_t bucket_bytes = 25 << 20; // data-parallel gradient bucket size
   int tp_comm_chunks = 1;          // row-parallel GEMM + all-reduce in chunks (Note [row-parallel chunks])
   int tp_interleave = 1;           // batch slices run in lockstep (Note [interleaved batch slices])
+  bool sequence_parallel = false;  // shard activations outside tp regions by rows (Note [sequence parallelism])
   int world_size() const { return dp * tp * pp; }
 };
 

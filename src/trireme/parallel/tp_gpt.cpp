@@ -36,17 +36,17 @@ Tensor TensorParallelAttention::finish(PendingSum& p) {
   return resid_dropout->forward(c_proj->finish(p.partial, p.work));
 }
 
-PendingSum TensorParallelAttention::start(const Tensor& x) {
+PendingSum TensorParallelAttention::start(const Tensor& x, bool sp) {
   TRIREME_CHECK(x.dim() == 3 && x.size(2) == d_model, "TensorParallelAttention: expected input (B, T, ", d_model,
                 "), got ", x.sizes());
   const int64_t B = x.size(0), T = x.size(1), H = n_head_local, hd = d_model / n_head, C = H * hd;
-  Tensor qkv = c_attn->forward(x);  // (B, T, 3C): this rank's q | k | v
+  Tensor qkv = c_attn->forward(x, sp);  // (B, T, 3C): this rank's q | k | v
   const std::vector<Tensor> parts = split(qkv, C, 2);  // one node: one gradient buffer for q, k, v
   auto heads = [&](int64_t which) { return transpose(view(parts[size_t(which)], {B, T, H, hd}), 1, 2); };
   Tensor y = scaled_dot_product_attention(heads(0), heads(1), heads(2), /*causal=*/true);  // (B, H, T, hd)
   y = reshape(transpose(y, 1, 2), {B, T, C});
   PendingSum p;
-  p.partial = c_proj->start(y, p.work);
+  p.partial = c_proj->start(y, p.work, sp);
   return p;
 }
 
@@ -62,9 +62,9 @@ Tensor TensorParallelMLP::forward(const Tensor& x) {
   return finish(p);
 }
 
-PendingSum TensorParallelMLP::start(const Tensor& x) {
+PendingSum TensorParallelMLP::start(const Tensor& x, bool sp) {
   PendingSum p;
-  p.partial = c_proj->start(gelu(c_fc->forward(x), gelu_approx), p.work);
+  p.partial = c_proj->start(gelu(c_fc->forward(x, sp), gelu_approx), p.work, sp);
   return p;
 }
 
@@ -89,6 +89,23 @@ PendingSum TensorParallelDecoderLayer::start(int sub_layer, const Tensor& x) {
 
 Tensor TensorParallelDecoderLayer::finish(int sub_layer, const Tensor& x, PendingSum& pending) {
   return x + (sub_layer == 0 ? attn->finish(pending) : mlp->finish(pending));
+}
+
+Tensor TensorParallelDecoderLayer::forward_sp(const Tensor& x, int64_t B, int64_t T) {
+  const TpGroup& tp = attn->c_proj->tp;
+  const int64_t d = x.size(-1);
+  const std::vector<Tensor> p = sum_grads_over_tp(
+      {ln_1->weight, ln_1->bias, ln_2->weight, ln_2->bias, attn->c_proj->bias, mlp->c_proj->bias}, tp);
+  auto gathered = [&](const Tensor& rows) { return reshape(gather_rows_from_sp(rows, tp), {B, T, d}); };
+  // The sum scattered back to this rank's rows, then the bias and dropout on those rows.
+  auto output = [](PendingSum& s, const RowParallelLinear& proj, const Tensor& bias, nn::Dropout& drop) {
+    Tensor y = proj.finish(s.partial, s.work, /*add_bias=*/false);
+    return drop.forward(bias.defined() ? y + bias : y);
+  };
+  PendingSum a = attn->start(gathered(layer_norm(x, p[0], p[1], ln_1->eps)), /*sp=*/true);
+  Tensor h = x + output(a, *attn->c_proj, p[4], *attn->resid_dropout);
+  PendingSum m = mlp->start(gathered(layer_norm(h, p[2], p[3], ln_2->eps)), /*sp=*/true);
+  return h + output(m, *mlp->c_proj, p[5], *mlp->dropout);
 }
 
 TensorParallelTransformer::TensorParallelTransformer(const models::GPTConfig& c, TpGroup tp)
@@ -168,6 +185,8 @@ Tensor TensorParallelGPT::forward_local_logits(const Tensor& ids) {
   TRIREME_CHECK(T >= 1 && T <= config_.block_size, "TensorParallelGPT.forward: sequence length ", T,
                 " is outside [1, block_size = ", config_.block_size, "]");
   const Tensor& pos = positions_.get(T, ids.device());
+  // Gathered by sequence parallelism, whose backward sums the head's input gradient over tp.
+  if (auto hidden = sequence_parallel_hidden(ids, pos)) return linear(*hidden, lm_head_weight());
   Tensor x = transformer->wte->forward(ids) + transformer->wpe->forward(pos);
   x = transformer->drop->forward(x);
   x = transformer->ln_f->forward(interleaved_blocks(x));
@@ -219,6 +238,25 @@ Tensor TensorParallelGPT::interleaved_blocks(const Tensor& x) {
     }
   }
   return cat(h, 0);
+}
+
+std::optional<Tensor> TensorParallelGPT::sequence_parallel_hidden(const Tensor& ids, const Tensor& positions) {
+  const int64_t B = ids.size(0), T = ids.size(1), d = config_.d_model, n = B * T;
+  const auto outer_row = nn::GlobalRowScope::current();
+  const bool draws = is_training() && config_.dropout > 0;
+  if (!tp_.sequence_parallel || tp_.size == 1 || n % tp_.size != 0 || (draws && !outer_row)) return std::nullopt;
+  const int64_t rows = n / tp_.size, first = int64_t(tp_.rank) * rows;
+  // This rank's token rows: the lookup summed over tp straight into them, plus their positions.
+  const Tensor wpe = sum_grads_over_tp({transformer->wpe->weight}, tp_)[0];
+  Tensor tokens = reduce_scatter_rows_to_sp(reshape(transformer->wte->forward_partial(ids), {n, d}), tp_);
+  Tensor pos_all = reshape(contiguous(expand(unsqueeze(embedding(wpe, positions), 0), {B, T, d})), {n, d});
+  // Dropout over token rows: token j of the global batch is row outer_row T + j.
+  nn::GlobalRowScope token_rows(outer_row.value_or(0) * T + first);
+  Tensor x = transformer->drop->forward(tokens + narrow(pos_all, 0, first, rows));
+  for (const auto& layer : transformer->h->as<TensorParallelDecoderLayer>()) x = layer->forward_sp(x, B, T);
+  const std::vector<Tensor> ln_f = sum_grads_over_tp({transformer->ln_f->weight, transformer->ln_f->bias}, tp_);
+  x = layer_norm(x, ln_f[0], ln_f[1], transformer->ln_f->eps);
+  return reshape(gather_rows_from_sp(x, tp_), {B, T, d});
 }
 
 Tensor TensorParallelGPT::loss(const Tensor& ids, const Tensor& targets) {

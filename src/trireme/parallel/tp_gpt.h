@@ -12,6 +12,26 @@
 // full (B, T, V) logits never exist. n_head must be divisible by tp; a vocabulary that tp does not
 // divide is padded with zero rows that never win and never change the loss.
 //
+// Note [sequence parallelism]
+// Between the tensor-parallel regions (the layer norms, residual adds, dropouts and the
+// row-parallel biases) every rank holds the same (B, T, d) activations and does the same work:
+// at tp=2 on GPT 1.3B that work does not halve and is most of what keeps rank 0's shard from
+// half of one GPU's step (docs/STATUS.md). With ParallelLayout::sequence_parallel each rank
+// holds only its rows (tokens) [r n/tp, (r+1) n/tp) of the n = B T rows there, and the
+// regions' all-reduces split in two (Megatron-LM's sequence parallelism, over flattened tokens):
+//   LN(x_r) -> all-gather rows -> column-parallel ... row-parallel GEMM -> reduce-scatter rows
+//   -> + bias -> dropout -> + x_r
+// The same bytes move (an all-reduce is a reduce-scatter then an all-gather). The gather's
+// backward is a reduce-scatter, which already sums the column-parallel input gradient, so that
+// layer skips its backward all-reduce. Parameters used on a rank's rows only (layer norms,
+// row-parallel biases, the position embedding) get partial gradients; sum_grads_over_tp sums
+// each layer's in one all-reduce inside the backward, before any data-parallel hook sees them.
+// Dropout draws each token's element from its place in the global batch (a GlobalRowScope in
+// token rows), so the masks are the single process's. The embedding's lookup is reduce-
+// scattered straight into rows; the head gathers the final rows and is unchanged.
+// It applies when tp > 1 and tp divides B T, and (for dropout's counter) either the model is
+// not drawing or the caller gave a GlobalRowScope; otherwise the replicated path runs.
+//
 // Every shard is initialised as its slice of the single-process GPT's parameter (same seed,
 // same names), so before the first step the model equals models::GPT(config, seed) whatever the
 // layout. Dropout layers sit on replicated tensors (after the row-parallel all-reduces), where
@@ -26,6 +46,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 
@@ -50,7 +71,8 @@ class TensorParallelAttention : public nn::Module {
   TensorParallelAttention(int64_t d_model, int64_t n_head, bool bias, double dropout, TpGroup tp);
   Tensor forward(const Tensor& x);  // (B, T, d) replicated -> (B, T, d) replicated
   // forward = finish(start(x)), with other work free to run between (RowParallelLinear::start).
-  PendingSum start(const Tensor& x);
+  // sp: x was gathered from sequence-parallel rows and the sum is scattered back to them.
+  PendingSum start(const Tensor& x, bool sp = false);
   Tensor finish(PendingSum& pending);
 
   int64_t d_model, n_head, n_head_local;
@@ -63,7 +85,7 @@ class TensorParallelMLP : public nn::Module {
  public:
   TensorParallelMLP(int64_t d_model, bool bias, double dropout, GeluApprox gelu, TpGroup tp);
   Tensor forward(const Tensor& x);
-  PendingSum start(const Tensor& x);
+  PendingSum start(const Tensor& x, bool sp = false);
   Tensor finish(PendingSum& pending);
 
   GeluApprox gelu_approx;
@@ -80,6 +102,9 @@ class TensorParallelDecoderLayer : public nn::Module {
   // forward(x) = finish(1, h, start(1, h)) with h = finish(0, x, start(0, x)).
   PendingSum start(int sub_layer, const Tensor& x);
   Tensor finish(int sub_layer, const Tensor& x, PendingSum& pending);  // x + the sub-layer's output
+  // The layer under sequence parallelism (Note [sequence parallelism]): x is this rank's rows
+  // (B T / tp, d) of the (B, T, d) activations, and so is the result.
+  Tensor forward_sp(const Tensor& x, int64_t B, int64_t T);
 
   std::shared_ptr<nn::LayerNorm> ln_1;
   std::shared_ptr<TensorParallelAttention> attn;
@@ -132,6 +157,9 @@ class TensorParallelGPT : public nn::Module {
   void build(uint64_t seed);
   Tensor blocks(const Tensor& x);              // the decoder layers, one after another
   Tensor interleaved_blocks(const Tensor& x);  // Note [interleaved batch slices]
+  // ids (B, T) -> the final layer norm's output (B, T, d), gathered, computed under sequence
+  // parallelism; nullopt when it does not apply (then the replicated path runs).
+  std::optional<Tensor> sequence_parallel_hidden(const Tensor& ids, const Tensor& positions);
 
   models::GPTConfig config_;
   TpGroup tp_;

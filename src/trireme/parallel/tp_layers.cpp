@@ -69,8 +69,8 @@ void ColumnParallelLinear::reset_parameters(uint64_t seed) {
 // linear(copy_to_tp_region(x), W_r, b_r), with copy_to_tp_region's backward (the all-reduce of
 // dL/dx) started as soon as linear's backward has dL/dx and finished after dL/dW_r is queued: the
 // communication overlaps the weight-gradient GEMM.
-Tensor ColumnParallelLinear::forward(const Tensor& x) const {
-  if (tp.size == 1) return linear(x, weight, bias);
+Tensor ColumnParallelLinear::forward(const Tensor& x, bool rows_gathered) const {
+  if (tp.size == 1 || rows_gathered) return linear(x, weight, bias);
   return linear(x, weight, bias, tp_grad_input_all_reduce(tp));
 }
 
@@ -100,19 +100,20 @@ Tensor RowParallelLinear::forward(const Tensor& x) const {
   return finish(y, work);
 }
 
-Tensor RowParallelLinear::start(const Tensor& x, dist::WorkPtr& work) const {
+Tensor RowParallelLinear::start(const Tensor& x, dist::WorkPtr& work, bool scatter_rows) const {
   TRIREME_CHECK(x.dim() >= 1 && x.size(-1) == in_local, "RowParallelLinear: input ", x.sizes(),
                 " must end in this rank's ", in_local, " of ", in_features, " input features");
   work = nullptr;
   if (tp.size == 1) return linear(x, weight);
   const int64_t rows = x.numel() / in_local;
+  if (scatter_rows) return start_reduce_scatter_rows_to_sp(reshape(linear(x, weight), {rows, out_features}), tp, work);
   if (tp.comm_chunks > 1 && rows % tp.comm_chunks == 0) return chunked_sum(x, rows);
   return start_reduce_from_tp_region_owned(linear(x, weight), tp, work);
 }
 
-Tensor RowParallelLinear::finish(const Tensor& y, const dist::WorkPtr& work) const {
+Tensor RowParallelLinear::finish(const Tensor& y, const dist::WorkPtr& work, bool add_bias) const {
   if (work) work->wait();
-  return bias.defined() ? y + bias : y;  // the replicated bias once, after the sum
+  return bias.defined() && add_bias ? y + bias : y;  // the replicated bias once, after the sum
 }
 
 // Note [row-parallel chunks]: the all-reduce that ends a row-parallel layer sits on the forward's
@@ -155,6 +156,11 @@ void VocabParallelEmbedding::reset_parameters(uint64_t seed) {
 }
 
 Tensor VocabParallelEmbedding::forward(const Tensor& ids) const {
+  if (tp.size == 1) return embedding(weight, ids);
+  return reduce_from_tp_region(forward_partial(ids), tp);
+}
+
+Tensor VocabParallelEmbedding::forward_partial(const Tensor& ids) const {
   TRIREME_CHECK(ids.dtype() == DType::i64 || ids.dtype() == DType::i32,
                 "VocabParallelEmbedding: ids must be integers, got ", ids.str());
   if (tp.size == 1) return embedding(weight, ids);
@@ -162,8 +168,7 @@ Tensor VocabParallelEmbedding::forward(const Tensor& ids) const {
   // Ids this rank does not own look up row 0 and are then zeroed.
   Tensor mine = mul(to_dtype(gt(local, -1.0), weight.dtype()), to_dtype(lt(local, double(vocab_real)), weight.dtype()));
   Tensor safe = where(gt(mine, 0.0), local, zeros_like(local));
-  Tensor rows = embedding(weight, safe) * unsqueeze(mine, -1);
-  return reduce_from_tp_region(rows, tp);
+  return embedding(weight, safe) * unsqueeze(mine, -1);
 }
 
 // ---- vocab-parallel cross-entropy: parallel/vocab_parallel_loss.cpp ----

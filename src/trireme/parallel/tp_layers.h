@@ -57,7 +57,9 @@ class ColumnParallelLinear : public TensorParallelModule {
  public:
   ColumnParallelLinear(int64_t in_features, int64_t out_features, TpGroup tp, ColumnParallelOptions options = {});
   // x (..., in) replicated -> (..., out_local): this rank's output columns (not gathered).
-  Tensor forward(const Tensor& x) const;
+  // rows_gathered: x came from gather_rows_from_sp (sequence parallelism), whose backward
+  // already sums the input gradient over the group, so this layer's backward does not.
+  Tensor forward(const Tensor& x, bool rows_gathered = false) const;
   // nn::Linear's default, U(-1/sqrt(in), 1/sqrt(in)), drawn for the full parameter.
   void reset_parameters(uint64_t seed) override;
 
@@ -80,8 +82,11 @@ class RowParallelLinear : public TensorParallelModule {
   //   Tensor y = c_proj.start(x, w);   // y is being summed: do not read it yet
   //   ...                              // other work
   //   y = c_proj.finish(y, w);
-  Tensor start(const Tensor& x, dist::WorkPtr& work) const;
-  Tensor finish(const Tensor& y, const dist::WorkPtr& work) const;
+  // scatter_rows (sequence parallelism): the sum is a reduce-scatter over the rows of x viewed
+  // as (rows, out), and finish() leaves the bias to the caller, since on a rank's rows only
+  // its gradient is partial (sum_grads_over_tp).
+  Tensor start(const Tensor& x, dist::WorkPtr& work, bool scatter_rows = false) const;
+  Tensor finish(const Tensor& y, const dist::WorkPtr& work, bool add_bias = true) const;
   void reset_parameters(uint64_t seed) override;
 
   int64_t in_features, out_features, in_local;
@@ -101,6 +106,8 @@ class VocabParallelEmbedding : public TensorParallelModule {
  public:
   VocabParallelEmbedding(int64_t num_embeddings, int64_t dim, TpGroup tp, DType dtype = DType::f32);
   Tensor forward(const Tensor& ids) const;  // (...) integer -> (..., dim) replicated
+  // This rank's part of forward before the sum over the group: its own rows, zeros elsewhere.
+  Tensor forward_partial(const Tensor& ids) const;
   void reset_parameters(uint64_t seed) override;  // N(0, 1) as nn::Embedding
 
   int64_t num_embeddings, dim;

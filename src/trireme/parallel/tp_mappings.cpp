@@ -4,6 +4,7 @@
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/autograd/node.h"
 #include "trireme/ops/copy.h"
+#include "trireme/ops/factory.h"
 #include "trireme/ops/view.h"
 #include "trireme/parallel/context.h"
 
@@ -14,7 +15,8 @@ using autograd::record;
 using autograd::TensorList;
 
 TpGroup TpGroup::of(const ParallelContext& ctx) {
-  return {ctx.tp_group(), ctx.layout().tp, ctx.tp_rank(), ctx.layout().tp_comm_chunks, ctx.layout().tp_interleave};
+  const ParallelLayout& L = ctx.layout();
+  return {ctx.tp_group(), L.tp, ctx.tp_rank(), L.tp_comm_chunks, L.tp_interleave, L.sequence_parallel};
 }
 
 namespace {
@@ -133,6 +135,106 @@ Tensor gather_from_tp_region(const Tensor& x, const TpGroup& tp) {
     });
   }
   return y;
+}
+
+// ---- sequence parallelism ----
+
+namespace {
+
+Shape with_rows(Shape s, int64_t rows) {
+  s[0] = rows;
+  return s;
+}
+
+// x (n/size, ...) -> (n, ...), every rank's rows in rank order (no autograd).
+Tensor gathered_rows(const Tensor& x, const TpGroup& tp, const char* op) {
+  NoGradGuard no_grad;
+  Tensor in = contiguous(x.detach());
+  Tensor out = Tensor::empty(with_rows(in.sizes(), in.size(0) * tp.size), in.dtype(), in.device());
+  group_of(tp, op).all_gather(out, in)->wait();
+  return out;
+}
+
+// x (n, ...) -> this rank's rows of the sum over the group (no autograd); the sum is started,
+// `work` says when it is done.
+Tensor scattered_rows(const Tensor& x, const TpGroup& tp, const char* op, dist::WorkPtr& work) {
+  NoGradGuard no_grad;
+  TRIREME_CHECK(x.dim() >= 1 && x.size(0) % tp.size == 0, op, ": ", x.size(0),
+                " rows are not divisible by the tensor-parallel size ", tp.size);
+  Tensor in = contiguous(x.detach());
+  Tensor out = Tensor::empty(with_rows(in.sizes(), in.size(0) / tp.size), in.dtype(), in.device());
+  work = group_of(tp, op).reduce_scatter(out, in);
+  return out;
+}
+
+}  // namespace
+
+Tensor gather_rows_from_sp(const Tensor& x, const TpGroup& tp) {
+  if (!active(tp)) return x;
+  TRIREME_CHECK(x.dim() >= 1, "gather_rows_from_sp: needs a tensor with rows, got ", x.str());
+  Tensor y = gathered_rows(x, tp, "gather_rows_from_sp");
+  if (any_requires_grad({&x})) {
+    record("gather_rows_from_sp", {&x}, {&y}, [tp](const TensorList& g) -> TensorList {
+      dist::WorkPtr work;
+      Tensor mine = scattered_rows(g[0], tp, "gather_rows_from_sp backward", work);
+      work->wait();
+      return {mine};
+    });
+  }
+  return y;
+}
+
+Tensor start_reduce_scatter_rows_to_sp(const Tensor& x, const TpGroup& tp, dist::WorkPtr& work) {
+  work = nullptr;
+  if (!active(tp)) return x;
+  Tensor y = scattered_rows(x, tp, "reduce_scatter_rows_to_sp", work);
+  if (any_requires_grad({&x})) {
+    record("reduce_scatter_rows_to_sp", {&x}, {&y}, [tp](const TensorList& g) -> TensorList {
+      return {gathered_rows(g[0], tp, "reduce_scatter_rows_to_sp backward")};
+    });
+  }
+  return y;
+}
+
+Tensor reduce_scatter_rows_to_sp(const Tensor& x, const TpGroup& tp) {
+  dist::WorkPtr work;
+  Tensor y = start_reduce_scatter_rows_to_sp(x, tp, work);
+  if (work) work->wait();
+  return y;
+}
+
+std::vector<Tensor> sum_grads_over_tp(const std::vector<Tensor>& params, const TpGroup& tp) {
+  if (!active(tp)) return params;
+  std::vector<Tensor> out(params.size()), ins;
+  std::vector<Tensor*> outs;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!params[i].defined()) continue;
+    out[i] = params[i].detach();  // an alias with its own autograd record
+    ins.push_back(params[i]);
+    outs.push_back(&out[i]);
+  }
+  if (ins.empty() || !any_requires_grad(ins)) return out;
+  record("sum_grads_over_tp", ins, outs, [tp](const TensorList& g) -> TensorList {
+    // One all-reduce for all of them: pack, sum, unpack. A gradient that did not flow is zero.
+    NoGradGuard no_grad;
+    std::vector<Tensor> flat;
+    const Tensor* any = nullptr;
+    for (const Tensor& t : g)
+      if (t.defined()) any = &t;
+    TRIREME_CHECK(any != nullptr, "sum_grads_over_tp: no gradient arrived");
+    for (const Tensor& t : g) flat.push_back(reshape(t.defined() ? contiguous(t) : zeros_like(*any), {-1}));
+    Tensor packed = cat(flat, 0);
+    group_of(tp, "sum_grads_over_tp").all_reduce(packed)->wait();
+    TensorList result;
+    int64_t at = 0;
+    for (size_t k = 0; k < g.size(); ++k) {
+      const int64_t n = flat[k].numel();
+      result.push_back(reshape(narrow(packed, 0, at, n), g[k].defined() ? g[k].sizes() : any->sizes()));
+      at += n;
+    }
+    return result;
+  });
+  return out;
 }
 
 std::function<std::function<void()>(Tensor&)> tp_grad_input_all_reduce(const TpGroup& tp) {

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <functional>
+#include <vector>
 
 #include "trireme/core/tensor.h"
 #include "trireme/dist/process_group.h"
@@ -42,6 +43,9 @@ struct TpGroup {
   // TensorParallelGPT runs its blocks over this many batch slices in lockstep, so one slice's
   // all-reduces run while another slice computes (Note [interleaved batch slices]); 1: off.
   int interleave = 1;
+  // Activations outside the tensor-parallel regions are sharded by rows (tokens) over the group
+  // instead of replicated (Note [sequence parallelism], tp_gpt.h).
+  bool sequence_parallel = false;
   static TpGroup of(const ParallelContext& ctx);
   static TpGroup single() { return {}; }
 };
@@ -58,6 +62,22 @@ Tensor start_reduce_from_tp_region_owned(const Tensor& x, const TpGroup& tp, dis
 Tensor scatter_to_tp_region(const Tensor& x, const TpGroup& tp);
 // x (..., m) -> (..., m * size): every rank's chunk concatenated along the last dim in rank order.
 Tensor gather_from_tp_region(const Tensor& x, const TpGroup& tp);
+
+// Sequence parallelism's conjugate pair (Note [sequence parallelism], tp_gpt.h), over the rows
+// (first dim) of a contiguous tensor, rank r's rows being [r n/size, (r+1) n/size):
+// x (n/size, ...) -> (n, ...) every rank's rows in rank order; backward: the gradient summed
+// over the group and this rank's rows kept (reduce-scatter).
+Tensor gather_rows_from_sp(const Tensor& x, const TpGroup& tp);
+// x (n, ...) partial sums -> (n/size, ...) this rank's rows of the sum over the group; backward:
+// the gradient's rows gathered from every rank. n must be divisible by the group size. The
+// start_ form returns before the sum is done (wait `work` before reading the result).
+Tensor reduce_scatter_rows_to_sp(const Tensor& x, const TpGroup& tp);
+Tensor start_reduce_scatter_rows_to_sp(const Tensor& x, const TpGroup& tp, dist::WorkPtr& work);
+// Replicated parameters used on a rank's rows only (layer norms, biases, position embeddings
+// under sequence parallelism) get partial gradients: the aliases returned here (same values)
+// sum their gradients over the group in one all-reduce, in the backward, before the gradients
+// reach the parameters (and any data-parallel reducer's hooks). Undefined tensors pass through.
+std::vector<Tensor> sum_grads_over_tp(const std::vector<Tensor>& params, const TpGroup& tp);
 
 // In place: t = sum over the tp group (no autograd). For layers and losses that reduce
 // statistics (max, sum of exponentials) inside their own forward.
