@@ -65,7 +65,7 @@ int usage(const std::string& why) {
                "gpt_parallel_step: %s\n"
                "usage: gpt_parallel_step [--model tiny|gpt2-124m|gpt-1.3b] [--batch B (per dp rank)] [--dp N] "
                "[--tp N | --tp-alone N] [--device cpu|cuda] [--dtype f32|bf16] [--warmup 3] [--iters 10] "
-               "[--bucket-mb 25] [--no-overlap 0|1] [--tp-chunks 1] [--tp-interleave 1] [--phases 0]\n",
+               "[--bucket-mb 25] [--no-overlap 0|1] [--tp-chunks 1] [--tp-interleave 1] [--sp 0|1] [--phases 0]\n",
                why.c_str());
   return 2;
 }
@@ -149,6 +149,7 @@ int main(int argc, char** argv) {
   bool overlap = true;  // --no-overlap 1: every dp bucket launched after the backward pass
   int tp_chunks = 1;     // --tp-chunks N: row-parallel GEMM + all-reduce in N chunks
   int tp_interleave = 1;  // --tp-interleave S: blocks over S batch slices in lockstep
+  bool sp = false;        // --sp 1: sequence parallelism (Note [sequence parallelism])
   for (int i = 1; i < argc; i += 2) {
     const std::string k = argv[i];
     if (i + 1 >= argc) return usage("flag " + k + " needs a value");
@@ -165,6 +166,7 @@ int main(int argc, char** argv) {
     else if (k == "--no-overlap") overlap = std::atoi(v) == 0;
     else if (k == "--tp-chunks") tp_chunks = std::atoi(v);
     else if (k == "--tp-interleave") tp_interleave = std::atoi(v);
+    else if (k == "--sp") sp = std::atoi(v) != 0;
     else if (k == "--phases") phases = std::atoll(v);
     else if (k == "--tp-alone") tp_alone = std::atoll(v);
     else return usage("unknown flag " + k);
@@ -195,7 +197,7 @@ int main(int argc, char** argv) {
 
   const parallel::ParallelLayout layout{
       .dp = int(dp), .tp = int(tp), .bucket_bytes = int64_t(bucket_mb * (1 << 20)), .tp_comm_chunks = tp_chunks,
-      .tp_interleave = tp_interleave};
+      .tp_interleave = tp_interleave, .sequence_parallel = sp};
   std::shared_ptr<dist::ProcessGroup> world;
   std::unique_ptr<parallel::ParallelContext> ctx;
   if (env.world_size == 1) {
@@ -212,7 +214,7 @@ int main(int argc, char** argv) {
   std::shared_ptr<parallel::TensorParallelGPT> gpt;
   if (tp_alone) {
     skipped = std::make_unique<SkippedCollectives>(int(tp_alone));
-    gpt = std::make_shared<parallel::TensorParallelGPT>(cfg, parallel::TpGroup{skipped.get(), int(tp_alone), 0, tp_chunks, tp_interleave},
+    gpt = std::make_shared<parallel::TensorParallelGPT>(cfg, parallel::TpGroup{skipped.get(), int(tp_alone), 0, tp_chunks, tp_interleave, sp},
                                                         /*seed=*/0);
   } else {
     gpt = std::make_shared<parallel::TensorParallelGPT>(cfg, *ctx, /*seed=*/0);

@@ -169,6 +169,11 @@ TEST_F(ParallelTrainer, DataParallelMatchesOneProcess) {
 TEST_F(ParallelTrainer, TensorParallelMatchesOneProcess) {
   expect_matches_single("tp2", "--nproc 2 --set parallel.tp=2");
 }
+// Note [sequence parallelism]: the same training, activations sharded by tokens.
+TEST_F(ParallelTrainer, SequenceParallelMatchesOneProcess) {
+  expect_matches_single("tp2_sp", "--nproc 2 --set parallel.tp=2 --set parallel.sequence_parallel=true");
+}
+
 TEST_F(ParallelTrainer, PipelineMatchesOneProcess) {
   expect_matches_single("pp2", "--nproc 2 --set parallel.pp=2 --set parallel.micro_batches=4 --set parallel.schedule=1f1b");
 }
@@ -209,6 +214,7 @@ TEST_F(ParallelTrainer, DropoutRunsMatchOneProcessPerStep) {
   EXPECT_GT(moved, 3e-4);
   expect_matches_single("dp2_dropout", "--nproc 2 --set parallel.dp=2", true);
   expect_matches_single("tp2_dropout", "--nproc 2 --set parallel.tp=2", true);
+  expect_matches_single("tp2_sp_dropout", "--nproc 2 --set parallel.tp=2 --set parallel.sequence_parallel=true", true);
   expect_matches_single("pp2_gpipe_dropout",
                         "--nproc 2 --set parallel.pp=2 --set parallel.micro_batches=4 --set parallel.schedule=gpipe", true);
   expect_matches_single("pp2_1f1b_dropout",

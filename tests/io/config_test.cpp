@@ -111,6 +111,11 @@ TEST(Config, ParallelSectionIsCheckedAgainstTheModelAndBatch) {
                   "train.batch_size: expected a multiple of parallel.dp x parallel.micro_batches = 2 x 3 = 6");
   EXPECT_CONTAINS(config_error("[optim]\nname = \"sgd\"\n[parallel]\ndp = 2\nzero = true\n"),
                   "parallel.zero: ZeRO-1 shards AdamW's state, but optim.name = \"sgd\"");
+  EXPECT_TRUE(Config::parse("[parallel]\ntp = 2\nsequence_parallel = true\n").resolve().parallel.sequence_parallel);
+  EXPECT_CONTAINS(config_error("[parallel]\nsequence_parallel = true\n"),
+                  "parallel.sequence_parallel: shards activations over the tensor-parallel ranks, but parallel.tp = 1");
+  EXPECT_CONTAINS(config_error("[parallel]\ntp = 2\npp = 2\nsequence_parallel = true\n"),
+                  "parallel.sequence_parallel: pipeline stages do not shard their activations yet, but parallel.pp = 2");
   // Tensor parallelism inside pipeline stages is a layout like any other.
   EXPECT_EQ(Config::parse("[parallel]\ntp = 2\npp = 2\n").resolve().parallel.world_size(), 4);
   EXPECT_CONTAINS(config_error("[parallel]\npp = 2\nvirtual_stages = 2\n"),

@@ -246,6 +246,10 @@ std::vector<ConfigKey> build_schema() {
                field(&T::parallel, &ParallelConfig::zero)),
       float_key("parallel.bucket_mb", 25.0, above(0), "data-parallel gradient bucket size in MiB",
                 field(&T::parallel, &ParallelConfig::bucket_mb)),
+      bool_key("parallel.sequence_parallel", false,
+               "tp > 1, pp = 1: shard the layer norms, residual adds and dropouts by tokens over tp "
+               "(less memory and replicated work; the same training)",
+               field(&T::parallel, &ParallelConfig::sequence_parallel)),
   };
 }
 
@@ -304,6 +308,17 @@ const std::vector<CrossCheck>& cross_checks() {
                              " x ", m, " = ", dp * m, " (every dp rank splits its batch_size / dp sequences into ",
                              "equal micro-batches), got ", b, " (the next multiple is ", (b / (dp * m) + 1) * dp * m,
                              "); change train.batch_size, parallel.dp or parallel.micro_batches");
+      },
+      [](const Config& c) -> std::string {
+        if (!c.get_bool("parallel.sequence_parallel")) return "";
+        if (c.get_int("parallel.tp") < 2)
+          return "parallel.sequence_parallel: shards activations over the tensor-parallel ranks, but parallel.tp = 1; "
+                 "set parallel.tp >= 2 or parallel.sequence_parallel = false";
+        if (c.get_int("parallel.pp") > 1)
+          return str_cat("parallel.sequence_parallel: pipeline stages do not shard their activations yet, but ",
+                         "parallel.pp = ", c.get_int("parallel.pp"), "; set parallel.pp = 1 or ",
+                         "parallel.sequence_parallel = false");
+        return "";
       },
       [](const Config& c) -> std::string {
         if (!c.get_bool("parallel.zero")) return "";

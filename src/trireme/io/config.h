@@ -78,6 +78,7 @@ struct ParallelConfig {
   int64_t virtual_stages = 1;  // model chunks per pipeline rank (interleaved only)
   bool zero = false;           // ZeRO-1: shard AdamW's state over dp
   double bucket_mb = 25;       // data-parallel gradient bucket size
+  bool sequence_parallel = false;  // tp > 1: shard activations between tp regions by tokens
   int64_t world_size() const { return dp * tp * pp; }
   std::string describe() const;  // "dp=2 tp=1 pp=2"
 };

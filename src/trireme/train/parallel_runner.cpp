@@ -31,7 +31,8 @@ parallel::ParallelLayout parallel_layout(const io::ParallelConfig& p) {
           .schedule = p.schedule,
           .virtual_stages = int(p.virtual_stages),
           .zero1 = p.zero,
-          .bucket_bytes = std::max<int64_t>(1, int64_t(p.bucket_mb * double(1 << 20)))};
+          .bucket_bytes = std::max<int64_t>(1, int64_t(p.bucket_mb * double(1 << 20))),
+          .sequence_parallel = p.sequence_parallel};
 }
 
 std::shared_ptr<ParallelJob> ParallelJob::connect(const io::ParallelConfig& config, const dist::DistEnv& env,
@@ -74,7 +75,7 @@ namespace {
 
 nlohmann::json layout_json_of(const io::ParallelConfig& p) {
   return {{"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"virtual_stages", p.schedule == "interleaved" ? p.virtual_stages : 1},
-          {"zero", p.zero}};
+          {"zero", p.zero}, {"sequence_parallel", p.sequence_parallel}};
 }
 
 // x averaged over `group` (a double, as f64 so the mean of the losses does not round to f32).
@@ -99,6 +100,7 @@ class ParallelRunnerBase : public StepRunner {
     std::string extra = str_cat(", micro_batches=", p.micro_batches);
     if (p.pp > 1) extra += str_cat(", schedule ", p.schedule, p.schedule == "interleaved" ? str_cat(" x", p.virtual_stages) : "");
     if (p.zero) extra += ", ZeRO-1";
+    if (p.sequence_parallel) extra += ", sequence parallel";
     return str_cat(job_->ctx->world_size(), " processes (", p.describe(), extra, "); this is ", job_->ctx->describe());
   }
   nlohmann::json layout_json() const override { return layout_json_of(cfg_.parallel); }
