@@ -92,6 +92,17 @@ const Tensor& PositionCache::get(int64_t T, Device device) {
   return positions_;
 }
 
+const Tensor& PositionCache::rows(int64_t first, int64_t count, int64_t T, Device device) {
+  if (!rows_.defined() || rows_first_ != first || rows_T_ != T || rows_.size(0) != count || rows_.device() != device) {
+    std::vector<int64_t> p(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) p[static_cast<size_t>(i)] = (first + i) % T;
+    rows_ = from_vector(p, {count}, device);
+    rows_first_ = first;
+    rows_T_ = T;
+  }
+  return rows_;
+}
+
 Tensor GPT::forward(const Tensor& ids) {
   TRIREME_CHECK(ids.dim() == 2 && (ids.dtype() == DType::i64 || ids.dtype() == DType::i32),
                 "GPT.forward: ids must be (B, T) integers, got ", ids.str());

@@ -68,9 +68,14 @@ class GPTTransformer : public nn::Module {
 class PositionCache {
  public:
   const Tensor& get(int64_t T, Device device);
+  // The positions of token rows [first, first + count) of a batch of length-T sequences laid out
+  // one after another ((first + i) mod T): a sequence-parallel rank's rows.
+  const Tensor& rows(int64_t first, int64_t count, int64_t T, Device device);
 
  private:
   Tensor positions_;
+  Tensor rows_;
+  int64_t rows_first_ = -1, rows_T_ = -1;
 };
 
 class GPT : public nn::Module {

@@ -186,7 +186,7 @@ Tensor TensorParallelGPT::forward_local_logits(const Tensor& ids) {
                 " is outside [1, block_size = ", config_.block_size, "]");
   const Tensor& pos = positions_.get(T, ids.device());
   // Gathered by sequence parallelism, whose backward sums the head's input gradient over tp.
-  if (auto hidden = sequence_parallel_hidden(ids, pos)) return linear(*hidden, lm_head_weight());
+  if (auto hidden = sequence_parallel_hidden(ids)) return linear(*hidden, lm_head_weight());
   Tensor x = transformer->wte->forward(ids) + transformer->wpe->forward(pos);
   x = transformer->drop->forward(x);
   x = transformer->ln_f->forward(interleaved_blocks(x));
@@ -240,7 +240,7 @@ Tensor TensorParallelGPT::interleaved_blocks(const Tensor& x) {
   return cat(h, 0);
 }
 
-std::optional<Tensor> TensorParallelGPT::sequence_parallel_hidden(const Tensor& ids, const Tensor& positions) {
+std::optional<Tensor> TensorParallelGPT::sequence_parallel_hidden(const Tensor& ids) {
   const int64_t B = ids.size(0), T = ids.size(1), d = config_.d_model, n = B * T;
   const auto outer_row = nn::GlobalRowScope::current();
   const bool draws = is_training() && config_.dropout > 0;
@@ -249,10 +249,10 @@ std::optional<Tensor> TensorParallelGPT::sequence_parallel_hidden(const Tensor& 
   // This rank's token rows: the lookup summed over tp straight into them, plus their positions.
   const Tensor wpe = sum_grads_over_tp({transformer->wpe->weight}, tp_)[0];
   Tensor tokens = reduce_scatter_rows_to_sp(reshape(transformer->wte->forward_partial(ids), {n, d}), tp_);
-  Tensor pos_all = reshape(contiguous(expand(unsqueeze(embedding(wpe, positions), 0), {B, T, d})), {n, d});
+  Tensor pos = embedding(wpe, positions_.rows(first, rows, T, ids.device()));
   // Dropout over token rows: token j of the global batch is row outer_row T + j.
   nn::GlobalRowScope token_rows(outer_row.value_or(0) * T + first);
-  Tensor x = transformer->drop->forward(tokens + narrow(pos_all, 0, first, rows));
+  Tensor x = transformer->drop->forward(tokens + pos);
   for (const auto& layer : transformer->h->as<TensorParallelDecoderLayer>()) x = layer->forward_sp(x, B, T);
   const std::vector<Tensor> ln_f = sum_grads_over_tp({transformer->ln_f->weight, transformer->ln_f->bias}, tp_);
   x = layer_norm(x, ln_f[0], ln_f[1], transformer->ln_f->eps);

@@ -159,7 +159,7 @@ class TensorParallelGPT : public nn::Module {
   Tensor interleaved_blocks(const Tensor& x);  // Note [interleaved batch slices]
   // ids (B, T) -> the final layer norm's output (B, T, d), gathered, computed under sequence
   // parallelism; nullopt when it does not apply (then the replicated path runs).
-  std::optional<Tensor> sequence_parallel_hidden(const Tensor& ids, const Tensor& positions);
+  std::optional<Tensor> sequence_parallel_hidden(const Tensor& ids);
 
   models::GPTConfig config_;
   TpGroup tp_;
