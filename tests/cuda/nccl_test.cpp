@@ -41,7 +41,8 @@ TEST(Nccl, CollectivesMatchClosedFormAnswersForEveryDtype) {
   EXPECT_EQ(r.exit_code, 0) << r.message << "\n" << all_logs(r, 2);
 }
 
-// Note [peer all-reduce]: sums and averages through the copy engines equal NCCL's, bit for bit.
+// Note [peer all-reduce]: sums and averages through the copy engines equal NCCL's, bit for bit,
+// and so do its reduce-scatter and all-gather (TRIREME_PEER_RS_AG=1).
 TEST(Nccl, PeerAllReduceGivesNcclsBits) {
   TRIREME_REQUIRE_NCCL_AND_TWO_GPUS();
   LaunchResult r = run_worker("peer_all_reduce");

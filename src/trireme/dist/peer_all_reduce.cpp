@@ -390,37 +390,94 @@ bool PeerAllReduce::accepts(const Tensor& t, ReduceOp op) {
          cuda_kernels::peer_sum_supports(t.dtype());
 }
 
+namespace {
+
+// One op of the protocol (Note [peer all-reduce]) for a piece of `bytes` per peer: source(j)
+// is what goes to peer j; combine(slots) runs once every peer's piece is here, slots[q] being
+// where rank q's landed (slots[me] unused). Returns nothing: everything is queued on `stream`.
+template <class Source, class Combine>
+void peer_round(PeerAllReduce::Impl& s, cudaStream_t stream, size_t bytes, Source&& source, Combine&& combine);
+
+}  // namespace
+
 void PeerAllReduce::all_reduce(const Tensor& t, ReduceOp op, cudaStream_t stream) {
-  Impl& s = *impl_;
-  const Options& o = s.o;
-  const MemOps& m = mem_ops();
-  const auto cu_stream = reinterpret_cast<CUstream>(stream);
-  const int64_t elem = int64_t(dtype_size(t.dtype()));
-  const int64_t piece = o.capacity / elem;
+  const int64_t elem = int64_t(dtype_size(t.dtype())), piece = impl_->o.capacity / elem;
   char* data = static_cast<char*>(t.data_ptr());
-  const void* inputs[kMaxRanks] = {};
+  const int size = impl_->o.size, me = impl_->o.rank;
   for (int64_t first = 0; first < t.numel(); first += piece) {
     const int64_t n = std::min(piece, t.numel() - first);
     char* x = data + first * elem;
-    const uint32_t k = ++s.seq, p = k & 1;
-    for (int j = 0; j < o.size; ++j) {
-      if (j == o.rank) continue;
-      if (k > 2) check_cu(m.wait(cu_stream, s.consumed_of(o.rank, j), k - 2, CU_STREAM_WAIT_VALUE_GEQ), "waiting for a peer");
-      TRIREME_CUDA_CHECK(cudaMemcpyAsync(s.slot(j, o.rank, p), x, size_t(n * elem), cudaMemcpyDeviceToDevice, stream));
-      check_cu(m.write(cu_stream, s.ready_of(j, o.rank), k, CU_STREAM_WRITE_VALUE_DEFAULT), "signalling a peer");
-    }
-    for (int j = 0; j < o.size; ++j) {
-      if (j == o.rank) continue;
-      check_cu(m.wait(cu_stream, s.ready_of(o.rank, j), k, CU_STREAM_WAIT_VALUE_GEQ), "waiting for a peer");
-    }
-    for (int q = 0; q < o.size; ++q) inputs[q] = q == o.rank ? x : s.slot(o.rank, q, p);
-    cuda_kernels::peer_sum(x, inputs, o.size, n, t.dtype(), op == ReduceOp::avg, stream);
-    for (int j = 0; j < o.size; ++j) {
-      if (j == o.rank) continue;
-      check_cu(m.write(cu_stream, s.consumed_of(j, o.rank), k, CU_STREAM_WRITE_VALUE_DEFAULT), "signalling a peer");
-    }
+    peer_round(*impl_, stream, size_t(n * elem), [&](int) { return x; }, [&](const void* const* slots) {
+      const void* inputs[kMaxRanks] = {};
+      for (int q = 0; q < size; ++q) inputs[q] = q == me ? x : slots[q];
+      cuda_kernels::peer_sum(x, inputs, size, n, t.dtype(), op == ReduceOp::avg, stream);
+    });
   }
 }
+
+void PeerAllReduce::reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op, cudaStream_t stream) {
+  const int64_t elem = int64_t(dtype_size(input.dtype())), piece = impl_->o.capacity / elem, chunk = output.numel();
+  const char* in = static_cast<const char*>(input.data_ptr());
+  char* out = static_cast<char*>(output.data_ptr());
+  const int size = impl_->o.size, me = impl_->o.rank;
+  for (int64_t first = 0; first < chunk; first += piece) {
+    const int64_t n = std::min(piece, chunk - first);
+    // Rank j sums the j-th chunks: this rank's goes to j, j's own stays there.
+    auto part_for = [&](int j) { return in + (int64_t(j) * chunk + first) * elem; };
+    peer_round(*impl_, stream, size_t(n * elem), part_for, [&](const void* const* slots) {
+      const void* inputs[kMaxRanks] = {};
+      for (int q = 0; q < size; ++q) inputs[q] = q == me ? part_for(me) : slots[q];
+      cuda_kernels::peer_sum(out + first * elem, inputs, size, n, input.dtype(), op == ReduceOp::avg, stream);
+    });
+  }
+}
+
+void PeerAllReduce::all_gather(const Tensor& output, const Tensor& input, cudaStream_t stream) {
+  const int64_t elem = int64_t(dtype_size(input.dtype())), piece = impl_->o.capacity / elem, m = input.numel();
+  const char* in = static_cast<const char*>(input.data_ptr());
+  char* out = static_cast<char*>(output.data_ptr());
+  const int size = impl_->o.size, me = impl_->o.rank;
+  for (int64_t first = 0; first < m; first += piece) {
+    const int64_t n = std::min(piece, m - first);
+    peer_round(*impl_, stream, size_t(n * elem), [&](int) { return in + first * elem; },
+               [&](const void* const* slots) {
+                 for (int q = 0; q < size; ++q) {
+                   const void* from = q == me ? static_cast<const void*>(in + first * elem) : slots[q];
+                   TRIREME_CUDA_CHECK(cudaMemcpyAsync(out + (int64_t(q) * m + first) * elem, from, size_t(n * elem),
+                                                      cudaMemcpyDeviceToDevice, stream));
+                 }
+               });
+  }
+}
+
+namespace {
+
+template <class Source, class Combine>
+void peer_round(PeerAllReduce::Impl& s, cudaStream_t stream, size_t bytes, Source&& source, Combine&& combine) {
+  const PeerAllReduce::Options& o = s.o;
+  const MemOps& m = mem_ops();
+  const auto cu_stream = reinterpret_cast<CUstream>(stream);
+  const uint32_t k = ++s.seq, p = k & 1;
+  for (int j = 0; j < o.size; ++j) {
+    if (j == o.rank) continue;
+    if (k > 2) check_cu(m.wait(cu_stream, s.consumed_of(o.rank, j), k - 2, CU_STREAM_WAIT_VALUE_GEQ), "waiting for a peer");
+    TRIREME_CUDA_CHECK(cudaMemcpyAsync(s.slot(j, o.rank, p), source(j), bytes, cudaMemcpyDeviceToDevice, stream));
+    check_cu(m.write(cu_stream, s.ready_of(j, o.rank), k, CU_STREAM_WRITE_VALUE_DEFAULT), "signalling a peer");
+  }
+  const void* slots[kMaxRanks] = {};
+  for (int j = 0; j < o.size; ++j) {
+    if (j == o.rank) continue;
+    check_cu(m.wait(cu_stream, s.ready_of(o.rank, j), k, CU_STREAM_WAIT_VALUE_GEQ), "waiting for a peer");
+    slots[j] = s.slot(o.rank, j, p);
+  }
+  combine(slots);
+  for (int j = 0; j < o.size; ++j) {
+    if (j == o.rank) continue;
+    check_cu(m.write(cu_stream, s.consumed_of(j, o.rank), k, CU_STREAM_WRITE_VALUE_DEFAULT), "signalling a peer");
+  }
+}
+
+}  // namespace
 
 void PeerAllReduce::release() noexcept {
   Impl& s = *impl_;

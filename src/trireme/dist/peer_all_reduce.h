@@ -84,6 +84,13 @@ class PeerAllReduce {
   // Queues t = the sum (or average) over the ranks on `stream`, which must already wait for the
   // work that produced t. Every rank calls it with the same shape and dtype, in the same order.
   void all_reduce(const Tensor& t, ReduceOp op, cudaStream_t stream);
+  // The same protocol for the two halves of an all-reduce, each rank pushing 1/size of the
+  // bytes to each peer (ProcessGroup's flat layouts: output is rank r's chunk of the sum of the
+  // inputs; output is every rank's input in rank order). reduce_scatter takes what accepts()
+  // does; all_gather any contiguous tensor. Off unless TRIREME_PEER_RS_AG=1: not yet run on a
+  // GPU (ProcessGroupNccl::uses_peer_rs_ag()).
+  void reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op, cudaStream_t stream);
+  void all_gather(const Tensor& output, const Tensor& input, cudaStream_t stream);
   // After a failure: lets every wait queued on this rank's stream pass (Note [peer all-reduce]).
   void release() noexcept;
 

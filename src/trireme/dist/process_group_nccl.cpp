@@ -130,6 +130,7 @@ struct ProcessGroupNccl::Impl {
   // all-reduce]); null when they cannot, peer_why_not then says why.
   std::unique_ptr<PeerAllReduce> peer;
   std::string peer_why_not;
+  bool peer_rs_ag = false;  // reduce-scatter and all-gather through it too (TRIREME_PEER_RS_AG=1)
 
   std::mutex mutex;  // everything below, and every NCCL call on comm
   std::vector<std::shared_ptr<OpState>> in_flight;  // issued and not yet seen done, in issue order
@@ -600,6 +601,8 @@ ProcessGroupNccl::ProcessGroupNccl(std::shared_ptr<StoreClient> store, int rank,
                                        .capacity = peer_capacity_bytes(),
                                        .timeout = options.timeout},
                                       &impl.peer_why_not);
+    const char* rs_ag = std::getenv("TRIREME_PEER_RS_AG");
+    impl.peer_rs_ag = impl.peer && rs_ag && std::string(rs_ag) == "1";
     impl.barrier_buffer = Tensor::empty({1}, DType::f32, Device::cuda(impl.device));
     TRIREME_CUDA_CHECK(cudaMemsetAsync(impl.barrier_buffer.data_ptr(), 0, sizeof(float),
                                        cuda::current_stream(impl.device).handle()));
@@ -615,6 +618,7 @@ ProcessGroupNccl::~ProcessGroupNccl() { impl_->shutdown(std::uncaught_exceptions
 int ProcessGroupNccl::device() const { return impl_->device; }
 cuda::Stream ProcessGroupNccl::stream() const { return impl_->stream; }
 bool ProcessGroupNccl::uses_peer_all_reduce() const { return impl_->peer != nullptr; }
+bool ProcessGroupNccl::uses_peer_rs_ag() const { return impl_->peer_rs_ag; }
 std::string ProcessGroupNccl::peer_all_reduce_why_not() const { return impl_->peer_why_not; }
 
 void ProcessGroupNccl::abort(const std::string& reason) {
@@ -661,6 +665,13 @@ WorkPtr ProcessGroupNccl::all_gather(const Tensor& output, const Tensor& input, 
   check_all_gather_operands(output, input);
   std::string op = str_cat("all_gather(", input.sizes(), " ", input.dtype(), ")");
   ncclDataType_t type = nccl_dtype(input.dtype(), op, false);
+  if (impl_->peer_rs_ag) {
+    auto state = impl_->issue(op, impl_->timeout_for(options.timeout), {output, input}, [&] {
+      impl_->peer->all_gather(output, input, impl_->stream.handle());
+      return ncclSuccess;
+    });
+    return std::make_shared<NcclWork>(impl_, state);
+  }
   auto state = impl_->issue(op, impl_->timeout_for(options.timeout), {output, input}, [&] {
     if (input.numel() == 0) return ncclSuccess;
     return ncclAllGather(input.data_ptr(), output.data_ptr(), static_cast<size_t>(input.numel()), type, impl_->comm,
@@ -676,6 +687,13 @@ WorkPtr ProcessGroupNccl::reduce_scatter(const Tensor& output, const Tensor& inp
   check_reduce_scatter_operands(output, input);
   std::string op = str_cat("reduce_scatter(", reduce_op_name(options.op), ", ", input.sizes(), " ", input.dtype(), ")");
   ncclDataType_t type = nccl_dtype(input.dtype(), op, true);
+  if (impl_->peer_rs_ag && PeerAllReduce::accepts(input, options.op)) {
+    auto state = impl_->issue(op, impl_->timeout_for(options.timeout), {output, input}, [&] {
+      impl_->peer->reduce_scatter(output, input, options.op, impl_->stream.handle());
+      return ncclSuccess;
+    });
+    return std::make_shared<NcclWork>(impl_, state);
+  }
   auto state = impl_->issue(op, impl_->timeout_for(options.timeout), {output, input}, [&] {
     if (output.numel() == 0) return ncclSuccess;
     return ncclReduceScatter(input.data_ptr(), output.data_ptr(), static_cast<size_t>(output.numel()), type,
@@ -810,6 +828,7 @@ ProcessGroupNccl::~ProcessGroupNccl() = default;
 int ProcessGroupNccl::device() const { return -1; }
 cuda::Stream ProcessGroupNccl::stream() const { return cuda::Stream(); }
 bool ProcessGroupNccl::uses_peer_all_reduce() const { return false; }
+bool ProcessGroupNccl::uses_peer_rs_ag() const { return false; }
 std::string ProcessGroupNccl::peer_all_reduce_why_not() const { return "trireme was built without NCCL"; }
 void ProcessGroupNccl::abort(const std::string&) {}
 WorkPtr ProcessGroupNccl::all_reduce(const Tensor& t, const AllReduceOptions& o) { return ProcessGroup::all_reduce(t, o); }

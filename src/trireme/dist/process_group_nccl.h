@@ -97,6 +97,9 @@ class ProcessGroupNccl : public ProcessGroup {
   // all-reduce], dist/peer_all_reduce.h) and, when they do not, why.
   bool uses_peer_all_reduce() const;
   std::string peer_all_reduce_why_not() const;
+  // Whether reduce-scatters and all-gathers take the copy engines too (TRIREME_PEER_RS_AG=1 and
+  // the peer all-reduce is on; off by default until measured).
+  bool uses_peer_rs_ag() const;
 
   WorkPtr all_reduce(const Tensor& tensor, const AllReduceOptions& options = {}) override;
   WorkPtr broadcast(const Tensor& tensor, const BroadcastOptions& options = {}) override;

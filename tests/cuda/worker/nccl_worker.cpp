@@ -291,12 +291,17 @@ void peer_all_reduce(ProcessGroupNccl& world) {
   const int r = world.rank();
   EXPECT_TRUE(world.uses_peer_all_reduce(), "2 GPUs of one host should use the peer all-reduce: ",
               world.peer_all_reduce_why_not());
-  // 1 MiB staging slots, so that the large cases below go in several pieces.
+  EXPECT_TRUE(!world.uses_peer_rs_ag(), "reduce-scatter and all-gather stay on NCCL unless asked for");
+  // 1 MiB staging slots, so that the large cases below go in several pieces; reduce-scatter and
+  // all-gather through the copy engines too.
   ::setenv("TRIREME_PEER_ALLREDUCE_MB", "1", 1);
+  ::setenv("TRIREME_PEER_RS_AG", "1", 1);
   auto peer = world.new_group({0, 1}, "small_slots");
   ::unsetenv("TRIREME_PEER_ALLREDUCE_MB");
+  ::unsetenv("TRIREME_PEER_RS_AG");
   auto* peer_group = dynamic_cast<ProcessGroupNccl*>(peer.get());
-  EXPECT_TRUE(peer_group && peer_group->uses_peer_all_reduce(), "the second group should use it too");
+  EXPECT_TRUE(peer_group && peer_group->uses_peer_all_reduce() && peer_group->uses_peer_rs_ag(),
+              "the second group should use it for all three");
   ::setenv("TRIREME_PEER_ALLREDUCE", "0", 1);
   auto nccl = world.new_group({0, 1}, "nccl_only");
   ::unsetenv("TRIREME_PEER_ALLREDUCE");
@@ -325,7 +330,23 @@ void peer_all_reduce(ProcessGroupNccl& world) {
       nccl->all_reduce(b, {.op = c.op});
       peer_results.push_back(a);
       nccl_results.push_back(b);
-      names.push_back(str_cat(reduce_op_name(c.op), " of ", c.n, " ", c.d, " at offset ", c.offset, ", round ", round));
+      names.push_back(str_cat("all_reduce ", reduce_op_name(c.op), " of ", c.n, " ", c.d, " at offset ", c.offset,
+                              ", round ", round));
+      // The halves of an all-reduce: rank r keeps chunk r of the sum; every rank's input in order.
+      const int W = world.size();
+      Tensor rs_in = on_gpu(W * c.n, c.d, value);
+      Tensor rs_peer = to_device(Tensor::empty({c.n}, c.d), g_device), rs_nccl = clone(rs_peer);
+      peer->reduce_scatter(rs_peer, rs_in, {.op = c.op});
+      nccl->reduce_scatter(rs_nccl, rs_in, {.op = c.op});
+      // A fresh input: each group's stream waits for the caller's, not for the other group's.
+      Tensor ag_in = narrow(on_gpu(c.n + c.offset, c.d, value), 0, c.offset, c.n);
+      Tensor ag_peer = to_device(Tensor::empty({W * c.n}, c.d), g_device), ag_nccl = clone(ag_peer);
+      peer->all_gather(ag_peer, ag_in);
+      nccl->all_gather(ag_nccl, ag_in);
+      peer_results.insert(peer_results.end(), {rs_peer, ag_peer});
+      nccl_results.insert(nccl_results.end(), {rs_nccl, ag_nccl});
+      names.push_back(str_cat("reduce_scatter ", reduce_op_name(c.op), " of ", W, " x ", c.n, " ", c.d, ", round ", round));
+      names.push_back(str_cat("all_gather of ", c.n, " ", c.d, " at offset ", c.offset, ", round ", round));
     }
   }
   peer->barrier()->wait(20s);
@@ -339,7 +360,7 @@ void peer_all_reduce(ProcessGroupNccl& world) {
     EXPECT_TRUE(bad == 0, "peer all-reduce ", names[k], ": ", bad, " elements differ from NCCL's, the first at ",
                 first_bad, ": ", bad ? got[first_bad] : 0.0, " vs ", bad ? want[first_bad] : 0.0);
   }
-  std::printf("rank %d: %zu peer all-reduces equal to NCCL's\n", r, peer_results.size());
+  std::printf("rank %d: %zu peer collectives equal to NCCL's\n", r, peer_results.size());
 }
 
 int main(int argc, char** argv) {
