@@ -5,7 +5,9 @@
 # (TRIREME_PEER_ALLREDUCE=0) beside the one-GPU baselines:
 #   GPT-2 124M dp=1, dp=2; GPT 1.3B tp=1, tp=2, tp=2 with the row-parallel GEMM and its
 #   all-reduce in 2 and 4 chunks (Note [row-parallel chunks]).
-#   GPT 1.3B --tp-alone 2 (rank 0's shard with its collectives skipped: the compute floor).
+#   GPT 1.3B --tp-alone 2 (rank 0's shard with its collectives skipped: the compute floor);
+#   sequence parallelism (--sp 1) with NCCL's and with the copy engines' reduce-scatter and
+#   all-gather (TRIREME_PEER_RS_AG=1), and its floor.
 # Carry .gpu_deps. DEADLINE_S (default 540) bounds the whole, build included; ROWS (an
 # extended regex) keeps only the rows whose label matches; TEST_FILTER picks the tests.
 set -uo pipefail
@@ -56,6 +58,9 @@ row "1.3B tp=1" A=1 -- $bench "${big[@]}"
 row "1.3B tp=2 alone (rank 0's shard, no collectives)" A=1 -- $bench "${big[@]}" --tp-alone 2
 row "1.3B tp=2, NCCL" TRIREME_PEER_ALLREDUCE=0 -- "${launch[@]}" $bench "${big[@]}" --tp 2
 row "1.3B tp=2, peer" A=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2
+row "1.3B tp=2, sequence parallel (NCCL reduce-scatter/all-gather)" A=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --sp 1
+row "1.3B tp=2, sequence parallel, peer reduce-scatter/all-gather" TRIREME_PEER_RS_AG=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --sp 1
+row "1.3B tp=2 alone, sequence parallel" A=1 -- $bench "${big[@]}" --tp-alone 2 --sp 1
 row "1.3B tp=2, peer, 2 row chunks" A=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --tp-chunks 2
 row "1.3B tp=2, peer, 4 row chunks" A=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --tp-chunks 4
 row "124M dp=1" A=1 -- $bench "${gpt2[@]}"
