@@ -36,11 +36,11 @@ Tensor TensorParallelAttention::finish(PendingSum& p) {
   return resid_dropout->forward(c_proj->finish(p.partial, p.work));
 }
 
-PendingSum TensorParallelAttention::start(const Tensor& x, bool sp) {
+PendingSum TensorParallelAttention::start(const Tensor& x, bool sp, GradInputHook gather_hook) {
   TRIREME_CHECK(x.dim() == 3 && x.size(2) == d_model, "TensorParallelAttention: expected input (B, T, ", d_model,
                 "), got ", x.sizes());
   const int64_t B = x.size(0), T = x.size(1), H = n_head_local, hd = d_model / n_head, C = H * hd;
-  Tensor qkv = c_attn->forward(x, sp);  // (B, T, 3C): this rank's q | k | v
+  Tensor qkv = c_attn->forward(x, sp, std::move(gather_hook));  // (B, T, 3C): this rank's q | k | v
   const std::vector<Tensor> parts = split(qkv, C, 2);  // one node: one gradient buffer for q, k, v
   auto heads = [&](int64_t which) { return transpose(view(parts[size_t(which)], {B, T, H, hd}), 1, 2); };
   Tensor y = scaled_dot_product_attention(heads(0), heads(1), heads(2), /*causal=*/true);  // (B, H, T, hd)
@@ -62,9 +62,9 @@ Tensor TensorParallelMLP::forward(const Tensor& x) {
   return finish(p);
 }
 
-PendingSum TensorParallelMLP::start(const Tensor& x, bool sp) {
+PendingSum TensorParallelMLP::start(const Tensor& x, bool sp, GradInputHook gather_hook) {
   PendingSum p;
-  p.partial = c_proj->start(gelu(c_fc->forward(x, sp), gelu_approx), p.work, sp);
+  p.partial = c_proj->start(gelu(c_fc->forward(x, sp, std::move(gather_hook)), gelu_approx), p.work, sp);
   return p;
 }
 
@@ -96,15 +96,18 @@ Tensor TensorParallelDecoderLayer::forward_sp(const Tensor& x, int64_t B, int64_
   const int64_t d = x.size(-1);
   const std::vector<Tensor> p = sum_grads_over_tp(
       {ln_1->weight, ln_1->bias, ln_2->weight, ln_2->bias, attn->c_proj->bias, mlp->c_proj->bias}, tp);
-  auto gathered = [&](const Tensor& rows) { return reshape(gather_rows_from_sp(rows, tp), {B, T, d}); };
+  GradInputHook hook;  // the gather's backward, started inside the next column-parallel linear's
+  auto gathered = [&](const Tensor& rows) { return reshape(gather_rows_for_column_parallel(rows, tp, hook), {B, T, d}); };
   // The sum scattered back to this rank's rows, then the bias and dropout on those rows.
   auto output = [](PendingSum& s, const RowParallelLinear& proj, const Tensor& bias, nn::Dropout& drop) {
     Tensor y = proj.finish(s.partial, s.work, /*add_bias=*/false);
     return drop.forward(bias.defined() ? y + bias : y);
   };
-  PendingSum a = attn->start(gathered(layer_norm(x, p[0], p[1], ln_1->eps)), /*sp=*/true);
+  const Tensor a_in = gathered(layer_norm(x, p[0], p[1], ln_1->eps));
+  PendingSum a = attn->start(a_in, /*sp=*/true, hook);
   Tensor h = x + output(a, *attn->c_proj, p[4], *attn->resid_dropout);
-  PendingSum m = mlp->start(gathered(layer_norm(h, p[2], p[3], ln_2->eps)), /*sp=*/true);
+  const Tensor m_in = gathered(layer_norm(h, p[2], p[3], ln_2->eps));
+  PendingSum m = mlp->start(m_in, /*sp=*/true, hook);
   return h + output(m, *mlp->c_proj, p[5], *mlp->dropout);
 }
 

@@ -71,8 +71,9 @@ class TensorParallelAttention : public nn::Module {
   TensorParallelAttention(int64_t d_model, int64_t n_head, bool bias, double dropout, TpGroup tp);
   Tensor forward(const Tensor& x);  // (B, T, d) replicated -> (B, T, d) replicated
   // forward = finish(start(x)), with other work free to run between (RowParallelLinear::start).
-  // sp: x was gathered from sequence-parallel rows and the sum is scattered back to them.
-  PendingSum start(const Tensor& x, bool sp = false);
+  // sp: x was gathered from sequence-parallel rows (gather_rows_for_column_parallel, whose
+  // hook goes to the first linear) and the sum is scattered back to them.
+  PendingSum start(const Tensor& x, bool sp = false, GradInputHook gather_hook = nullptr);
   Tensor finish(PendingSum& pending);
 
   int64_t d_model, n_head, n_head_local;
@@ -85,7 +86,7 @@ class TensorParallelMLP : public nn::Module {
  public:
   TensorParallelMLP(int64_t d_model, bool bias, double dropout, GeluApprox gelu, TpGroup tp);
   Tensor forward(const Tensor& x);
-  PendingSum start(const Tensor& x, bool sp = false);
+  PendingSum start(const Tensor& x, bool sp = false, GradInputHook gather_hook = nullptr);
   Tensor finish(PendingSum& pending);
 
   GeluApprox gelu_approx;

@@ -69,8 +69,9 @@ void ColumnParallelLinear::reset_parameters(uint64_t seed) {
 // linear(copy_to_tp_region(x), W_r, b_r), with copy_to_tp_region's backward (the all-reduce of
 // dL/dx) started as soon as linear's backward has dL/dx and finished after dL/dW_r is queued: the
 // communication overlaps the weight-gradient GEMM.
-Tensor ColumnParallelLinear::forward(const Tensor& x, bool rows_gathered) const {
-  if (tp.size == 1 || rows_gathered) return linear(x, weight, bias);
+Tensor ColumnParallelLinear::forward(const Tensor& x, bool rows_gathered, GradInputHook hook) const {
+  if (tp.size == 1) return linear(x, weight, bias);
+  if (rows_gathered) return linear(x, weight, bias, std::move(hook));
   return linear(x, weight, bias, tp_grad_input_all_reduce(tp));
 }
 

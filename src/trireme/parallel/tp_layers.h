@@ -57,9 +57,10 @@ class ColumnParallelLinear : public TensorParallelModule {
  public:
   ColumnParallelLinear(int64_t in_features, int64_t out_features, TpGroup tp, ColumnParallelOptions options = {});
   // x (..., in) replicated -> (..., out_local): this rank's output columns (not gathered).
-  // rows_gathered: x came from gather_rows_from_sp (sequence parallelism), whose backward
-  // already sums the input gradient over the group, so this layer's backward does not.
-  Tensor forward(const Tensor& x, bool rows_gathered = false) const;
+  // rows_gathered: x came from gather_rows_for_column_parallel (sequence parallelism), whose
+  // backward sums the input gradient over the group, started by `hook` (its hook), so this
+  // layer's backward does not all-reduce it.
+  Tensor forward(const Tensor& x, bool rows_gathered = false, GradInputHook hook = nullptr) const;
   // nn::Linear's default, U(-1/sqrt(in), 1/sqrt(in)), drawn for the full parameter.
   void reset_parameters(uint64_t seed) override;
 
