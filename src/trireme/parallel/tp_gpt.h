@@ -23,7 +23,8 @@
 //   -> + bias -> dropout -> + x_r
 // The same bytes move (an all-reduce is a reduce-scatter then an all-gather). The gather's
 // backward is a reduce-scatter, which already sums the column-parallel input gradient, so that
-// layer skips its backward all-reduce. Parameters used on a rank's rows only (layer norms,
+// layer skips its backward all-reduce; the reduce-scatter starts inside that layer's backward,
+// beside its weight-gradient GEMM (gather_rows_for_column_parallel). Parameters used on a rank's rows only (layer norms,
 // row-parallel biases, the position embedding) get partial gradients; sum_grads_over_tp sums
 // each layer's in one all-reduce inside the backward, before any data-parallel hook sees them.
 // Dropout draws each token's element from its place in the global batch (a GlobalRowScope in
