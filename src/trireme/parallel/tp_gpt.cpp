@@ -217,7 +217,10 @@ Tensor TensorParallelGPT::blocks(const Tensor& x) {
 // sums overlap the other slices' gradients too. The same arithmetic as one batch: every op is
 // per sample or sums over the batch (weight gradients accumulate the slices' contributions), and
 // dropout draws each slice's rows from the step's global batch under a GlobalRowScope.
-// Costs: GEMMs over 1/S of the rows, and the weight-gradient accumulation adds.
+// Costs: GEMMs over 1/S of the rows, and the weight-gradient accumulation adds. Measured on 2
+// H200s (GPT 1.3B, B=8, bench/gpu/RESULTS.md, session 4) it loses: S=2 90.3 ms against 88.3, S=4
+// 100.3, as the host's time to queue a step grows (51 -> 66 -> 85 ms) past what the hidden sums
+// save. Off by default (interleave = 1); worth trying again once steps are replayed as graphs.
 Tensor TensorParallelGPT::interleaved_blocks(const Tensor& x) {
   const int S = tp_.interleave;
   const int64_t B = x.size(0);
