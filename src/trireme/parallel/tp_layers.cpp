@@ -121,7 +121,10 @@ Tensor RowParallelLinear::finish(const Tensor& y, const dist::WorkPtr& work, boo
 // critical path (nothing can use a partial sum). Cut into row chunks, chunk k's all-reduce runs
 // on the group's stream while chunk k + 1's GEMM runs on the compute stream, and the waits come
 // after the last GEMM. The same sums as one piece; costs: a copy to join the chunks, smaller
-// GEMMs and collectives. Off unless ParallelLayout::tp_comm_chunks > 1.
+// GEMMs and collectives. Off unless ParallelLayout::tp_comm_chunks > 1: on 2 H200s (GPT 1.3B,
+// bench/gpu/RESULTS.md, session 4) 2 and 4 chunks made a tp=2 step 3.9 and 15.2 ms slower with
+// NCCL, 2.8 and 6.3 ms with the copy-engine all-reduce; the joining copies and the smaller GEMMs
+// cost more than the overlap wins.
 Tensor RowParallelLinear::chunked_sum(const Tensor& x, int64_t rows) const {
   Shape out_shape = x.sizes();
   out_shape.back() = out_features;

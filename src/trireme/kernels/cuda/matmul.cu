@@ -34,8 +34,11 @@ AlgoCache& algo_cache() {
 // kernel, but cuBLASLt's kernels are sized for every SM of the device, so the two can end up
 // running one after the other. TRIREME_GEMM_SM_CARVEOUT=N asks the heuristic for kernels sized
 // for N fewer SMs (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET), for every GEMM; unset or 0 changes
-// nothing. An experiment switch until measurements say where it pays (docs/STATUS.md). Read on
-// every call (well under a microsecond beside a GEMM's launch), so a test can change it.
+// nothing. Measured on 2 H200s (bench/gpu/RESULTS.md, session 4) it only costs: carveouts of
+// 8/16/24 SMs made dp=2 (GPT-2) 0.5/1.1/1.5 ms and tp=2 (GPT 1.3B) 3.7/3.8/5.3 ms slower a step;
+// the copy-engine all-reduce (Note [peer all-reduce]) took its place. Kept as an experiment
+// switch. Read on every call (well under a microsecond beside a GEMM's launch), so a test can
+// change it.
 int sm_count_target(int dev) {
   const char* env = std::getenv("TRIREME_GEMM_SM_CARVEOUT");
   if (env == nullptr || *env == '\0') return 0;
