@@ -15,6 +15,7 @@
 
 #include "trireme/cuda/check.h"
 #include "trireme/cuda/device.h"
+#include "trireme/dist/hex.h"
 #include "trireme/kernels/cuda/peer_sum.h"
 
 namespace trireme::dist {
@@ -54,25 +55,6 @@ const MemOps& mem_ops() {
 
 void check_cu(CUresult r, const char* what) {
   TRIREME_CHECK(r == CUDA_SUCCESS, "peer all-reduce: ", what, " failed with CUDA driver error ", int(r));
-}
-
-std::string to_hex(const void* data, size_t n) {
-  static const char digits[] = "0123456789abcdef";
-  std::string s;
-  for (size_t i = 0; i < n; ++i) {
-    const auto c = static_cast<const unsigned char*>(data)[i];
-    s += digits[c >> 4];
-    s += digits[c & 15];
-  }
-  return s;
-}
-
-bool from_hex(const std::string& s, void* data, size_t n) {
-  if (s.size() != 2 * n) return false;
-  auto value = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
-  for (size_t i = 0; i < n; ++i)
-    static_cast<unsigned char*>(data)[i] = static_cast<unsigned char>(value(s[2 * i]) * 16 + value(s[2 * i + 1]));
-  return true;
 }
 
 std::vector<std::string> split(const std::string& s, char sep) {

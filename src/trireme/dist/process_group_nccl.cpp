@@ -18,6 +18,7 @@
 
 #include "trireme/cuda/check.h"
 #include "trireme/cuda/device.h"
+#include "trireme/dist/hex.h"
 #include "trireme/dist/peer_all_reduce.h"
 
 namespace trireme::dist {
@@ -50,26 +51,6 @@ ncclRedOp_t nccl_reduce_op(ReduceOp op) {
     case ReduceOp::min: return ncclMin;
   }
   return ncclSum;
-}
-
-// The store carries the id as hex: printable, whatever the transport does with bytes.
-std::string to_hex(const void* data, size_t n) {
-  static const char digits[] = "0123456789abcdef";
-  std::string s;
-  for (size_t i = 0; i < n; ++i) {
-    unsigned char c = static_cast<const unsigned char*>(data)[i];
-    s += digits[c >> 4];
-    s += digits[c & 15];
-  }
-  return s;
-}
-
-bool from_hex(const std::string& s, void* data, size_t n) {
-  if (s.size() != 2 * n) return false;
-  auto value = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
-  for (size_t i = 0; i < n; ++i)
-    static_cast<unsigned char*>(data)[i] = static_cast<unsigned char>(value(s[2 * i]) * 16 + value(s[2 * i + 1]));
-  return true;
 }
 
 // One op, shared by its Work and the group's list of ops in flight. Guarded by Impl::mutex.
