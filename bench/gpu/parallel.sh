@@ -65,8 +65,10 @@ common=(--device cuda --dtype bf16 --warmup "$warmup" --phases "$phases")
 run dp1 60 $bench --model gpt2-124m --batch 16 "${common[@]}" --iters "$iters"
 run dp2 75 $launch $bench --model gpt2-124m --dp 2 --batch 16 "${common[@]}" --iters "$iters"
 run tp1 110 $bench --model gpt-1.3b --batch 8 "${common[@]}" --iters "$iters_big"
-run tp2 110 $launch $bench --model gpt-1.3b --tp 2 --batch 8 "${common[@]}" --iters "$iters_big"
-run tp2_alone 90 $bench --model gpt-1.3b --tp-alone 2 --batch 8 "${common[@]}" --iters "$iters_big"
+# TP_FLAGS: extra flags for the tensor-parallel runs, e.g. "--sp 1" (sequence parallelism).
+read -r -a tp_flags <<< "${TP_FLAGS:-}"
+run tp2 110 $launch $bench --model gpt-1.3b --tp 2 --batch 8 "${common[@]}" --iters "$iters_big" "${tp_flags[@]}"
+run tp2_alone 90 $bench --model gpt-1.3b --tp-alone 2 --batch 8 "${common[@]}" --iters "$iters_big" "${tp_flags[@]}"
 if [ -f "$peer" ]; then
   run torch_ddp 75 "$python" "$peer" --model gpt2-124m --batch 16 --mode ddp --gpus 2
   run torch_tp 100 "$python" "$peer" --model gpt-1.3b --batch 8 --mode tp --gpus 2
