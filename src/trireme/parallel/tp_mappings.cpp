@@ -235,30 +235,33 @@ std::vector<Tensor> sum_grads_over_tp(const std::vector<Tensor>& params, const T
   if (!active(tp)) return params;
   std::vector<Tensor> out(params.size()), ins;
   std::vector<Tensor*> outs;
+  std::vector<Shape> shapes;
   for (size_t i = 0; i < params.size(); ++i) {
     if (!params[i].defined()) continue;
     out[i] = params[i].detach();  // an alias with its own autograd record
     ins.push_back(params[i]);
     outs.push_back(&out[i]);
+    shapes.push_back(params[i].sizes());
   }
   if (ins.empty() || !any_requires_grad(ins)) return out;
-  record("sum_grads_over_tp", ins, outs, [tp](const TensorList& g) -> TensorList {
-    // One all-reduce for all of them: pack, sum, unpack. A gradient that did not flow is zero.
+  record("sum_grads_over_tp", ins, outs, [tp, shapes](const TensorList& g) -> TensorList {
+    // One all-reduce for all of them: pack, sum, unpack. A gradient that did not flow is zero
+    // here, as it is on a rank where it did flow.
     NoGradGuard no_grad;
-    std::vector<Tensor> flat;
     const Tensor* any = nullptr;
     for (const Tensor& t : g)
       if (t.defined()) any = &t;
     TRIREME_CHECK(any != nullptr, "sum_grads_over_tp: no gradient arrived");
-    for (const Tensor& t : g) flat.push_back(reshape(t.defined() ? contiguous(t) : zeros_like(*any), {-1}));
+    std::vector<Tensor> flat;
+    for (size_t k = 0; k < g.size(); ++k)
+      flat.push_back(reshape(g[k].defined() ? contiguous(g[k]) : zeros(shapes[k], any->dtype(), any->device()), {-1}));
     Tensor packed = cat(flat, 0);
     group_of(tp, "sum_grads_over_tp").all_reduce(packed)->wait();
     TensorList result;
     int64_t at = 0;
     for (size_t k = 0; k < g.size(); ++k) {
-      const int64_t n = flat[k].numel();
-      result.push_back(reshape(narrow(packed, 0, at, n), g[k].defined() ? g[k].sizes() : any->sizes()));
-      at += n;
+      result.push_back(reshape(narrow(packed, 0, at, flat[k].numel()), shapes[k]));
+      at += flat[k].numel();
     }
     return result;
   });
