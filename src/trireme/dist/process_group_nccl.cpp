@@ -502,6 +502,18 @@ void check_tensor(const ProcessGroupNccl::Impl& impl, const char* op, const Tens
   TRIREME_CHECK(t.is_contiguous(), "nccl ", op, ": the ", which, " tensor ", t.sizes(), " must be contiguous");
 }
 
+// One of the peer path's collectives (Note [peer all-reduce]), run like an NCCL one: on the
+// group's stream after the caller's, with the same events, watchdog and errors.
+template <class Call>
+WorkPtr issue_on_peer(const std::shared_ptr<ProcessGroupNccl::Impl>& impl, const std::string& what,
+                      milliseconds timeout, std::vector<Tensor> tensors, Call&& call) {
+  auto state = impl->issue(what, timeout, std::move(tensors), [&] {
+    call(*impl->peer, impl->stream.handle());
+    return ncclSuccess;
+  });
+  return std::make_shared<NcclWork>(impl, state);
+}
+
 }  // namespace
 
 ProcessGroupNccl::ProcessGroupNccl(std::shared_ptr<StoreClient> store, int rank, int size, NcclOptions options)
@@ -612,11 +624,8 @@ WorkPtr ProcessGroupNccl::all_reduce(const Tensor& tensor, const AllReduceOption
   std::string op = str_cat("all_reduce(", reduce_op_name(options.op), ", ", tensor.sizes(), " ", tensor.dtype(), ")");
   ncclDataType_t type = nccl_dtype(tensor.dtype(), op, true);
   if (impl_->peer && PeerAllReduce::accepts(tensor, options.op)) {
-    auto state = impl_->issue(op, impl_->timeout_for(options.timeout), {tensor}, [&] {
-      impl_->peer->all_reduce(tensor, options.op, impl_->stream.handle());
-      return ncclSuccess;
-    });
-    return std::make_shared<NcclWork>(impl_, state);
+    return issue_on_peer(impl_, op, impl_->timeout_for(options.timeout), {tensor},
+                         [&](PeerAllReduce& peer, cudaStream_t s) { peer.all_reduce(tensor, options.op, s); });
   }
   auto state = impl_->issue(op, impl_->timeout_for(options.timeout), {tensor}, [&] {
     if (tensor.numel() == 0) return ncclSuccess;
@@ -647,11 +656,8 @@ WorkPtr ProcessGroupNccl::all_gather(const Tensor& output, const Tensor& input, 
   std::string op = str_cat("all_gather(", input.sizes(), " ", input.dtype(), ")");
   ncclDataType_t type = nccl_dtype(input.dtype(), op, false);
   if (impl_->peer_rs_ag) {
-    auto state = impl_->issue(op, impl_->timeout_for(options.timeout), {output, input}, [&] {
-      impl_->peer->all_gather(output, input, impl_->stream.handle());
-      return ncclSuccess;
-    });
-    return std::make_shared<NcclWork>(impl_, state);
+    return issue_on_peer(impl_, op, impl_->timeout_for(options.timeout), {output, input},
+                         [&](PeerAllReduce& peer, cudaStream_t s) { peer.all_gather(output, input, s); });
   }
   auto state = impl_->issue(op, impl_->timeout_for(options.timeout), {output, input}, [&] {
     if (input.numel() == 0) return ncclSuccess;
@@ -669,11 +675,8 @@ WorkPtr ProcessGroupNccl::reduce_scatter(const Tensor& output, const Tensor& inp
   std::string op = str_cat("reduce_scatter(", reduce_op_name(options.op), ", ", input.sizes(), " ", input.dtype(), ")");
   ncclDataType_t type = nccl_dtype(input.dtype(), op, true);
   if (impl_->peer_rs_ag && PeerAllReduce::accepts(input, options.op)) {
-    auto state = impl_->issue(op, impl_->timeout_for(options.timeout), {output, input}, [&] {
-      impl_->peer->reduce_scatter(output, input, options.op, impl_->stream.handle());
-      return ncclSuccess;
-    });
-    return std::make_shared<NcclWork>(impl_, state);
+    return issue_on_peer(impl_, op, impl_->timeout_for(options.timeout), {output, input},
+                         [&](PeerAllReduce& peer, cudaStream_t s) { peer.reduce_scatter(output, input, options.op, s); });
   }
   auto state = impl_->issue(op, impl_->timeout_for(options.timeout), {output, input}, [&] {
     if (output.numel() == 0) return ncclSuccess;
