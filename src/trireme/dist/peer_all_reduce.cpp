@@ -1,7 +1,8 @@
 // PeerAllReduce: copy-engine all-reduce between the GPUs of one host (Note [peer all-reduce]).
-#include "trireme/dist/peer_all_reduce.h"
-
+// Built with NCCL only (the header needs the CUDA runtime).
 #ifdef TRIREME_WITH_NCCL
+
+#include "trireme/dist/peer_all_reduce.h"
 
 #include <cuda.h>  // the stream memory operations' types; the functions come from the runtime
 #include <fcntl.h>
