@@ -10,6 +10,7 @@
 #include "trireme/ops/linalg.h"
 #include "trireme/ops/nn_functional.h"
 #include "trireme/ops/view.h"
+#include "trireme/parallel/sp_linear.h"
 
 namespace trireme::parallel {
 
@@ -36,17 +37,26 @@ Tensor TensorParallelAttention::finish(PendingSum& p) {
   return resid_dropout->forward(c_proj->finish(p.partial, p.work));
 }
 
-PendingSum TensorParallelAttention::start(const Tensor& x, bool sp, GradInputHook gather_hook) {
+PendingSum TensorParallelAttention::start(const Tensor& x) {
   TRIREME_CHECK(x.dim() == 3 && x.size(2) == d_model, "TensorParallelAttention: expected input (B, T, ", d_model,
                 "), got ", x.sizes());
-  const int64_t B = x.size(0), T = x.size(1), H = n_head_local, hd = d_model / n_head, C = H * hd;
-  Tensor qkv = c_attn->forward(x, sp, std::move(gather_hook));  // (B, T, 3C): this rank's q | k | v
+  return attend(c_attn->forward(x), /*sp=*/false);  // (B, T, 3C): this rank's q | k | v
+}
+
+PendingSum TensorParallelAttention::start_sp(const Tensor& x_rows, int64_t B, int64_t T) {
+  const Tensor qkv = sp_column_parallel_linear(x_rows, c_attn->weight, c_attn->bias, c_attn->tp);
+  return attend(reshape(qkv, {B, T, qkv.size(1)}), /*sp=*/true);
+}
+
+PendingSum TensorParallelAttention::attend(const Tensor& qkv, bool sp) {
+  const int64_t B = qkv.size(0), T = qkv.size(1), H = n_head_local, hd = d_model / n_head, C = H * hd;
   const std::vector<Tensor> parts = split(qkv, C, 2);  // one node: one gradient buffer for q, k, v
   auto heads = [&](int64_t which) { return transpose(view(parts[size_t(which)], {B, T, H, hd}), 1, 2); };
   Tensor y = scaled_dot_product_attention(heads(0), heads(1), heads(2), /*causal=*/true);  // (B, H, T, hd)
   y = reshape(transpose(y, 1, 2), {B, T, C});
   PendingSum p;
-  p.partial = c_proj->start(y, p.work, sp);
+  p.partial = sp ? sp_row_parallel_linear_start(reshape(y, {B * T, C}), c_proj->weight, c_proj->tp, p.work)
+                 : c_proj->start(y, p.work);
   return p;
 }
 
@@ -62,9 +72,16 @@ Tensor TensorParallelMLP::forward(const Tensor& x) {
   return finish(p);
 }
 
-PendingSum TensorParallelMLP::start(const Tensor& x, bool sp, GradInputHook gather_hook) {
+PendingSum TensorParallelMLP::start(const Tensor& x) {
   PendingSum p;
-  p.partial = c_proj->start(gelu(c_fc->forward(x, sp, std::move(gather_hook)), gelu_approx), p.work, sp);
+  p.partial = c_proj->start(gelu(c_fc->forward(x), gelu_approx), p.work);
+  return p;
+}
+
+PendingSum TensorParallelMLP::start_sp(const Tensor& x_rows) {
+  const Tensor h = gelu(sp_column_parallel_linear(x_rows, c_fc->weight, c_fc->bias, c_fc->tp), gelu_approx);
+  PendingSum p;
+  p.partial = sp_row_parallel_linear_start(h, c_proj->weight, c_proj->tp, p.work);
   return p;
 }
 
@@ -92,23 +109,17 @@ Tensor TensorParallelDecoderLayer::finish(int sub_layer, const Tensor& x, Pendin
 }
 
 Tensor TensorParallelDecoderLayer::forward_sp(const Tensor& x, int64_t B, int64_t T) {
-  const TpGroup& tp = attn->c_proj->tp;
-  const int64_t d = x.size(-1);
   const std::vector<Tensor> p = sum_grads_over_tp(
-      {ln_1->weight, ln_1->bias, ln_2->weight, ln_2->bias, attn->c_proj->bias, mlp->c_proj->bias}, tp);
-  GradInputHook hook;  // the gather's backward, started inside the next column-parallel linear's
-  auto gathered = [&](const Tensor& rows) { return reshape(gather_rows_for_column_parallel(rows, tp, hook), {B, T, d}); };
-  // The sum scattered back to this rank's rows, then the bias and dropout on those rows.
-  auto output = [](PendingSum& s, const RowParallelLinear& proj, const Tensor& bias, nn::Dropout& drop) {
-    Tensor y = proj.finish(s.partial, s.work, /*add_bias=*/false);
-    return drop.forward(bias.defined() ? y + bias : y);
+      {ln_1->weight, ln_1->bias, ln_2->weight, ln_2->bias, attn->c_proj->bias, mlp->c_proj->bias}, attn->c_proj->tp);
+  // The sum scattered to this rank's rows, then the bias and dropout on those rows.
+  auto output = [](PendingSum& s, const Tensor& bias, nn::Dropout& drop) {
+    if (s.work) s.work->wait();
+    return drop.forward(bias.defined() ? s.partial + bias : s.partial);
   };
-  const Tensor a_in = gathered(layer_norm(x, p[0], p[1], ln_1->eps));
-  PendingSum a = attn->start(a_in, /*sp=*/true, hook);
-  Tensor h = x + output(a, *attn->c_proj, p[4], *attn->resid_dropout);
-  const Tensor m_in = gathered(layer_norm(h, p[2], p[3], ln_2->eps));
-  PendingSum m = mlp->start(m_in, /*sp=*/true, hook);
-  return h + output(m, *mlp->c_proj, p[5], *mlp->dropout);
+  PendingSum a = attn->start_sp(layer_norm(x, p[0], p[1], ln_1->eps), B, T);
+  Tensor h = x + output(a, p[4], *attn->resid_dropout);
+  PendingSum m = mlp->start_sp(layer_norm(h, p[2], p[3], ln_2->eps));
+  return h + output(m, p[5], *mlp->dropout);
 }
 
 TensorParallelTransformer::TensorParallelTransformer(const models::GPTConfig& c, TpGroup tp)

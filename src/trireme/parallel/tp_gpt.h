@@ -21,10 +21,11 @@
 // regions' all-reduces split in two (Megatron-LM's sequence parallelism, over flattened tokens):
 //   LN(x_r) -> all-gather rows -> column-parallel ... row-parallel GEMM -> reduce-scatter rows
 //   -> + bias -> dropout -> + x_r
-// The same bytes move (an all-reduce is a reduce-scatter then an all-gather). The gather's
-// backward is a reduce-scatter, which already sums the column-parallel input gradient, so that
-// layer skips its backward all-reduce; the reduce-scatter starts inside that layer's backward,
-// beside its weight-gradient GEMM (gather_rows_for_column_parallel). Parameters used on a rank's rows only (layer norms,
+// The same bytes move (an all-reduce is a reduce-scatter then an all-gather). The gathers are
+// fused into the GEMMs that need them, which start on this rank's rows while the others' arrive
+// (parallel/sp_linear.h, Note [split by source rows]): the column-parallel layers' inputs in the
+// forward, the row-parallel layers' output gradients in the backward; the column-parallel
+// input gradient is reduce-scattered beside its weight-gradient GEMM. Parameters used on a rank's rows only (layer norms,
 // row-parallel biases, the position embedding) get partial gradients; sum_grads_over_tp sums
 // each layer's in one all-reduce inside the backward, before any data-parallel hook sees them.
 // Dropout draws each token's element from its place in the global batch (a GlobalRowScope in
@@ -72,23 +73,29 @@ class TensorParallelAttention : public nn::Module {
   TensorParallelAttention(int64_t d_model, int64_t n_head, bool bias, double dropout, TpGroup tp);
   Tensor forward(const Tensor& x);  // (B, T, d) replicated -> (B, T, d) replicated
   // forward = finish(start(x)), with other work free to run between (RowParallelLinear::start).
-  // sp: x was gathered from sequence-parallel rows (gather_rows_for_column_parallel, whose
-  // hook goes to the first linear) and the sum is scattered back to them.
-  PendingSum start(const Tensor& x, bool sp = false, GradInputHook gather_hook = nullptr);
+  PendingSum start(const Tensor& x);
   Tensor finish(PendingSum& pending);
+  // Sequence parallelism: x_rows is this rank's rows (B T / tp, d) of the layer norm's output;
+  // the pending sum is this rank's rows of c_proj's output, without its bias.
+  PendingSum start_sp(const Tensor& x_rows, int64_t B, int64_t T);
 
   int64_t d_model, n_head, n_head_local;
   std::shared_ptr<ColumnParallelLinear> c_attn;  // d -> 3d, this rank's q | k | v columns
   std::shared_ptr<RowParallelLinear> c_proj;     // d -> d
   std::shared_ptr<nn::Dropout> resid_dropout;
+
+ private:
+  // qkv (B, T, 3C) -> attention -> c_proj's output, being summed (sp: reduce-scattered to rows).
+  PendingSum attend(const Tensor& qkv, bool sp);
 };
 
 class TensorParallelMLP : public nn::Module {
  public:
   TensorParallelMLP(int64_t d_model, bool bias, double dropout, GeluApprox gelu, TpGroup tp);
   Tensor forward(const Tensor& x);
-  PendingSum start(const Tensor& x, bool sp = false, GradInputHook gather_hook = nullptr);
+  PendingSum start(const Tensor& x);
   Tensor finish(PendingSum& pending);
+  PendingSum start_sp(const Tensor& x_rows);  // as TensorParallelAttention::start_sp
 
   GeluApprox gelu_approx;
   std::shared_ptr<ColumnParallelLinear> c_fc;  // d -> 4d

@@ -69,9 +69,8 @@ void ColumnParallelLinear::reset_parameters(uint64_t seed) {
 // linear(copy_to_tp_region(x), W_r, b_r), with copy_to_tp_region's backward (the all-reduce of
 // dL/dx) started as soon as linear's backward has dL/dx and finished after dL/dW_r is queued: the
 // communication overlaps the weight-gradient GEMM.
-Tensor ColumnParallelLinear::forward(const Tensor& x, bool rows_gathered, GradInputHook hook) const {
+Tensor ColumnParallelLinear::forward(const Tensor& x) const {
   if (tp.size == 1) return linear(x, weight, bias);
-  if (rows_gathered) return linear(x, weight, bias, std::move(hook));
   return linear(x, weight, bias, tp_grad_input_all_reduce(tp));
 }
 
@@ -101,20 +100,19 @@ Tensor RowParallelLinear::forward(const Tensor& x) const {
   return finish(y, work);
 }
 
-Tensor RowParallelLinear::start(const Tensor& x, dist::WorkPtr& work, bool scatter_rows) const {
+Tensor RowParallelLinear::start(const Tensor& x, dist::WorkPtr& work) const {
   TRIREME_CHECK(x.dim() >= 1 && x.size(-1) == in_local, "RowParallelLinear: input ", x.sizes(),
                 " must end in this rank's ", in_local, " of ", in_features, " input features");
   work = nullptr;
   if (tp.size == 1) return linear(x, weight);
   const int64_t rows = x.numel() / in_local;
-  if (scatter_rows) return start_reduce_scatter_rows_to_sp(reshape(linear(x, weight), {rows, out_features}), tp, work);
   if (tp.comm_chunks > 1 && rows % tp.comm_chunks == 0) return chunked_sum(x, rows);
   return start_reduce_from_tp_region_owned(linear(x, weight), tp, work);
 }
 
-Tensor RowParallelLinear::finish(const Tensor& y, const dist::WorkPtr& work, bool add_bias) const {
+Tensor RowParallelLinear::finish(const Tensor& y, const dist::WorkPtr& work) const {
   if (work) work->wait();
-  return bias.defined() && add_bias ? y + bias : y;  // the replicated bias once, after the sum
+  return bias.defined() ? y + bias : y;  // the replicated bias once, after the sum
 }
 
 // Note [row-parallel chunks]: the all-reduce that ends a row-parallel layer sits on the forward's

@@ -57,10 +57,7 @@ class ColumnParallelLinear : public TensorParallelModule {
  public:
   ColumnParallelLinear(int64_t in_features, int64_t out_features, TpGroup tp, ColumnParallelOptions options = {});
   // x (..., in) replicated -> (..., out_local): this rank's output columns (not gathered).
-  // rows_gathered: x came from gather_rows_for_column_parallel (sequence parallelism), whose
-  // backward sums the input gradient over the group, started by `hook` (its hook), so this
-  // layer's backward does not all-reduce it.
-  Tensor forward(const Tensor& x, bool rows_gathered = false, GradInputHook hook = nullptr) const;
+  Tensor forward(const Tensor& x) const;
   // nn::Linear's default, U(-1/sqrt(in), 1/sqrt(in)), drawn for the full parameter.
   void reset_parameters(uint64_t seed) override;
 
@@ -83,11 +80,8 @@ class RowParallelLinear : public TensorParallelModule {
   //   Tensor y = c_proj.start(x, w);   // y is being summed: do not read it yet
   //   ...                              // other work
   //   y = c_proj.finish(y, w);
-  // scatter_rows (sequence parallelism): the sum is a reduce-scatter over the rows of x viewed
-  // as (rows, out), and finish() leaves the bias to the caller, since on a rank's rows only
-  // its gradient is partial (sum_grads_over_tp).
-  Tensor start(const Tensor& x, dist::WorkPtr& work, bool scatter_rows = false) const;
-  Tensor finish(const Tensor& y, const dist::WorkPtr& work, bool add_bias = true) const;
+  Tensor start(const Tensor& x, dist::WorkPtr& work) const;
+  Tensor finish(const Tensor& y, const dist::WorkPtr& work) const;
   void reset_parameters(uint64_t seed) override;
 
   int64_t in_features, out_features, in_local;

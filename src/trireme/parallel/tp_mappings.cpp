@@ -1,8 +1,6 @@
 // Tensor-parallel region mappings: the collectives with their conjugate backwards.
 #include "trireme/parallel/tp_mappings.h"
 
-#include <utility>
-
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/autograd/node.h"
 #include "trireme/ops/copy.h"
@@ -186,48 +184,16 @@ Tensor gather_rows_from_sp(const Tensor& x, const TpGroup& tp) {
   return y;
 }
 
-Tensor gather_rows_for_column_parallel(const Tensor& x, const TpGroup& tp, GradInputHook& hook) {
-  hook = nullptr;
+Tensor reduce_scatter_rows_to_sp(const Tensor& x, const TpGroup& tp) {
   if (!active(tp)) return x;
-  TRIREME_CHECK(x.dim() >= 1, "gather_rows_for_column_parallel: needs a tensor with rows, got ", x.str());
-  Tensor y = gathered_rows(x, tp, "gather_rows_from_sp");
-  if (!any_requires_grad({&x})) return y;
-  // The layer's backward leaves this rank's rows of its input gradient here; the node below
-  // hands them on.
-  auto slot = std::make_shared<Tensor>();
-  hook = [tp, slot](Tensor& grad_input) -> std::function<void()> {
-    dist::WorkPtr work;
-    *slot = scattered_rows(grad_input, tp, "gather_rows_from_sp backward", work);
-    return [work] { work->wait(); };
-  };
-  record("gather_rows_for_column_parallel", {&x}, {&y}, [tp, slot, rows = x.sizes()](const TensorList& g) -> TensorList {
-    Tensor mine = std::exchange(*slot, Tensor());
-    if (!mine.defined()) {  // the layer's backward did not run its hook: reduce-scatter here
-      dist::WorkPtr work;
-      mine = scattered_rows(g[0], tp, "gather_rows_from_sp backward", work);
-      work->wait();
-    }
-    return {reshape(mine, rows)};
-  });
-  return y;
-}
-
-Tensor start_reduce_scatter_rows_to_sp(const Tensor& x, const TpGroup& tp, dist::WorkPtr& work) {
-  work = nullptr;
-  if (!active(tp)) return x;
+  dist::WorkPtr work;
   Tensor y = scattered_rows(x, tp, "reduce_scatter_rows_to_sp", work);
+  work->wait();
   if (any_requires_grad({&x})) {
     record("reduce_scatter_rows_to_sp", {&x}, {&y}, [tp](const TensorList& g) -> TensorList {
       return {gathered_rows(g[0], tp, "reduce_scatter_rows_to_sp backward")};
     });
   }
-  return y;
-}
-
-Tensor reduce_scatter_rows_to_sp(const Tensor& x, const TpGroup& tp) {
-  dist::WorkPtr work;
-  Tensor y = start_reduce_scatter_rows_to_sp(x, tp, work);
-  if (work) work->wait();
   return y;
 }
 

@@ -26,7 +26,6 @@
 
 #include "trireme/core/tensor.h"
 #include "trireme/dist/process_group.h"
-#include "trireme/ops/linalg.h"
 
 namespace trireme::parallel {
 
@@ -69,16 +68,10 @@ Tensor gather_from_tp_region(const Tensor& x, const TpGroup& tp);
 // x (n/size, ...) -> (n, ...) every rank's rows in rank order; backward: the gradient summed
 // over the group and this rank's rows kept (reduce-scatter).
 Tensor gather_rows_from_sp(const Tensor& x, const TpGroup& tp);
-// gather_rows_from_sp for the input of one column-parallel layer, its only consumer: pass
-// `hook` (set here; null when no gradient will flow) to that layer's linear, and the backward's
-// reduce-scatter starts from the layer's input gradient as soon as it exists, running beside
-// the weight-gradient GEMM (tp_grad_input_all_reduce's overlap, under sequence parallelism).
-Tensor gather_rows_for_column_parallel(const Tensor& x, const TpGroup& tp, GradInputHook& hook);
 // x (n, ...) partial sums -> (n/size, ...) this rank's rows of the sum over the group; backward:
-// the gradient's rows gathered from every rank. n must be divisible by the group size. The
-// start_ form returns before the sum is done (wait `work` before reading the result).
+// the gradient's rows gathered from every rank. n must be divisible by the group size.
+// (The layers' own gathers and scatters are fused into their GEMMs: parallel/sp_linear.h.)
 Tensor reduce_scatter_rows_to_sp(const Tensor& x, const TpGroup& tp);
-Tensor start_reduce_scatter_rows_to_sp(const Tensor& x, const TpGroup& tp, dist::WorkPtr& work);
 // Replicated parameters used on a rank's rows only (layer norms, biases, position embeddings
 // under sequence parallelism) get partial gradients: the aliases returned here (same values)
 // sum their gradients over the group in one all-reduce, in the backward, before the gradients

@@ -1,0 +1,132 @@
+// Sequence parallelism's linear layers, each GEMM split by source rows (Note [split by source rows]).
+#include "trireme/parallel/sp_linear.h"
+
+#include "trireme/autograd/grad_mode.h"
+#include "trireme/autograd/node.h"
+#include "trireme/kernels/linalg.h"
+#include "trireme/kernels/registry.h"
+#include "trireme/ops/autocast_policy.h"
+#include "trireme/ops/copy.h"
+#include "trireme/ops/linalg.h"
+#include "trireme/ops/reduce.h"
+#include "trireme/ops/view.h"
+
+namespace trireme::parallel {
+
+using autograd::any_requires_grad;
+using autograd::record;
+using autograd::SavedTensor;
+using autograd::TensorList;
+
+namespace {
+
+dist::ProcessGroup& group_of(const TpGroup& tp, const char* op) {
+  TRIREME_CHECK(tp.size > 1 && tp.group != nullptr && tp.group->size() == tp.size, op,
+                ": needs a tensor-parallel group of ", tp.size, " ranks");
+  return *tp.group;
+}
+
+// Row block q (of `rows` rows) of a contiguous 2-D tensor, as a contiguous view.
+Tensor rows_of(const Tensor& t, int q, int64_t rows) {
+  const int64_t cols = t.size(1);
+  return t.alias({rows, cols}, {cols, 1}, t.offset() + int64_t(q) * rows * cols);
+}
+
+// out = a · b (+ bias on every row), into out's memory (a contiguous view).
+void gemm_into(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor out) {
+  find_kernel<MatmulKernel>("matmul", a.device(), a.dtype())(a, b, bias, out);
+}
+
+// Wᵀ of a (out, in) weight as an (in, out) operand, without a copy.
+Tensor transposed(const Tensor& w) { return w.alias({w.size(1), w.size(0)}, {w.stride(1), w.stride(0)}, w.offset()); }
+
+// out (n, cols) = every rank's rows of `full` times b, this rank's block first (from `mine`,
+// already here) and the others' once `gather` has brought them.
+void product_by_source(const Tensor& mine, const Tensor& full, const dist::WorkPtr& gather, const Tensor& b,
+                       const Tensor& bias, const TpGroup& tp, Tensor& out) {
+  const int64_t rows = mine.size(0);
+  gemm_into(mine, b, bias, rows_of(out, tp.rank, rows));
+  gather->wait();
+  for (int q = 0; q < tp.size; ++q)
+    if (q != tp.rank) gemm_into(rows_of(full, q, rows), b, bias, rows_of(out, q, rows));
+}
+
+}  // namespace
+
+Tensor sp_column_parallel_linear(const Tensor& x_rows, const Tensor& weight, const Tensor& bias, const TpGroup& tp) {
+  if (auto c = autocast_low_args({x_rows, weight, bias}))  // Note [autocast policy]
+    return sp_column_parallel_linear((*c)[0], (*c)[1], (*c)[2], tp);
+  TRIREME_CHECK(x_rows.dim() == 2 && weight.dim() == 2 && x_rows.size(1) == weight.size(1),
+                "sp_column_parallel_linear: rows ", x_rows.sizes(), " and weight ", weight.sizes(), " do not match");
+  dist::ProcessGroup& group = group_of(tp, "sp_column_parallel_linear");
+  const int64_t rows = x_rows.size(0), in = weight.size(1), out_features = weight.size(0), n = rows * tp.size;
+  Tensor out = Tensor::empty({n, out_features}, x_rows.dtype(), x_rows.device());
+  Tensor full = Tensor::empty({n, in}, x_rows.dtype(), x_rows.device());
+  {
+    NoGradGuard no_grad;
+    const Tensor mine = contiguous(x_rows.detach());
+    dist::WorkPtr gather = group.all_gather(full, mine);
+    product_by_source(mine, full, gather, transposed(weight.detach()), bias.defined() ? bias.detach() : Tensor(), tp,
+                      out);
+  }
+  if (any_requires_grad({&x_rows, &weight, &bias})) {
+    const bool need_x = x_rows.requires_grad(), need_b = bias.defined() && bias.requires_grad();
+    SavedTensor sw(need_x ? weight : Tensor());
+    record("sp_column_parallel_linear", {&x_rows, &weight, &bias}, {&out},
+           [=](const TensorList& g) -> TensorList {
+             NoGradGuard no_grad;
+             const Tensor go = contiguous(g[0]);
+             Tensor gx, gw, gb;
+             dist::WorkPtr scatter;
+             if (need_x) {  // (g · W) summed over tp, this rank's rows: beside the dW GEMM
+               const Tensor gx_full = matmul(go, sw.unpack("sp_column_parallel_linear"));
+               gx = Tensor::empty({rows, in}, gx_full.dtype(), gx_full.device());
+               scatter = group_of(tp, "sp_column_parallel_linear backward").reduce_scatter(gx, gx_full);
+             }
+             gw = matmul(transpose(go, 0, 1), full);  // gᵀ · gathered x
+             if (need_b) gb = sum(go, {0});
+             if (scatter) scatter->wait();
+             return {gx, gw, gb};
+           });
+  }
+  return out;
+}
+
+Tensor sp_row_parallel_linear_start(const Tensor& x, const Tensor& weight, const TpGroup& tp, dist::WorkPtr& work) {
+  if (auto c = autocast_low_args({x, weight}))  // Note [autocast policy]
+    return sp_row_parallel_linear_start((*c)[0], (*c)[1], tp, work);
+  TRIREME_CHECK(x.dim() == 2 && weight.dim() == 2 && x.size(1) == weight.size(1) && x.size(0) % tp.size == 0,
+                "sp_row_parallel_linear: input ", x.sizes(), " and weight ", weight.sizes(),
+                " do not match, or the rows are not divisible by tp = ", tp.size);
+  dist::ProcessGroup& group = group_of(tp, "sp_row_parallel_linear");
+  const int64_t n = x.size(0), rows = n / tp.size, out_features = weight.size(0), in_local = weight.size(1);
+  Tensor mine = Tensor::empty({rows, out_features}, x.dtype(), x.device());
+  {
+    NoGradGuard no_grad;
+    Tensor partial = Tensor::empty({n, out_features}, x.dtype(), x.device());
+    gemm_into(x.detach(), transposed(weight.detach()), Tensor(), partial);
+    work = group.reduce_scatter(mine, partial);
+  }
+  if (any_requires_grad({&x, &weight})) {
+    const bool need_x = x.requires_grad(), need_w = weight.requires_grad();
+    SavedTensor sx(need_w ? x : Tensor()), sw(need_x ? weight : Tensor());
+    record("sp_row_parallel_linear", {&x, &weight}, {&mine}, [=](const TensorList& g) -> TensorList {
+      NoGradGuard no_grad;
+      const Tensor g_rows = contiguous(g[0]);
+      Tensor g_full = Tensor::empty({n, out_features}, g_rows.dtype(), g_rows.device());
+      dist::WorkPtr gather = group_of(tp, "sp_row_parallel_linear backward").all_gather(g_full, g_rows);
+      Tensor gx, gw;
+      if (need_x) {  // g · W, this rank's rows first while the others' arrive
+        gx = Tensor::empty({n, in_local}, g_rows.dtype(), g_rows.device());
+        product_by_source(g_rows, g_full, gather, sw.unpack("sp_row_parallel_linear"), Tensor(), tp, gx);
+      } else {
+        gather->wait();
+      }
+      if (need_w) gw = matmul(transpose(g_full, 0, 1), sx.unpack("sp_row_parallel_linear"));  // gᵀ · x
+      return {gx, gw};
+    });
+  }
+  return mine;
+}
+
+}  // namespace trireme::parallel

@@ -1,0 +1,32 @@
+// The two linear layers of sequence parallelism with their collectives fused in, so that each
+// collective runs beside the GEMMs that do not need it (Note [split by source rows]).
+#pragma once
+
+#include "trireme/core/tensor.h"
+#include "trireme/dist/process_group.h"
+#include "trireme/parallel/tp_mappings.h"
+
+namespace trireme::parallel {
+
+// Note [split by source rows]
+// Under sequence parallelism (Note [sequence parallelism], tp_gpt.h) a column-parallel layer
+// needs every rank's rows of its input (an all-gather) and a row-parallel layer's backward needs
+// every rank's rows of its output gradient (an all-gather too). Done as "gather, then one GEMM"
+// the GEMM waits for the whole gather. But row block q of a product depends only on row block q
+// of its left operand, so the GEMM can start on this rank's own rows, which are already here,
+// and take the other ranks' rows once they arrive: the gather runs beside the first GEMM (with
+// the copy-engine collectives of Note [peer all-reduce] it takes no SMs from it). Each block
+// is written straight into its rows of one output, so nothing is joined afterwards.
+// The backward of the column-parallel layer reduce-scatters its input gradient beside its
+// weight-gradient GEMM, as the replicated path's all-reduce does.
+
+// x_rows (n/tp, in): this rank's rows -> (n, out_local) = gather(x_rows) W_rᵀ + b_r.
+// Backward: the input gradient reduce-scattered back to rows; W_r and b_r as a linear's.
+Tensor sp_column_parallel_linear(const Tensor& x_rows, const Tensor& weight, const Tensor& bias, const TpGroup& tp);
+
+// x (n, in_local) -> this rank's rows (n/tp, out) of the sum over tp of x W_rᵀ, started: wait
+// `work` before reading them (no bias: the caller adds it on its rows). Backward: the output
+// gradient's rows gathered, split by source rows.
+Tensor sp_row_parallel_linear_start(const Tensor& x, const Tensor& weight, const TpGroup& tp, dist::WorkPtr& work);
+
+}  // namespace trireme::parallel
