@@ -51,7 +51,11 @@ nlohmann::json runtime_info() {
 #ifdef _OPENMP
   j["openmp_max_threads"] = omp_get_max_threads();
 #endif
-  for (const char* v : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "NCCL_NVLS_ENABLE"}) {
+  // The variables that change how a run computes or communicates (TRIREME_PEER_*: Note [peer
+  // all-reduce], dist/peer_all_reduce.h; TRIREME_GEMM_SM_CARVEOUT: Note [GEMM SM carveout]).
+  for (const char* v : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "NCCL_NVLS_ENABLE",
+                        "TRIREME_PEER_ALLREDUCE", "TRIREME_PEER_ALLREDUCE_MB", "TRIREME_PEER_RS_AG",
+                        "TRIREME_GEMM_SM_CARVEOUT"}) {
     const char* s = std::getenv(v);
     j["env"][v] = s ? s : "";
   }
