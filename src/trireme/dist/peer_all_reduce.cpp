@@ -383,54 +383,67 @@ void peer_round(PeerAllReduce::Impl& s, cudaStream_t stream, size_t bytes, Sourc
 
 }  // namespace
 
+namespace {
+
+// Calls fn(first, n) for consecutive pieces [first, first + n) of `numel` elements of `elem`
+// bytes, each at most one staging slot.
+template <class Fn>
+void for_each_piece(int64_t numel, int64_t elem, int64_t capacity, Fn&& fn) {
+  const int64_t piece = capacity / elem;
+  for (int64_t first = 0; first < numel; first += piece) fn(first, std::min(piece, numel - first));
+}
+
+// out = the ranks' pieces summed in rank order: this rank's from `own`, the others' from their
+// slots (so every rank adds the same numbers in the same order).
+void sum_in_rank_order(void* out, const void* own, const void* const* slots, int size, int me, int64_t n, DType dtype,
+                       ReduceOp op, cudaStream_t stream) {
+  const void* inputs[kMaxRanks] = {};
+  for (int q = 0; q < size; ++q) inputs[q] = q == me ? own : slots[q];
+  cuda_kernels::peer_sum(out, inputs, size, n, dtype, op == ReduceOp::avg, stream);
+}
+
+}  // namespace
+
 void PeerAllReduce::all_reduce(const Tensor& t, ReduceOp op, cudaStream_t stream) {
-  const int64_t elem = int64_t(dtype_size(t.dtype())), piece = impl_->o.capacity / elem;
+  const Options& o = impl_->o;
+  const int64_t elem = int64_t(dtype_size(t.dtype()));
   char* data = static_cast<char*>(t.data_ptr());
-  const int size = impl_->o.size, me = impl_->o.rank;
-  for (int64_t first = 0; first < t.numel(); first += piece) {
-    const int64_t n = std::min(piece, t.numel() - first);
+  for_each_piece(t.numel(), elem, o.capacity, [&](int64_t first, int64_t n) {
     char* x = data + first * elem;
     peer_round(*impl_, stream, size_t(n * elem), [&](int) { return x; }, [&](const void* const* slots) {
-      const void* inputs[kMaxRanks] = {};
-      for (int q = 0; q < size; ++q) inputs[q] = q == me ? x : slots[q];
-      cuda_kernels::peer_sum(x, inputs, size, n, t.dtype(), op == ReduceOp::avg, stream);
+      sum_in_rank_order(x, x, slots, o.size, o.rank, n, t.dtype(), op, stream);
     });
-  }
+  });
 }
 
 void PeerAllReduce::reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op, cudaStream_t stream) {
-  const int64_t elem = int64_t(dtype_size(input.dtype())), piece = impl_->o.capacity / elem, chunk = output.numel();
+  const Options& o = impl_->o;
+  const int64_t elem = int64_t(dtype_size(input.dtype())), chunk = output.numel();
   const char* in = static_cast<const char*>(input.data_ptr());
   char* out = static_cast<char*>(output.data_ptr());
-  const int size = impl_->o.size, me = impl_->o.rank;
-  for (int64_t first = 0; first < chunk; first += piece) {
-    const int64_t n = std::min(piece, chunk - first);
+  for_each_piece(chunk, elem, o.capacity, [&](int64_t first, int64_t n) {
     // Rank j sums the j-th chunks: this rank's goes to j, j's own stays there.
     auto part_for = [&](int j) { return in + (int64_t(j) * chunk + first) * elem; };
     peer_round(*impl_, stream, size_t(n * elem), part_for, [&](const void* const* slots) {
-      const void* inputs[kMaxRanks] = {};
-      for (int q = 0; q < size; ++q) inputs[q] = q == me ? part_for(me) : slots[q];
-      cuda_kernels::peer_sum(out + first * elem, inputs, size, n, input.dtype(), op == ReduceOp::avg, stream);
+      sum_in_rank_order(out + first * elem, part_for(o.rank), slots, o.size, o.rank, n, input.dtype(), op, stream);
     });
-  }
+  });
 }
 
 void PeerAllReduce::all_gather(const Tensor& output, const Tensor& input, cudaStream_t stream) {
-  const int64_t elem = int64_t(dtype_size(input.dtype())), piece = impl_->o.capacity / elem, m = input.numel();
+  const Options& o = impl_->o;
+  const int64_t elem = int64_t(dtype_size(input.dtype())), m = input.numel();
   const char* in = static_cast<const char*>(input.data_ptr());
   char* out = static_cast<char*>(output.data_ptr());
-  const int size = impl_->o.size, me = impl_->o.rank;
-  for (int64_t first = 0; first < m; first += piece) {
-    const int64_t n = std::min(piece, m - first);
-    peer_round(*impl_, stream, size_t(n * elem), [&](int) { return in + first * elem; },
-               [&](const void* const* slots) {
-                 for (int q = 0; q < size; ++q) {
-                   const void* from = q == me ? static_cast<const void*>(in + first * elem) : slots[q];
-                   TRIREME_CUDA_CHECK(cudaMemcpyAsync(out + (int64_t(q) * m + first) * elem, from, size_t(n * elem),
-                                                      cudaMemcpyDeviceToDevice, stream));
-                 }
-               });
-  }
+  for_each_piece(m, elem, o.capacity, [&](int64_t first, int64_t n) {
+    const char* mine = in + first * elem;
+    peer_round(*impl_, stream, size_t(n * elem), [&](int) { return mine; }, [&](const void* const* slots) {
+      for (int q = 0; q < o.size; ++q) {
+        TRIREME_CUDA_CHECK(cudaMemcpyAsync(out + (int64_t(q) * m + first) * elem, q == o.rank ? mine : slots[q],
+                                           size_t(n * elem), cudaMemcpyDeviceToDevice, stream));
+      }
+    });
+  });
 }
 
 namespace {

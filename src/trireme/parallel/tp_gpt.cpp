@@ -198,14 +198,22 @@ Tensor TensorParallelGPT::forward_local_logits(const Tensor& ids) {
   const int64_t T = ids.size(1);
   TRIREME_CHECK(T >= 1 && T <= config_.block_size, "TensorParallelGPT.forward: sequence length ", T,
                 " is outside [1, block_size = ", config_.block_size, "]");
-  const Tensor& pos = positions_.get(T, ids.device());
   // Gathered by sequence parallelism, whose backward sums the head's input gradient over tp.
   if (auto hidden = sequence_parallel_hidden(ids)) return linear(*hidden, lm_head_weight());
+  const Tensor& pos = positions_.get(T, ids.device());
   Tensor x = transformer->wte->forward(ids) + transformer->wpe->forward(pos);
   x = transformer->drop->forward(x);
   x = transformer->ln_f->forward(interleaved_blocks(x));
   // The head is column-parallel over the vocabulary: x enters the tp region here.
   return linear(copy_to_tp_region(x, tp_), lm_head_weight());  // (B, T, V_p / tp)
+}
+
+// Splitting a forward's rows (batch slices, sequence-parallel tokens) runs each dropout layer
+// once per part under a GlobalRowScope, which draws with the layer's current counter. Without
+// a caller's scope a single forward advances each counter once per call, which the parts would
+// do several times; so then, and only if dropout draws at all, the rows stay whole.
+bool TensorParallelGPT::dropout_can_split_rows() const {
+  return !(is_training() && config_.dropout > 0) || nn::GlobalRowScope::current().has_value();
 }
 
 Tensor TensorParallelGPT::blocks(const Tensor& x) {
@@ -236,10 +244,7 @@ Tensor TensorParallelGPT::interleaved_blocks(const Tensor& x) {
   const int S = tp_.interleave;
   const int64_t B = x.size(0);
   const auto outer_row = nn::GlobalRowScope::current();
-  const bool draws = is_training() && config_.dropout > 0;
-  // Without a scope each dropout call advances its layer's counter, which S calls a step would
-  // do S times; so without one (and with dropout) the blocks run as one batch.
-  if (tp_.size == 1 || S <= 1 || B % S != 0 || B < S || (draws && !outer_row)) return blocks(x);
+  if (tp_.size == 1 || S <= 1 || B % S != 0 || B < S || !dropout_can_split_rows()) return blocks(x);
   const int64_t b = B / S;
   std::vector<Tensor> h(static_cast<size_t>(S));
   std::vector<PendingSum> pending(static_cast<size_t>(S));
@@ -260,8 +265,7 @@ Tensor TensorParallelGPT::interleaved_blocks(const Tensor& x) {
 std::optional<Tensor> TensorParallelGPT::sequence_parallel_hidden(const Tensor& ids) {
   const int64_t B = ids.size(0), T = ids.size(1), d = config_.d_model, n = B * T;
   const auto outer_row = nn::GlobalRowScope::current();
-  const bool draws = is_training() && config_.dropout > 0;
-  if (!tp_.sequence_parallel || tp_.size == 1 || n % tp_.size != 0 || (draws && !outer_row)) return std::nullopt;
+  if (!tp_.sequence_parallel || tp_.size == 1 || n % tp_.size != 0 || !dropout_can_split_rows()) return std::nullopt;
   const int64_t rows = n / tp_.size, first = int64_t(tp_.rank) * rows;
   // This rank's token rows: the lookup summed over tp straight into them, plus their positions.
   const Tensor wpe = sum_grads_over_tp({transformer->wpe->weight}, tp_)[0];

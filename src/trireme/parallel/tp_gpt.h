@@ -165,6 +165,7 @@ class TensorParallelGPT : public nn::Module {
  private:
   void build(uint64_t seed);
   Tensor blocks(const Tensor& x);              // the decoder layers, one after another
+  bool dropout_can_split_rows() const;         // may a forward's rows be split (dropout's counter)?
   Tensor interleaved_blocks(const Tensor& x);  // Note [interleaved batch slices]
   // ids (B, T) -> the final layer norm's output (B, T, d), gathered, computed under sequence
   // parallelism; nullopt when it does not apply (then the replicated path runs).
