@@ -6,10 +6,11 @@
 #   GPT-2 124M dp=1, dp=2; GPT 1.3B tp=1, tp=2, tp=2 with the row-parallel GEMM and its
 #   all-reduce in 2 and 4 chunks (Note [row-parallel chunks]).
 #   GPT 1.3B --tp-alone 2 (rank 0's shard with its collectives skipped: the compute floor);
-#   sequence parallelism (--sp 1) with NCCL's and with the copy engines' reduce-scatter and
-#   all-gather (TRIREME_PEER_RS_AG=1), and its floor.
+#   sequence parallelism (--sp 1) with the copy engines' reduce-scatter and all-gather and with
+#   NCCL's (TRIREME_PEER_RS_AG=0), and its floor.
 # Carry .gpu_deps. DEADLINE_S (default 540) bounds the whole, build included; ROWS (an
-# extended regex) keeps only the rows whose label matches; TEST_FILTER picks the tests.
+# extended regex) keeps only the rows whose label matches; TEST_FILTER picks the tests;
+# EXTRA_FLAGS go to every gpt_parallel_step (e.g. "--phases 3": forward/backward/optimizer ms).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/gpu_env.sh
@@ -27,8 +28,8 @@ grep -E "^\[ +(OK|FAILED) +\]|equal to NCCL|differ|check failed|error after|watc
 
 bench=build-gpu/bench/gpt_parallel_step
 launch=(build-gpu/trireme launch --nproc-per-node 2 --)
-gpt2=(--model gpt2-124m --batch 16 --device cuda --dtype bf16 --warmup 3 --iters 10)
-big=(--model gpt-1.3b --batch 8 --device cuda --dtype bf16 --warmup 3 --iters 5)
+gpt2=(--model gpt2-124m --batch 16 --device cuda --dtype bf16 --warmup 3 --iters 10 ${EXTRA_FLAGS:-})
+big=(--model gpt-1.3b --batch 8 --device cuda --dtype bf16 --warmup 3 --iters 5 ${EXTRA_FLAGS:-})
 row() {  # label, env assignments..., --, command...
   local label=$1
   shift
@@ -49,17 +50,21 @@ row() {  # label, env assignments..., --, command...
   ms=$(grep -oE '"step_ms": [0-9.]+' <<< "$line" | grep -oE '[0-9.]+$')
   tps=$(grep -oE '"tokens_per_s": [0-9.]+' <<< "$line" | grep -oE '[0-9.]+$')
   peer=$(grep -oE '"peer_all_reduce": [a-z]+' <<< "$line" | grep -oE '[a-z]+$')
-  echo "| $label | ${ms:-failed: $(tail -c 300 "$log" | tr '\n' ' ')} | ${tps:-} | ${peer:-} |"
+  local phases=""
+  for k in fwd_ms bwd_ms opt_ms queue_fwd_ms queue_bwd_ms host_ms; do
+    phases+="$(grep -oE "\"$k\": [0-9.]+" <<< "$line" | grep -oE '[0-9.]+$') "
+  done
+  echo "| $label | ${ms:-failed: $(tail -c 300 "$log" | tr '\n' ' ')} | ${tps:-} | ${peer:-} | $phases|"
 }
 
-echo "| run | step ms | tokens/s | peer all-reduce |"
-echo "|---|---|---|---|"
+echo "| run | step ms | tokens/s | peer all-reduce | fwd bwd opt queue_fwd queue_bwd host (ms) |"
+echo "|---|---|---|---|---|"
 row "1.3B tp=1" A=1 -- $bench "${big[@]}"
 row "1.3B tp=2 alone (rank 0's shard, no collectives)" A=1 -- $bench "${big[@]}" --tp-alone 2
 row "1.3B tp=2, NCCL" TRIREME_PEER_ALLREDUCE=0 -- "${launch[@]}" $bench "${big[@]}" --tp 2
 row "1.3B tp=2, peer" A=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2
-row "1.3B tp=2, sequence parallel (NCCL reduce-scatter/all-gather)" A=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --sp 1
-row "1.3B tp=2, sequence parallel, peer reduce-scatter/all-gather" TRIREME_PEER_RS_AG=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --sp 1
+row "1.3B tp=2, sequence parallel (NCCL reduce-scatter/all-gather)" TRIREME_PEER_RS_AG=0 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --sp 1
+row "1.3B tp=2, sequence parallel, peer reduce-scatter/all-gather" A=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --sp 1
 row "1.3B tp=2 alone, sequence parallel" A=1 -- $bench "${big[@]}" --tp-alone 2 --sp 1
 row "1.3B tp=2, peer, 2 row chunks" A=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --tp-chunks 2
 row "1.3B tp=2, peer, 4 row chunks" A=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --tp-chunks 4

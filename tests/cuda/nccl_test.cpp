@@ -42,7 +42,8 @@ TEST(Nccl, CollectivesMatchClosedFormAnswersForEveryDtype) {
 }
 
 // Note [peer all-reduce]: sums and averages through the copy engines equal NCCL's, bit for bit,
-// and so do its reduce-scatter and all-gather (TRIREME_PEER_RS_AG=1).
+// and so do its reduce-scatter, all-gather and staged reduce-scatter (Note [staged
+// reduce-scatter]); an op issued inside a staged one is an error.
 TEST(Nccl, PeerAllReduceGivesNcclsBits) {
   TRIREME_REQUIRE_NCCL_AND_TWO_GPUS();
   LaunchResult r = run_worker("peer_all_reduce");

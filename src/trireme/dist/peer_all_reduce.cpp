@@ -93,6 +93,8 @@ struct PeerAllReduce::Impl {
   std::vector<CUdeviceptr> flags_dev;
   std::string shm_name;
   uint32_t seq = 0;
+  uint32_t staged_seq = 0;          // the open staged reduce-scatter's op, 0 when none is open
+  std::vector<bool> staged_sent;    // which of its chunks have gone out
   bool opened = false;  // the peers' regions are open (to be closed)
 
   int64_t staging_bytes() const { return 2 * int64_t(o.size - 1) * o.capacity; }
@@ -375,11 +377,44 @@ bool PeerAllReduce::accepts(const Tensor& t, ReduceOp op) {
 
 namespace {
 
-// One op of the protocol (Note [peer all-reduce]) for a piece of `bytes` per peer: source(j)
-// is what goes to peer j; combine(slots) runs once every peer's piece is here, slots[q] being
-// where rank q's landed (slots[me] unused). Returns nothing: everything is queued on `stream`.
+// The two halves of one op k of the protocol (Note [peer all-reduce]), queued on `stream`:
+// push() sends `bytes` from src into this rank's slot on peer j (steps 1-2); gather_then()
+// waits for every peer's piece and runs combine(slots), slots[q] being where rank q's landed
+// (slots[me] unused), then frees the slots (steps 3-5).
+void push(PeerAllReduce::Impl& s, cudaStream_t stream, uint32_t k, int j, const void* src, size_t bytes) {
+  const MemOps& m = mem_ops();
+  const auto cu_stream = reinterpret_cast<CUstream>(stream);
+  if (k > 2) check_cu(m.wait(cu_stream, s.consumed_of(s.o.rank, j), k - 2, CU_STREAM_WAIT_VALUE_GEQ), "waiting for a peer");
+  TRIREME_CUDA_CHECK(cudaMemcpyAsync(s.slot(j, s.o.rank, k & 1), src, bytes, cudaMemcpyDeviceToDevice, stream));
+  check_cu(m.write(cu_stream, s.ready_of(j, s.o.rank), k, CU_STREAM_WRITE_VALUE_DEFAULT), "signalling a peer");
+}
+
+template <class Combine>
+void gather_then(PeerAllReduce::Impl& s, cudaStream_t stream, uint32_t k, Combine&& combine) {
+  const PeerAllReduce::Options& o = s.o;
+  const MemOps& m = mem_ops();
+  const auto cu_stream = reinterpret_cast<CUstream>(stream);
+  const void* slots[kMaxRanks] = {};
+  for (int j = 0; j < o.size; ++j) {
+    if (j == o.rank) continue;
+    check_cu(m.wait(cu_stream, s.ready_of(o.rank, j), k, CU_STREAM_WAIT_VALUE_GEQ), "waiting for a peer");
+    slots[j] = s.slot(o.rank, j, k & 1);
+  }
+  combine(slots);
+  for (int j = 0; j < o.size; ++j) {
+    if (j == o.rank) continue;
+    check_cu(m.write(cu_stream, s.consumed_of(j, o.rank), k, CU_STREAM_WRITE_VALUE_DEFAULT), "signalling a peer");
+  }
+}
+
+// One whole op for a piece of `bytes` per peer: source(j) is what goes to peer j.
 template <class Source, class Combine>
-void peer_round(PeerAllReduce::Impl& s, cudaStream_t stream, size_t bytes, Source&& source, Combine&& combine);
+void peer_round(PeerAllReduce::Impl& s, cudaStream_t stream, size_t bytes, Source&& source, Combine&& combine) {
+  const uint32_t k = ++s.seq;
+  for (int j = 0; j < s.o.size; ++j)
+    if (j != s.o.rank) push(s, stream, k, j, source(j), bytes);
+  gather_then(s, stream, k, combine);
+}
 
 }  // namespace
 
@@ -405,6 +440,7 @@ void sum_in_rank_order(void* out, const void* own, const void* const* slots, int
 }  // namespace
 
 void PeerAllReduce::all_reduce(const Tensor& t, ReduceOp op, cudaStream_t stream) {
+  check_no_staged_op("all_reduce");
   const Options& o = impl_->o;
   const int64_t elem = int64_t(dtype_size(t.dtype()));
   char* data = static_cast<char*>(t.data_ptr());
@@ -417,6 +453,7 @@ void PeerAllReduce::all_reduce(const Tensor& t, ReduceOp op, cudaStream_t stream
 }
 
 void PeerAllReduce::reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op, cudaStream_t stream) {
+  check_no_staged_op("reduce_scatter");
   const Options& o = impl_->o;
   const int64_t elem = int64_t(dtype_size(input.dtype())), chunk = output.numel();
   const char* in = static_cast<const char*>(input.data_ptr());
@@ -431,49 +468,67 @@ void PeerAllReduce::reduce_scatter(const Tensor& output, const Tensor& input, Re
 }
 
 void PeerAllReduce::all_gather(const Tensor& output, const Tensor& input, cudaStream_t stream) {
+  check_no_staged_op("all_gather");
   const Options& o = impl_->o;
   const int64_t elem = int64_t(dtype_size(input.dtype())), m = input.numel();
   const char* in = static_cast<const char*>(input.data_ptr());
   char* out = static_cast<char*>(output.data_ptr());
   for_each_piece(m, elem, o.capacity, [&](int64_t first, int64_t n) {
     const char* mine = in + first * elem;
-    peer_round(*impl_, stream, size_t(n * elem), [&](int) { return mine; }, [&](const void* const* slots) {
-      for (int q = 0; q < o.size; ++q) {
-        TRIREME_CUDA_CHECK(cudaMemcpyAsync(out + (int64_t(q) * m + first) * elem, q == o.rank ? mine : slots[q],
-                                           size_t(n * elem), cudaMemcpyDeviceToDevice, stream));
-      }
+    auto to = [&](int q) { return out + (int64_t(q) * m + first) * elem; };
+    const uint32_t k = ++impl_->seq;
+    for (int j = 0; j < o.size; ++j)
+      if (j != o.rank) push(*impl_, stream, k, j, mine, size_t(n * elem));
+    // This rank's own rows while the peers' are still on their way (none for an in-place gather).
+    if (to(o.rank) != mine)
+      TRIREME_CUDA_CHECK(cudaMemcpyAsync(to(o.rank), mine, size_t(n * elem), cudaMemcpyDeviceToDevice, stream));
+    gather_then(*impl_, stream, k, [&](const void* const* slots) {
+      for (int q = 0; q < o.size; ++q)
+        if (q != o.rank)
+          TRIREME_CUDA_CHECK(cudaMemcpyAsync(to(q), slots[q], size_t(n * elem), cudaMemcpyDeviceToDevice, stream));
     });
   });
 }
 
-namespace {
-
-template <class Source, class Combine>
-void peer_round(PeerAllReduce::Impl& s, cudaStream_t stream, size_t bytes, Source&& source, Combine&& combine) {
-  const PeerAllReduce::Options& o = s.o;
-  const MemOps& m = mem_ops();
-  const auto cu_stream = reinterpret_cast<CUstream>(stream);
-  const uint32_t k = ++s.seq, p = k & 1;
-  for (int j = 0; j < o.size; ++j) {
-    if (j == o.rank) continue;
-    if (k > 2) check_cu(m.wait(cu_stream, s.consumed_of(o.rank, j), k - 2, CU_STREAM_WAIT_VALUE_GEQ), "waiting for a peer");
-    TRIREME_CUDA_CHECK(cudaMemcpyAsync(s.slot(j, o.rank, p), source(j), bytes, cudaMemcpyDeviceToDevice, stream));
-    check_cu(m.write(cu_stream, s.ready_of(j, o.rank), k, CU_STREAM_WRITE_VALUE_DEFAULT), "signalling a peer");
-  }
-  const void* slots[kMaxRanks] = {};
-  for (int j = 0; j < o.size; ++j) {
-    if (j == o.rank) continue;
-    check_cu(m.wait(cu_stream, s.ready_of(o.rank, j), k, CU_STREAM_WAIT_VALUE_GEQ), "waiting for a peer");
-    slots[j] = s.slot(o.rank, j, p);
-  }
-  combine(slots);
-  for (int j = 0; j < o.size; ++j) {
-    if (j == o.rank) continue;
-    check_cu(m.write(cu_stream, s.consumed_of(j, o.rank), k, CU_STREAM_WRITE_VALUE_DEFAULT), "signalling a peer");
-  }
+bool PeerAllReduce::can_stage(const Tensor& output, const Tensor& input, ReduceOp op) const {
+  return accepts(input, op) && output.numel() * int64_t(dtype_size(output.dtype())) <= impl_->o.capacity;
 }
 
-}  // namespace
+void PeerAllReduce::begin_staged_reduce_scatter() {
+  check_no_staged_op("a staged reduce_scatter");
+  impl_->staged_seq = ++impl_->seq;
+  impl_->staged_sent.assign(size_t(impl_->o.size), false);
+}
+
+void PeerAllReduce::send_staged_chunk(const Tensor& input, int j, cudaStream_t stream) {
+  Impl& s = *impl_;
+  TRIREME_CHECK(s.staged_seq != 0, "peer reduce-scatter: send_staged_chunk without begin_staged_reduce_scatter");
+  TRIREME_CHECK(j >= 0 && j < s.o.size && j != s.o.rank && !s.staged_sent[size_t(j)], "peer reduce-scatter: chunk ", j,
+                " is not one this rank still has to send (rank ", s.o.rank, " of ", s.o.size, ")");
+  const int64_t bytes = input.numel() / s.o.size * int64_t(dtype_size(input.dtype()));
+  push(s, stream, s.staged_seq, j, static_cast<const char*>(input.data_ptr()) + j * bytes, size_t(bytes));
+  s.staged_sent[size_t(j)] = true;
+}
+
+void PeerAllReduce::finish_staged_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op,
+                                                 cudaStream_t stream) {
+  Impl& s = *impl_;
+  TRIREME_CHECK(s.staged_seq != 0, "peer reduce-scatter: finish without begin_staged_reduce_scatter");
+  for (int j = 0; j < s.o.size; ++j)
+    if (j != s.o.rank && !s.staged_sent[size_t(j)]) send_staged_chunk(input, j, stream);
+  const uint32_t k = s.staged_seq;
+  s.staged_seq = 0;
+  const int64_t n = output.numel();
+  const char* own = static_cast<const char*>(input.data_ptr()) + s.o.rank * n * int64_t(dtype_size(input.dtype()));
+  gather_then(s, stream, k, [&](const void* const* slots) {
+    sum_in_rank_order(output.data_ptr(), own, slots, s.o.size, s.o.rank, n, input.dtype(), op, stream);
+  });
+}
+
+void PeerAllReduce::check_no_staged_op(const char* what) const {
+  TRIREME_CHECK(impl_->staged_seq == 0, "peer all-reduce: ", what,
+                " issued while a staged reduce_scatter is open (finish it first: its peers wait for it in order)");
+}
 
 void PeerAllReduce::release() noexcept {
   Impl& s = *impl_;

@@ -87,10 +87,19 @@ class PeerAllReduce {
   // The same protocol for the two halves of an all-reduce, each rank pushing 1/size of the
   // bytes to each peer (ProcessGroup's flat layouts: output is rank r's chunk of the sum of the
   // inputs; output is every rank's input in rank order). reduce_scatter takes what accepts()
-  // does; all_gather any contiguous tensor. Off unless TRIREME_PEER_RS_AG=1: not yet run on a
-  // GPU (ProcessGroupNccl::uses_peer_rs_ag()).
+  // does; all_gather any contiguous tensor. ProcessGroupNccl routes them here whenever it
+  // routes all-reduces (TRIREME_PEER_RS_AG=0 keeps them on NCCL).
   void reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op, cudaStream_t stream);
   void all_gather(const Tensor& output, const Tensor& input, cudaStream_t stream);
+  // A reduce-scatter whose input is written chunk by chunk (ProcessGroup::reduce_scatter_staged,
+  // Note [staged reduce-scatter]): begin takes the op's place in the sequence, send pushes chunk
+  // j to rank j once the caller's stream has written it, finish sends what is left and sums
+  // (the same bits as reduce_scatter). No other op of this group may come in between. Only
+  // for what can_stage() takes: reduce_scatter's operands with a chunk of at most one slot.
+  bool can_stage(const Tensor& output, const Tensor& input, ReduceOp op) const;
+  void begin_staged_reduce_scatter();
+  void send_staged_chunk(const Tensor& input, int j, cudaStream_t stream);
+  void finish_staged_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op, cudaStream_t stream);
   // After a failure: lets every wait queued on this rank's stream pass (Note [peer all-reduce]).
   void release() noexcept;
 
@@ -98,6 +107,7 @@ class PeerAllReduce {
 
  private:
   explicit PeerAllReduce(std::unique_ptr<Impl> impl);
+  void check_no_staged_op(const char* what) const;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -75,6 +75,28 @@ WorkPtr ProcessGroup::all_gather(const Tensor&, const Tensor&, const AllGatherOp
 WorkPtr ProcessGroup::reduce_scatter(const Tensor&, const Tensor&, const ReduceScatterOptions&) {
   unsupported("reduce_scatter");
 }
+
+namespace {
+// The staged reduce-scatter of a backend that cannot start early: the whole op at the end.
+class ReduceScatterAtFinish : public StagedReduceScatter {
+ public:
+  ReduceScatterAtFinish(ProcessGroup& group, Tensor output, Tensor input, ReduceScatterOptions options)
+      : group_(group), output_(std::move(output)), input_(std::move(input)), options_(options) {}
+  bool sends_early() const override { return false; }
+  void chunk_written(int) override {}
+  WorkPtr finish() override { return group_.reduce_scatter(output_, input_, options_); }
+
+ private:
+  ProcessGroup& group_;
+  Tensor output_, input_;
+  ReduceScatterOptions options_;
+};
+}  // namespace
+
+std::unique_ptr<StagedReduceScatter> ProcessGroup::reduce_scatter_staged(const Tensor& output, const Tensor& input,
+                                                                         const ReduceScatterOptions& options) {
+  return std::make_unique<ReduceScatterAtFinish>(*this, output, input, options);
+}
 WorkPtr ProcessGroup::all_to_all(const Tensor&, const Tensor&, const AllToAllOptions&) { unsupported("all_to_all"); }
 WorkPtr ProcessGroup::send(const Tensor&, int, const SendRecvOptions&) { unsupported("send"); }
 WorkPtr ProcessGroup::recv(const Tensor&, int, const SendRecvOptions&) { unsupported("recv"); }

@@ -72,6 +72,27 @@ class Work {
 };
 using WorkPtr = std::shared_ptr<Work>;
 
+// Note [staged reduce-scatter]
+// A reduce-scatter whose input is produced chunk by chunk (chunk j: what rank j keeps) need not
+// wait for the whole input: chunk j can leave for rank j as soon as it is written, while the
+// caller writes the rest. Tensor parallelism's row-parallel forward under sequence parallelism
+// is the case (parallel/sp_linear.h): its GEMM computes the other ranks' rows first, sends them,
+// and computes this rank's rows while they travel, so only the final sum waits.
+//   auto rs = group.reduce_scatter_staged(out, in);
+//   for each chunk j, this rank's last: write chunk j; if (j != rank) rs->chunk_written(j);
+//   rs->finish()->wait();
+// Each chunk is announced after the caller's stream has queued its writes; no other collective
+// of the group may be issued between reduce_scatter_staged and finish (the peers take the ops in
+// order). The result is reduce_scatter's, bit for bit. A backend that cannot start early does
+// the whole op in finish(); sends_early() says which.
+class StagedReduceScatter {
+ public:
+  virtual ~StagedReduceScatter() = default;
+  virtual bool sends_early() const = 0;
+  virtual void chunk_written(int rank) = 0;
+  virtual WorkPtr finish() = 0;
+};
+
 class ProcessGroup {
  public:
   // global_ranks[i]: the job-wide rank of this group's rank i (empty: the identity).
@@ -96,6 +117,10 @@ class ProcessGroup {
   virtual WorkPtr all_gather(const Tensor& output, const Tensor& input, const AllGatherOptions& options = {});
   // output (input.numel() / size() elements) = this rank's chunk of op over ranks of input.
   virtual WorkPtr reduce_scatter(const Tensor& output, const Tensor& input, const ReduceScatterOptions& options = {});
+  // The same op, its input announced chunk by chunk (Note [staged reduce-scatter]). By default
+  // nothing starts early and finish() calls reduce_scatter.
+  virtual std::unique_ptr<StagedReduceScatter> reduce_scatter_staged(const Tensor& output, const Tensor& input,
+                                                                     const ReduceScatterOptions& options = {});
   // Equal splits: input and output hold size() chunks of input.numel() / size() elements each;
   // chunk j of this rank's input goes to rank j, and chunk j of the output comes from rank j.
   virtual WorkPtr all_to_all(const Tensor& output, const Tensor& input, const AllToAllOptions& options = {});

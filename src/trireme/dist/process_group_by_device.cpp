@@ -80,6 +80,11 @@ WorkPtr ProcessGroupByDevice::reduce_scatter(const Tensor& output, const Tensor&
                                              const ReduceScatterOptions& options) {
   return backend_for("reduce_scatter", output, &input).reduce_scatter(output, input, options);
 }
+std::unique_ptr<StagedReduceScatter> ProcessGroupByDevice::reduce_scatter_staged(const Tensor& output,
+                                                                               const Tensor& input,
+                                                                               const ReduceScatterOptions& options) {
+  return backend_for("reduce_scatter", output, &input).reduce_scatter_staged(output, input, options);
+}
 WorkPtr ProcessGroupByDevice::all_to_all(const Tensor& output, const Tensor& input, const AllToAllOptions& options) {
   return backend_for("all_to_all", output, &input).all_to_all(output, input, options);
 }

@@ -40,6 +40,8 @@ class ProcessGroupByDevice : public ProcessGroup {
   WorkPtr broadcast(const Tensor& tensor, const BroadcastOptions& options = {}) override;
   WorkPtr all_gather(const Tensor& output, const Tensor& input, const AllGatherOptions& options = {}) override;
   WorkPtr reduce_scatter(const Tensor& output, const Tensor& input, const ReduceScatterOptions& options = {}) override;
+  std::unique_ptr<StagedReduceScatter> reduce_scatter_staged(const Tensor& output, const Tensor& input,
+                                                             const ReduceScatterOptions& options = {}) override;
   WorkPtr all_to_all(const Tensor& output, const Tensor& input, const AllToAllOptions& options = {}) override;
   WorkPtr send(const Tensor& tensor, int dst, const SendRecvOptions& options = {}) override;
   WorkPtr recv(const Tensor& tensor, int src, const SendRecvOptions& options = {}) override;

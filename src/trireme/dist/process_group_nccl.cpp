@@ -111,7 +111,7 @@ struct ProcessGroupNccl::Impl {
   // all-reduce]); null when they cannot, peer_why_not then says why.
   std::unique_ptr<PeerAllReduce> peer;
   std::string peer_why_not;
-  bool peer_rs_ag = false;  // reduce-scatter and all-gather through it too (TRIREME_PEER_RS_AG=1)
+  bool peer_rs_ag = false;  // reduce-scatter and all-gather through it too (unless TRIREME_PEER_RS_AG=0)
 
   std::mutex mutex;  // everything below, and every NCCL call on comm
   std::vector<std::shared_ptr<OpState>> in_flight;  // issued and not yet seen done, in issue order
@@ -595,7 +595,7 @@ ProcessGroupNccl::ProcessGroupNccl(std::shared_ptr<StoreClient> store, int rank,
                                        .timeout = options.timeout},
                                       &impl.peer_why_not);
     const char* rs_ag = std::getenv("TRIREME_PEER_RS_AG");
-    impl.peer_rs_ag = impl.peer && rs_ag && std::string(rs_ag) == "1";
+    impl.peer_rs_ag = impl.peer && !(rs_ag && std::string(rs_ag) == "0");
     impl.barrier_buffer = Tensor::empty({1}, DType::f32, Device::cuda(impl.device));
     TRIREME_CUDA_CHECK(cudaMemsetAsync(impl.barrier_buffer.data_ptr(), 0, sizeof(float),
                                        cuda::current_stream(impl.device).handle()));
@@ -684,6 +684,65 @@ WorkPtr ProcessGroupNccl::reduce_scatter(const Tensor& output, const Tensor& inp
                              nccl_reduce_op(options.op), impl_->comm, impl_->stream.handle());
   });
   return std::make_shared<NcclWork>(impl_, state);
+}
+
+namespace {
+
+// Note [staged reduce-scatter] on the copy engines: each chunk_written(j) is an op of its own on
+// the group's stream (after the caller's stream, so after chunk j's writes) that pushes chunk j
+// to rank j; finish() is the op that waits for the others' chunks and sums. Both go through
+// the group's watchdog like any op, so a peer that never comes is a timeout naming the op.
+class PeerStagedReduceScatter : public StagedReduceScatter {
+ public:
+  PeerStagedReduceScatter(std::shared_ptr<ProcessGroupNccl::Impl> impl, std::string what, milliseconds timeout,
+                          Tensor output, Tensor input, ReduceOp op)
+      : impl_(std::move(impl)), what_(std::move(what)), timeout_(timeout), output_(std::move(output)),
+        input_(std::move(input)), op_(op) {
+    impl_->peer->begin_staged_reduce_scatter();
+  }
+  // Abandoned (an exception between the chunks): the op still ends, so the peers stay in step.
+  ~PeerStagedReduceScatter() override {
+    if (finished_) return;
+    try {
+      finish();
+    } catch (...) {
+    }
+  }
+  bool sends_early() const override { return true; }
+  void chunk_written(int j) override {
+    issue_on_peer(impl_, str_cat(what_, " chunk ", j), timeout_, {input_},
+                  [&](PeerAllReduce& peer, cudaStream_t s) { peer.send_staged_chunk(input_, j, s); });
+  }
+  WorkPtr finish() override {
+    finished_ = true;
+    return issue_on_peer(impl_, what_, timeout_, {output_, input_}, [&](PeerAllReduce& peer, cudaStream_t s) {
+      peer.finish_staged_reduce_scatter(output_, input_, op_, s);
+    });
+  }
+
+ private:
+  std::shared_ptr<ProcessGroupNccl::Impl> impl_;
+  std::string what_;
+  milliseconds timeout_;
+  Tensor output_, input_;
+  ReduceOp op_;
+  bool finished_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<StagedReduceScatter> ProcessGroupNccl::reduce_scatter_staged(const Tensor& output,
+                                                                             const Tensor& input,
+                                                                             const ReduceScatterOptions& options) {
+  check_tensor(*impl_, "reduce_scatter", input, "input");
+  check_tensor(*impl_, "reduce_scatter", output, "output");
+  check_reduce_scatter_operands(output, input);
+  if (!impl_->peer_rs_ag || !impl_->peer->can_stage(output, input, options.op))
+    return ProcessGroup::reduce_scatter_staged(output, input, options);
+  std::string op = str_cat("reduce_scatter(", reduce_op_name(options.op), ", ", input.sizes(), " ", input.dtype(),
+                           ", staged)");
+  return std::make_unique<PeerStagedReduceScatter>(impl_, op, impl_->timeout_for(options.timeout), output, input,
+                                                   options.op);
 }
 
 WorkPtr ProcessGroupNccl::all_to_all(const Tensor& output, const Tensor& input, const AllToAllOptions& options) {
@@ -822,6 +881,10 @@ WorkPtr ProcessGroupNccl::all_gather(const Tensor& out, const Tensor& in, const 
 }
 WorkPtr ProcessGroupNccl::reduce_scatter(const Tensor& out, const Tensor& in, const ReduceScatterOptions& o) {
   return ProcessGroup::reduce_scatter(out, in, o);
+}
+std::unique_ptr<StagedReduceScatter> ProcessGroupNccl::reduce_scatter_staged(const Tensor& out, const Tensor& in,
+                                                                             const ReduceScatterOptions& o) {
+  return ProcessGroup::reduce_scatter_staged(out, in, o);
 }
 WorkPtr ProcessGroupNccl::all_to_all(const Tensor& out, const Tensor& in, const AllToAllOptions& o) {
   return ProcessGroup::all_to_all(out, in, o);

@@ -97,14 +97,17 @@ class ProcessGroupNccl : public ProcessGroup {
   // all-reduce], dist/peer_all_reduce.h) and, when they do not, why.
   bool uses_peer_all_reduce() const;
   std::string peer_all_reduce_why_not() const;
-  // Whether reduce-scatters and all-gathers take the copy engines too (TRIREME_PEER_RS_AG=1 and
-  // the peer all-reduce is on; off by default until measured).
+  // Whether reduce-scatters and all-gathers take the copy engines too (whenever the peer
+  // all-reduce is on, unless TRIREME_PEER_RS_AG=0).
   bool uses_peer_rs_ag() const;
 
   WorkPtr all_reduce(const Tensor& tensor, const AllReduceOptions& options = {}) override;
   WorkPtr broadcast(const Tensor& tensor, const BroadcastOptions& options = {}) override;
   WorkPtr all_gather(const Tensor& output, const Tensor& input, const AllGatherOptions& options = {}) override;
   WorkPtr reduce_scatter(const Tensor& output, const Tensor& input, const ReduceScatterOptions& options = {}) override;
+  // Through the copy engines, chunk j leaves when it is written (Note [staged reduce-scatter]).
+  std::unique_ptr<StagedReduceScatter> reduce_scatter_staged(const Tensor& output, const Tensor& input,
+                                                             const ReduceScatterOptions& options = {}) override;
   // One NCCL group of a send and a recv per peer (this rank included).
   WorkPtr all_to_all(const Tensor& output, const Tensor& input, const AllToAllOptions& options = {}) override;
   WorkPtr send(const Tensor& tensor, int dst, const SendRecvOptions& options = {}) override;

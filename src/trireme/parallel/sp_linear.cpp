@@ -104,8 +104,17 @@ Tensor sp_row_parallel_linear_start(const Tensor& x, const Tensor& weight, const
   {
     NoGradGuard no_grad;
     Tensor partial = Tensor::empty({n, out_features}, x.dtype(), x.device());
-    gemm_into(x.detach(), transposed(weight.detach()), Tensor(), partial);
-    work = group.reduce_scatter(mine, partial);
+    const Tensor xd = contiguous(x.detach()), wt = transposed(weight.detach());
+    // Split by destination rows: the other ranks' rows first, sent while this rank's compute.
+    // (Split on every backend, so that the CPU tests run the GPU's code; a backend that cannot
+    // send early loses only the difference between one GEMM and tp of 1/tp the rows.)
+    std::unique_ptr<dist::StagedReduceScatter> scatter = group.reduce_scatter_staged(mine, partial);
+    for (int step = 1; step <= tp.size; ++step) {
+      const int q = (tp.rank + step) % tp.size;  // this rank's own rows last
+      gemm_into(rows_of(xd, q, rows), wt, Tensor(), rows_of(partial, q, rows));
+      if (q != tp.rank) scatter->chunk_written(q);
+    }
+    work = scatter->finish();
   }
   if (any_requires_grad({&x, &weight})) {
     const bool need_x = x.requires_grad(), need_w = weight.requires_grad();

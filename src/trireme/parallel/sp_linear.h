@@ -17,8 +17,12 @@ namespace trireme::parallel {
 // and take the other ranks' rows once they arrive: the gather runs beside the first GEMM (with
 // the copy-engine collectives of Note [peer all-reduce] it takes no SMs from it). Each block
 // is written straight into its rows of one output, so nothing is joined afterwards.
-// The backward of the column-parallel layer reduce-scatters its input gradient beside its
-// weight-gradient GEMM, as the replicated path's all-reduce does.
+// The row-parallel forward is the mirror image, split by destination rows: row block q of its
+// product is what rank q keeps of the reduce-scatter, so with a group that sends chunks early
+// (Note [staged reduce-scatter], dist/process_group.h) it computes the other ranks' blocks
+// first, each leaving as soon as it is written, and this rank's own block while they travel:
+// only the final sum waits. The backward of the column-parallel layer reduce-scatters its input
+// gradient beside its weight-gradient GEMM, as the replicated path's all-reduce does.
 
 // x_rows (n/tp, in): this rank's rows -> (n, out_local) = gather(x_rows) W_rᵀ + b_r.
 // Backward: the input gradient reduce-scattered back to rows; W_r and b_r as a linear's.

@@ -291,14 +291,17 @@ void peer_all_reduce(ProcessGroupNccl& world) {
   const int r = world.rank();
   EXPECT_TRUE(world.uses_peer_all_reduce(), "2 GPUs of one host should use the peer all-reduce: ",
               world.peer_all_reduce_why_not());
-  EXPECT_TRUE(!world.uses_peer_rs_ag(), "reduce-scatter and all-gather stay on NCCL unless asked for");
-  // 1 MiB staging slots, so that the large cases below go in several pieces; reduce-scatter and
-  // all-gather through the copy engines too.
+  EXPECT_TRUE(world.uses_peer_rs_ag(), "reduce-scatter and all-gather take the copy engines with the all-reduce");
+  ::setenv("TRIREME_PEER_RS_AG", "0", 1);
+  auto rs_ag_off = world.new_group({0, 1}, "rs_ag_off");
+  ::unsetenv("TRIREME_PEER_RS_AG");
+  auto* rs_ag_off_group = dynamic_cast<ProcessGroupNccl*>(rs_ag_off.get());
+  EXPECT_TRUE(rs_ag_off_group && rs_ag_off_group->uses_peer_all_reduce() && !rs_ag_off_group->uses_peer_rs_ag(),
+              "TRIREME_PEER_RS_AG=0 should keep reduce-scatter and all-gather on NCCL");
+  // 1 MiB staging slots, so that the large cases below go in several pieces.
   ::setenv("TRIREME_PEER_ALLREDUCE_MB", "1", 1);
-  ::setenv("TRIREME_PEER_RS_AG", "1", 1);
   auto peer = world.new_group({0, 1}, "small_slots");
   ::unsetenv("TRIREME_PEER_ALLREDUCE_MB");
-  ::unsetenv("TRIREME_PEER_RS_AG");
   auto* peer_group = dynamic_cast<ProcessGroupNccl*>(peer.get());
   EXPECT_TRUE(peer_group && peer_group->uses_peer_all_reduce() && peer_group->uses_peer_rs_ag(),
               "the second group should use it for all three");
@@ -343,10 +346,31 @@ void peer_all_reduce(ProcessGroupNccl& world) {
       Tensor ag_peer = to_device(Tensor::empty({W * c.n}, c.d), g_device), ag_nccl = clone(ag_peer);
       peer->all_gather(ag_peer, ag_in);
       nccl->all_gather(ag_nccl, ag_in);
-      peer_results.insert(peer_results.end(), {rs_peer, ag_peer});
-      nccl_results.insert(nccl_results.end(), {rs_nccl, ag_nccl});
+      // Note [staged reduce-scatter]: the input written chunk by chunk, the peer's chunk announced
+      // (or, in round 1, left for finish() to send); chunks of more than one slot go whole.
+      Tensor st_in = to_device(Tensor::empty({W * c.n}, c.d), g_device);
+      Tensor st_peer = to_device(Tensor::empty({c.n}, c.d), g_device);
+      auto staged = peer->reduce_scatter_staged(st_peer, st_in, {.op = c.op});
+      const bool fits = c.n * int64_t(dtype_size(c.d)) <= (1 << 20);
+      EXPECT_TRUE(staged->sends_early() == fits, "a staged reduce_scatter of ", c.n, " ", c.d,
+                  (fits ? " should" : " should not"), " send early with 1 MiB slots");
+      if (fits && round == 0) {
+        expect_error([&] { peer->all_reduce(clone(a)); }, {"staged reduce_scatter is open"},
+                     "an all_reduce between a staged reduce_scatter's start and finish");
+      }
+      for (int step = 1; step <= W; ++step) {
+        const int q = (r + step) % W;
+        Tensor chunk = narrow(st_in, 0, q * c.n, c.n);
+        copy_(chunk, narrow(rs_in, 0, q * c.n, c.n));
+        if (q != r && round != 1) staged->chunk_written(q);
+      }
+      staged->finish();
+      peer_results.insert(peer_results.end(), {rs_peer, ag_peer, st_peer});
+      nccl_results.insert(nccl_results.end(), {rs_nccl, ag_nccl, rs_nccl});
       names.push_back(str_cat("reduce_scatter ", reduce_op_name(c.op), " of ", W, " x ", c.n, " ", c.d, ", round ", round));
       names.push_back(str_cat("all_gather of ", c.n, " ", c.d, " at offset ", c.offset, ", round ", round));
+      names.push_back(str_cat("staged reduce_scatter ", reduce_op_name(c.op), " of ", W, " x ", c.n, " ", c.d,
+                              round == 1 ? ", chunks left to finish()" : "", ", round ", round));
     }
   }
   peer->barrier()->wait(20s);

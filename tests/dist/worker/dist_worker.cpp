@@ -144,6 +144,12 @@ void collectives(ProcessGroup& world) {
   expect_values(rs_out, [&](int64_t k) { return rank_sum + W * (3.0 * r + k); }, "reduce_scatter sum");
   world.reduce_scatter(rs_out, rs_in, {.op = ReduceOp::max})->wait();
   expect_values(rs_out, [&](int64_t k) { return W - 1 + 3.0 * r + k; }, "reduce_scatter max");
+  // Note [staged reduce-scatter]: Gloo cannot send early, so finish() does the whole op.
+  auto staged = world.reduce_scatter_staged(rs_out, rs_in, {.op = ReduceOp::sum});
+  EXPECT_TRUE(!staged->sends_early(), "gloo's staged reduce_scatter should say it does not send early");
+  if (W > 1) staged->chunk_written((r + 1) % W);
+  staged->finish()->wait();
+  expect_values(rs_out, [&](int64_t k) { return rank_sum + W * (3.0 * r + k); }, "staged reduce_scatter sum");
 
   // send/recv around a ring.
   if (W > 1) {
