@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Reads bench/gpu/trace_step.sh's CUPTI timelines and says where a step's compute stream waits.
+
+  python3 bench/gpu/timeline.py DIR [DIR ...]     (DIR: one run's trace_*.csv[.gz], one per rank)
+
+Per rank, over the last full steps (a step ends with its AdamW kernels): the step time, the
+compute stream's busy and idle time (the compute stream is the one with the most kernel time),
+its idle gaps grouped by what ended on another stream just before the gap closed (the copy or
+sum it was waiting for) and by the kernel that then ran, the other streams' copies and kernels,
+and the compute stream's kernel time by kernel, to compare with another run (the floor).
+"""
+import collections
+import csv
+import glob
+import gzip
+import os
+import re
+import subprocess
+import sys
+
+STEPS = 3  # the last full steps analysed
+
+
+def load(path):
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        r["start"], r["end"] = int(r["start_ns"]), int(r["end_ns"])
+        r["stream"] = int(r["stream"])
+    return rows
+
+
+_names = {}
+
+
+def short(name):
+    """A kernel's demangled name without its arguments and template parameters."""
+    if name in _names:
+        return _names[name]
+    out = name
+    if name.startswith("_Z"):
+        try:
+            out = subprocess.run(["c++filt", name], capture_output=True, text=True).stdout.strip()
+        except OSError:
+            pass
+    depth, s = 0, ""
+    for ch in out:  # drop template arguments and parameter lists
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth -= 1
+        elif depth == 0:
+            s += ch
+    s = re.sub(r"^(void|static)\s+", "", s.strip())
+    s = s.split("::")[-1] if "cutlass" not in out and "gemm" not in out.lower() else ("gemm:" + s.split("::")[-1])[:60]
+    _names[name] = s or name[:60]
+    return _names[name]
+
+
+def label(r):
+    return short(r["name"]) if r["kind"] == "kernel" else f'{r["kind"]} {r["name"]} {int(r["bytes"]) >> 20}MiB'
+
+
+def step_windows(rows, compute):
+    ends = sorted(r["end"] for r in rows if r["kind"] == "kernel" and "adam" in r["name"].lower())
+    clusters, last = [], None
+    for e in ends:  # one step's AdamW kernels end within a few ms of each other
+        if last is None or e - last > 5_000_000:
+            clusters.append(e)
+        else:
+            clusters[-1] = e
+        last = e
+    return list(zip(clusters[:-1], clusters[1:]))[-STEPS:]
+
+
+def analyse(path):
+    rows = [r for r in load(path) if r["end"] > r["start"]]
+    if not rows:
+        return None
+    busy = collections.Counter()
+    for r in rows:
+        if r["kind"] == "kernel":
+            busy[r["stream"]] += r["end"] - r["start"]
+    compute = busy.most_common(1)[0][0]
+    windows = step_windows(rows, compute)
+    if not windows:
+        print(f"{path}: no complete step")
+        return None
+    gaps_by_cause, gaps_by_next = collections.Counter(), collections.Counter()
+    other = collections.Counter()
+    other_n = collections.Counter()
+    kernels = collections.Counter()
+    idle_total = step_total = 0
+    for lo, hi in windows:
+        step_total += hi - lo
+        inside = [r for r in rows if r["start"] >= lo and r["end"] <= hi]
+        comp = sorted((r for r in inside if r["stream"] == compute), key=lambda r: r["start"])
+        others = sorted((r for r in inside if r["stream"] != compute), key=lambda r: r["end"])
+        for r in comp:
+            kernels[label(r)] += r["end"] - r["start"]
+        for r in others:
+            other[(r["stream"], label(r))] += r["end"] - r["start"]
+            other_n[(r["stream"], label(r))] += 1
+        t = lo
+        j = 0
+        for r in comp:
+            gap = r["start"] - t
+            if gap > 2000:
+                # What ended on another stream in the gap, last: what the compute stream waited for.
+                cause = "host (nothing else ended)"
+                while j < len(others) and others[j]["end"] <= r["start"] + 1000:
+                    if others[j]["end"] >= t:
+                        cause = label(others[j])
+                    j += 1
+                gaps_by_cause[cause] += gap
+                gaps_by_next[label(r)] += gap
+                idle_total += gap
+            t = max(t, r["end"])
+    n = len(windows)
+    ms = lambda ns: ns / n / 1e6
+    print(f"== {path}: {n} steps, step {ms(step_total):.2f} ms, compute stream {compute} idle {ms(idle_total):.2f} ms")
+    print("   idle gaps by what ended last on another stream (ms/step):")
+    for k, v in gaps_by_cause.most_common(12):
+        print(f"     {ms(v):7.3f}  {k}")
+    print("   idle gaps by the kernel that then ran (ms/step):")
+    for k, v in gaps_by_next.most_common(10):
+        print(f"     {ms(v):7.3f}  {k}")
+    print("   other streams (ms/step, count/step, mean us):")
+    for k, v in other.most_common(12):
+        c = other_n[k]
+        print(f"     {ms(v):7.3f}  {c / n:6.0f}  {v / c / 1e3:8.1f}  stream {k[0]}: {k[1]}")
+    return {k: v / n for k, v in kernels.items()}
+
+
+def main():
+    results = {}
+    for d in sys.argv[1:]:
+        for path in sorted(glob.glob(os.path.join(d, "trace_*.csv*"))):
+            k = analyse(path)
+            if k:
+                results[path] = k
+    if len(results) >= 2:  # the compute stream's kernels: first run against the last
+        (a, ka), (b, kb) = list(results.items())[0], list(results.items())[-1]
+        print(f"== compute-stream kernel ms/step: {a} vs {b}")
+        for name in sorted(set(ka) | set(kb), key=lambda x: -(ka.get(x, 0) + kb.get(x, 0)))[:25]:
+            print(f"   {ka.get(name, 0) / 1e6:8.3f} {kb.get(name, 0) / 1e6:8.3f}  {name}")
+
+
+if __name__ == "__main__":
+    main()

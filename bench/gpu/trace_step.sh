@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# On the 2-GPU machine: GPU timelines of GPT 1.3B steps (bench/gpu/cupti_trace.cpp, LD_PRELOADed),
+# for finding what a tensor-parallel step waits on. Each run's CSVs land in $out/trace/<label>/,
+# gzipped; bench/gpu/timeline.py reads them here. Carry .gpu_deps. RUNS picks among:
+#   tp2sp     tp=2 with sequence parallelism (launcher, both ranks traced)
+#   alone     rank 0's shard with its collectives skipped (--tp-alone 2 --sp 1): the floor
+#   tp1       one GPU
+# FLAGS are added to every gpt_parallel_step; ENVS (assignments) to every run.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/gpu_env.sh
+start=$(date +%s)
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRIREME_DEPS_PREFIX="$deps/usr" \
+  -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DTRIREME_BUILD_BENCH=ON > "$out/trace_build.log" 2>&1 &&
+  ninja -C build-gpu trireme_cli gpt_parallel_step >> "$out/trace_build.log" 2>&1 ||
+  { grep -E "error" "$out/trace_build.log" | head -20; echo "BUILD FAILED"; exit 1; }
+cupti_lib=$(dirname "$(find /usr/local/cuda/ /usr/local/cuda/extras -name 'libcupti.so*' 2>/dev/null | head -1)")
+g++ -shared -fPIC -O2 -std=c++17 bench/gpu/cupti_trace.cpp -I/usr/local/cuda/include -I/usr/local/cuda/extras/CUPTI/include \
+  -L"$cupti_lib" -lcupti -Wl,-rpath,"$cupti_lib" -o build-gpu/libcupti_trace.so || { echo "cupti_trace FAILED"; exit 1; }
+echo "build: $(($(date +%s) - start)) s (cupti in $cupti_lib)"
+bench=build-gpu/bench/gpt_parallel_step
+big=(--model gpt-1.3b --batch 8 --device cuda --dtype bf16 --warmup 3 --iters 4 ${FLAGS:-})
+trace() {  # label, command...
+  local label=$1
+  shift
+  local dir="$out/trace/$label"
+  mkdir -p "$dir"
+  timeout 120 env ${ENVS:-} TRIREME_CUPTI_DIR="$dir" LD_PRELOAD="$PWD/build-gpu/libcupti_trace.so" "$@" > "$dir/run.log" 2>&1
+  echo "$label: rc=$? $(grep -oE '"step_ms": [0-9.]+' "$dir/run.log" | tail -1) $(ls "$dir" | wc -l) files"
+  find "$dir" -name 'trace_*.csv' -size -200c -delete
+  gzip -f "$dir"/trace_*.csv
+}
+for run in ${RUNS:-tp2sp alone}; do
+  case $run in
+    tp2sp) trace tp2sp build-gpu/trireme launch --nproc-per-node 2 -- $bench "${big[@]}" --tp 2 --sp 1 ;;
+    alone) trace alone $bench "${big[@]}" --tp-alone 2 --sp 1 ;;
+    tp1) trace tp1 $bench "${big[@]}" ;;
+  esac
+done
+echo "total: $(($(date +%s) - start)) s"
