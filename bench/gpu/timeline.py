@@ -87,7 +87,8 @@ def analyse(path):
     if not windows:
         print(f"{path}: no complete step")
         return None
-    gaps_by_cause, gaps_by_next = collections.Counter(), collections.Counter()
+    gaps_by_cause, gaps_by_next, gaps_by_pair = collections.Counter(), collections.Counter(), collections.Counter()
+    gap_count = collections.Counter()
     other = collections.Counter()
     other_n = collections.Counter()
     kernels = collections.Counter()
@@ -104,6 +105,7 @@ def analyse(path):
             other_n[(r["stream"], label(r))] += 1
         t = lo
         j = 0
+        prev = "(step start)"
         for r in comp:
             gap = r["start"] - t
             if gap > 2000:
@@ -115,8 +117,11 @@ def analyse(path):
                     j += 1
                 gaps_by_cause[cause] += gap
                 gaps_by_next[label(r)] += gap
+                gaps_by_pair[(prev, cause, label(r))] += gap
+                gap_count[(prev, cause, label(r))] += 1
                 idle_total += gap
             t = max(t, r["end"])
+            prev = label(r)
     n = len(windows)
     ms = lambda ns: ns / n / 1e6
     print(f"== {path}: {n} steps, step {ms(step_total):.2f} ms, compute stream {compute} idle {ms(idle_total):.2f} ms")
@@ -126,6 +131,10 @@ def analyse(path):
     print("   idle gaps by the kernel that then ran (ms/step):")
     for k, v in gaps_by_next.most_common(10):
         print(f"     {ms(v):7.3f}  {k}")
+    print("   idle gaps by (kernel before, what ended last elsewhere, kernel after) (ms/step, count/step, mean us):")
+    for k, v in gaps_by_pair.most_common(14):
+        c = gap_count[k]
+        print(f"     {ms(v):7.3f}  {c / n:5.0f}  {v / c / 1e3:7.1f}  {k[0][:40]} | {k[1][:30]} | {k[2][:40]}")
     print("   other streams (ms/step, count/step, mean us):")
     for k, v in other.most_common(12):
         c = other_n[k]

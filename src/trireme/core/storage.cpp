@@ -8,7 +8,7 @@ Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device
 }
 
 Storage::~Storage() {
-  if (data_) allocator_for(device_.type).deallocate(data_, nbytes_, device_);
+  if (data_ && owned_) allocator_for(device_.type).deallocate(data_, nbytes_, device_);
 }
 
 }  // namespace trireme

@@ -13,6 +13,10 @@ namespace trireme {
 class Storage {
  public:
   Storage(size_t nbytes, Device device);
+  // Memory someone else allocated and frees: this storage never frees it, and the owner must keep
+  // it alive (and unchanged) for as long as any tensor on it is used (Tensor::borrowed).
+  struct Borrowed {};
+  Storage(Borrowed, void* data, size_t nbytes, Device device) : data_(data), nbytes_(nbytes), device_(device), owned_(false) {}
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -29,6 +33,7 @@ class Storage {
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
+  bool owned_ = true;
   uint64_t version_ = 0;
 };
 

@@ -53,6 +53,17 @@ Tensor Tensor::empty(const Shape& sizes, DType dtype, Device device) {
   return Tensor(std::move(impl));
 }
 
+Tensor Tensor::borrowed(void* data, const Shape& sizes, DType dtype, Device device) {
+  for (int64_t s : sizes) TRIREME_CHECK(s >= 0, "borrowed: negative size in shape ", sizes);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->sizes = sizes;
+  impl->strides = contiguous_strides(sizes);
+  impl->numel = shape_numel(sizes);
+  impl->dtype = dtype;
+  impl->storage = std::make_shared<Storage>(Storage::Borrowed{}, data, size_t(impl->numel) * dtype_size(dtype), device);
+  return Tensor(std::move(impl));
+}
+
 #define TRIREME_REQUIRE_DEFINED(what) \
   TRIREME_CHECK(impl_ != nullptr, "Tensor::" what ": the tensor is undefined")
 

@@ -42,6 +42,9 @@ class Tensor {
 
   // An uninitialised contiguous tensor (the only factory in core; see ops/factory.h).
   static Tensor empty(const Shape& sizes, DType dtype, Device device = Device::cpu());
+  // A contiguous tensor over memory this library does not own (Storage::Borrowed): valid only
+  // while the owner keeps that memory; e.g. a collective's staging buffer (Note [staged all-gather]).
+  static Tensor borrowed(void* data, const Shape& sizes, DType dtype, Device device);
 
   bool defined() const { return impl_ != nullptr; }
   TensorImpl* impl() const { return impl_.get(); }

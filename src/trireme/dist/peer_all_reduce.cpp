@@ -93,8 +93,11 @@ struct PeerAllReduce::Impl {
   std::vector<CUdeviceptr> flags_dev;
   std::string shm_name;
   uint32_t seq = 0;
-  uint32_t staged_seq = 0;          // the open staged reduce-scatter's op, 0 when none is open
-  std::vector<bool> staged_sent;    // which of its chunks have gone out
+  // The open staged op (Note [staged reduce-scatter], Note [staged all-gather]): its sequence
+  // number (0: none open), what it is, and which of a reduce-scatter's chunks have gone out.
+  uint32_t staged_seq = 0;
+  const char* staged_kind = "";
+  std::vector<bool> staged_sent;
   bool opened = false;  // the peers' regions are open (to be closed)
 
   int64_t staging_bytes() const { return 2 * int64_t(o.size - 1) * o.capacity; }
@@ -389,22 +392,30 @@ void push(PeerAllReduce::Impl& s, cudaStream_t stream, uint32_t k, int j, const 
   check_cu(m.write(cu_stream, s.ready_of(j, s.o.rank), k, CU_STREAM_WRITE_VALUE_DEFAULT), "signalling a peer");
 }
 
+// Steps 3 and 5 apart, for the staged all-gather whose slots are read between them.
+void wait_for_peers(PeerAllReduce::Impl& s, cudaStream_t stream, uint32_t k, const void** slots) {
+  const auto cu_stream = reinterpret_cast<CUstream>(stream);
+  for (int j = 0; j < s.o.size; ++j) {
+    if (j == s.o.rank) continue;
+    check_cu(mem_ops().wait(cu_stream, s.ready_of(s.o.rank, j), k, CU_STREAM_WAIT_VALUE_GEQ), "waiting for a peer");
+    slots[j] = s.slot(s.o.rank, j, k & 1);
+  }
+}
+
+void release_slots(PeerAllReduce::Impl& s, cudaStream_t stream, uint32_t k) {
+  const auto cu_stream = reinterpret_cast<CUstream>(stream);
+  for (int j = 0; j < s.o.size; ++j) {
+    if (j == s.o.rank) continue;
+    check_cu(mem_ops().write(cu_stream, s.consumed_of(j, s.o.rank), k, CU_STREAM_WRITE_VALUE_DEFAULT), "signalling a peer");
+  }
+}
+
 template <class Combine>
 void gather_then(PeerAllReduce::Impl& s, cudaStream_t stream, uint32_t k, Combine&& combine) {
-  const PeerAllReduce::Options& o = s.o;
-  const MemOps& m = mem_ops();
-  const auto cu_stream = reinterpret_cast<CUstream>(stream);
   const void* slots[kMaxRanks] = {};
-  for (int j = 0; j < o.size; ++j) {
-    if (j == o.rank) continue;
-    check_cu(m.wait(cu_stream, s.ready_of(o.rank, j), k, CU_STREAM_WAIT_VALUE_GEQ), "waiting for a peer");
-    slots[j] = s.slot(o.rank, j, k & 1);
-  }
+  wait_for_peers(s, stream, k, slots);
   combine(slots);
-  for (int j = 0; j < o.size; ++j) {
-    if (j == o.rank) continue;
-    check_cu(m.write(cu_stream, s.consumed_of(j, o.rank), k, CU_STREAM_WRITE_VALUE_DEFAULT), "signalling a peer");
-  }
+  release_slots(s, stream, k);
 }
 
 // One whole op for a piece of `bytes` per peer: source(j) is what goes to peer j.
@@ -497,12 +508,13 @@ bool PeerAllReduce::can_stage(const Tensor& output, const Tensor& input, ReduceO
 void PeerAllReduce::begin_staged_reduce_scatter() {
   check_no_staged_op("a staged reduce_scatter");
   impl_->staged_seq = ++impl_->seq;
+  impl_->staged_kind = "reduce_scatter";
   impl_->staged_sent.assign(size_t(impl_->o.size), false);
 }
 
 void PeerAllReduce::send_staged_chunk(const Tensor& input, int j, cudaStream_t stream) {
   Impl& s = *impl_;
-  TRIREME_CHECK(s.staged_seq != 0, "peer reduce-scatter: send_staged_chunk without begin_staged_reduce_scatter");
+  check_staged("reduce_scatter");
   TRIREME_CHECK(j >= 0 && j < s.o.size && j != s.o.rank && !s.staged_sent[size_t(j)], "peer reduce-scatter: chunk ", j,
                 " is not one this rank still has to send (rank ", s.o.rank, " of ", s.o.size, ")");
   const int64_t bytes = input.numel() / s.o.size * int64_t(dtype_size(input.dtype()));
@@ -513,7 +525,7 @@ void PeerAllReduce::send_staged_chunk(const Tensor& input, int j, cudaStream_t s
 void PeerAllReduce::finish_staged_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op,
                                                  cudaStream_t stream) {
   Impl& s = *impl_;
-  TRIREME_CHECK(s.staged_seq != 0, "peer reduce-scatter: finish without begin_staged_reduce_scatter");
+  check_staged("reduce_scatter");
   for (int j = 0; j < s.o.size; ++j)
     if (j != s.o.rank && !s.staged_sent[size_t(j)]) send_staged_chunk(input, j, stream);
   const uint32_t k = s.staged_seq;
@@ -525,9 +537,53 @@ void PeerAllReduce::finish_staged_reduce_scatter(const Tensor& output, const Ten
   });
 }
 
+bool PeerAllReduce::can_stage_gather(const Tensor& input) const {
+  return input.is_contiguous() && input.numel() * int64_t(dtype_size(input.dtype())) <= impl_->o.capacity;
+}
+
+void PeerAllReduce::begin_staged_all_gather(const Tensor& input, cudaStream_t stream) {
+  check_no_staged_op("a staged all_gather");
+  Impl& s = *impl_;
+  const uint32_t k = ++s.seq;
+  for (int j = 0; j < s.o.size; ++j)
+    if (j != s.o.rank) push(s, stream, k, j, input.data_ptr(), size_t(input.numel()) * dtype_size(input.dtype()));
+  const void* slots[kMaxRanks] = {};
+  wait_for_peers(s, stream, k, slots);
+  s.staged_seq = k;
+  s.staged_kind = "all_gather";
+}
+
+void* PeerAllReduce::staged_slot(int q) const {
+  check_staged("all_gather");
+  TRIREME_CHECK(q >= 0 && q < impl_->o.size && q != impl_->o.rank, "peer all-gather: no slot for rank ", q);
+  return impl_->slot(impl_->o.rank, q, impl_->staged_seq & 1);
+}
+
+void PeerAllReduce::fill_staged_all_gather(const Tensor& output, const Tensor& input, cudaStream_t stream) {
+  check_staged("all_gather");
+  const size_t bytes = size_t(input.numel()) * dtype_size(input.dtype());
+  char* out = static_cast<char*>(output.data_ptr());
+  for (int q = 0; q < impl_->o.size; ++q) {
+    const void* from = q == impl_->o.rank ? input.data_ptr() : staged_slot(q);
+    if (out + q * bytes != from)
+      TRIREME_CUDA_CHECK(cudaMemcpyAsync(out + q * bytes, from, bytes, cudaMemcpyDeviceToDevice, stream));
+  }
+}
+
+void PeerAllReduce::finish_staged_all_gather(cudaStream_t stream) {
+  check_staged("all_gather");
+  release_slots(*impl_, stream, impl_->staged_seq);
+  impl_->staged_seq = 0;
+}
+
 void PeerAllReduce::check_no_staged_op(const char* what) const {
-  TRIREME_CHECK(impl_->staged_seq == 0, "peer all-reduce: ", what,
-                " issued while a staged reduce_scatter is open (finish it first: its peers wait for it in order)");
+  TRIREME_CHECK(impl_->staged_seq == 0, "peer all-reduce: ", what, " issued while a staged ", impl_->staged_kind,
+                " is open (finish it first: its peers wait for it in order)");
+}
+
+void PeerAllReduce::check_staged(const char* kind) const {
+  TRIREME_CHECK(impl_->staged_seq != 0 && std::string(impl_->staged_kind) == kind, "peer all-reduce: no staged ",
+                kind, " is open");
 }
 
 void PeerAllReduce::release() noexcept {

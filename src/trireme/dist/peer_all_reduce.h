@@ -100,6 +100,17 @@ class PeerAllReduce {
   void begin_staged_reduce_scatter();
   void send_staged_chunk(const Tensor& input, int j, cudaStream_t stream);
   void finish_staged_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op, cudaStream_t stream);
+  // An all-gather whose arrivals are read where they land (ProcessGroup::all_gather_staged, Note
+  // [staged all-gather]): begin pushes the input to every peer and makes `stream` wait until every
+  // peer's has arrived, after which staged_slot(q) holds rank q's input; fill copies input and
+  // slots into output (the copy engines, beside the caller's reads); finish frees the slots, so
+  // it must be queued after every read of them. No other op of this group may come in between.
+  // Only for inputs of at most one slot (can_stage_gather).
+  bool can_stage_gather(const Tensor& input) const;
+  void begin_staged_all_gather(const Tensor& input, cudaStream_t stream);
+  void* staged_slot(int q) const;
+  void fill_staged_all_gather(const Tensor& output, const Tensor& input, cudaStream_t stream);
+  void finish_staged_all_gather(cudaStream_t stream);
   // After a failure: lets every wait queued on this rank's stream pass (Note [peer all-reduce]).
   void release() noexcept;
 
@@ -108,6 +119,7 @@ class PeerAllReduce {
  private:
   explicit PeerAllReduce(std::unique_ptr<Impl> impl);
   void check_no_staged_op(const char* what) const;
+  void check_staged(const char* kind) const;
   std::unique_ptr<Impl> impl_;
 };
 

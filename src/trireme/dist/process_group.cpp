@@ -93,6 +93,34 @@ class ReduceScatterAtFinish : public StagedReduceScatter {
 };
 }  // namespace
 
+namespace {
+// The staged all-gather of a backend without staging: the whole op at once, read from output.
+class AllGatherAtOnce : public StagedAllGather {
+ public:
+  AllGatherAtOnce(WorkPtr work, Tensor output, Tensor input, int me)
+      : work_(std::move(work)), output_(std::move(output)), input_(std::move(input)), me_(me) {}
+  Tensor arrived(int rank) override {
+    if (rank == me_) return input_;
+    work_->wait();
+    const int64_t n = input_.numel();
+    return output_.alias(input_.sizes(), input_.strides(), output_.offset() + int64_t(rank) * n);
+  }
+  WorkPtr finish() override { return work_; }
+
+ private:
+  WorkPtr work_;
+  Tensor output_, input_;
+  int me_;
+};
+}  // namespace
+
+std::unique_ptr<StagedAllGather> ProcessGroup::all_gather_staged(const Tensor& output, const Tensor& input,
+                                                                 const AllGatherOptions& options) {
+  TRIREME_CHECK(input.is_contiguous() && output.is_contiguous(), backend_name(),
+                " all_gather_staged: input and output must be contiguous");
+  return std::make_unique<AllGatherAtOnce>(all_gather(output, input, options), output, input, rank_);
+}
+
 std::unique_ptr<StagedReduceScatter> ProcessGroup::reduce_scatter_staged(const Tensor& output, const Tensor& input,
                                                                          const ReduceScatterOptions& options) {
   return std::make_unique<ReduceScatterAtFinish>(*this, output, input, options);

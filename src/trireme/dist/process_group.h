@@ -85,6 +85,24 @@ using WorkPtr = std::shared_ptr<Work>;
 // of the group may be issued between reduce_scatter_staged and finish (the peers take the ops in
 // order). The result is reduce_scatter's, bit for bit. A backend that cannot start early does
 // the whole op in finish(); sends_early() says which.
+// Note [staged all-gather]
+// The mirror image: an all-gather whose result is consumed rank by rank (a GEMM over the rows
+// that came from rank q) can read each rank's input where it lands, without first copying it
+// into the output; the output is completed afterwards, beside the work that reads it.
+//   auto ag = group.all_gather_staged(out, in);    // starts at once
+//   use(ag->arrived(q)) for each q                 // rank q's input; the caller's stream waits for it
+//   WorkPtr done = ag->finish();                   // out, complete once done is waited for
+// finish() must be called after the caller's stream has queued every read of the arrived()
+// tensors, which are valid only until then (they may be the collective's own staging memory);
+// no other collective of the group may be issued in between. arrived(rank) is `in` itself. A
+// backend without staging does the whole all-gather at once: arrived(q) is then out's chunk q.
+class StagedAllGather {
+ public:
+  virtual ~StagedAllGather() = default;
+  virtual Tensor arrived(int rank) = 0;
+  virtual WorkPtr finish() = 0;
+};
+
 class StagedReduceScatter {
  public:
   virtual ~StagedReduceScatter() = default;
@@ -115,6 +133,10 @@ class ProcessGroup {
   virtual WorkPtr broadcast(const Tensor& tensor, const BroadcastOptions& options = {});
   // output (size() * input.numel() elements) = concatenation of every rank's input, in rank order.
   virtual WorkPtr all_gather(const Tensor& output, const Tensor& input, const AllGatherOptions& options = {});
+  // The same op, its arrivals read in place (Note [staged all-gather]). By default the whole
+  // all-gather runs at once and arrived(q) waits for it.
+  virtual std::unique_ptr<StagedAllGather> all_gather_staged(const Tensor& output, const Tensor& input,
+                                                             const AllGatherOptions& options = {});
   // output (input.numel() / size() elements) = this rank's chunk of op over ranks of input.
   virtual WorkPtr reduce_scatter(const Tensor& output, const Tensor& input, const ReduceScatterOptions& options = {});
   // The same op, its input announced chunk by chunk (Note [staged reduce-scatter]). By default

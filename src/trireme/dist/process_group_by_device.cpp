@@ -76,6 +76,10 @@ WorkPtr ProcessGroupByDevice::broadcast(const Tensor& tensor, const BroadcastOpt
 WorkPtr ProcessGroupByDevice::all_gather(const Tensor& output, const Tensor& input, const AllGatherOptions& options) {
   return backend_for("all_gather", output, &input).all_gather(output, input, options);
 }
+std::unique_ptr<StagedAllGather> ProcessGroupByDevice::all_gather_staged(const Tensor& output, const Tensor& input,
+                                                                       const AllGatherOptions& options) {
+  return backend_for("all_gather", output, &input).all_gather_staged(output, input, options);
+}
 WorkPtr ProcessGroupByDevice::reduce_scatter(const Tensor& output, const Tensor& input,
                                              const ReduceScatterOptions& options) {
   return backend_for("reduce_scatter", output, &input).reduce_scatter(output, input, options);

@@ -39,6 +39,8 @@ class ProcessGroupByDevice : public ProcessGroup {
   WorkPtr all_reduce(const Tensor& tensor, const AllReduceOptions& options = {}) override;
   WorkPtr broadcast(const Tensor& tensor, const BroadcastOptions& options = {}) override;
   WorkPtr all_gather(const Tensor& output, const Tensor& input, const AllGatherOptions& options = {}) override;
+  std::unique_ptr<StagedAllGather> all_gather_staged(const Tensor& output, const Tensor& input,
+                                                     const AllGatherOptions& options = {}) override;
   WorkPtr reduce_scatter(const Tensor& output, const Tensor& input, const ReduceScatterOptions& options = {}) override;
   std::unique_ptr<StagedReduceScatter> reduce_scatter_staged(const Tensor& output, const Tensor& input,
                                                              const ReduceScatterOptions& options = {}) override;

@@ -731,6 +731,64 @@ class PeerStagedReduceScatter : public StagedReduceScatter {
 
 }  // namespace
 
+namespace {
+
+// Note [staged all-gather] on the copy engines: the first op pushes this rank's input to every
+// peer and waits for theirs; arrived(q) lends rank q's staging slot, its reads queued on the
+// caller's stream after that op; a second op copies everything into the output meanwhile (the
+// copy engines, beside those reads); finish() is a third, after the reads, that frees the slots.
+class PeerStagedAllGather : public StagedAllGather {
+ public:
+  PeerStagedAllGather(std::shared_ptr<ProcessGroupNccl::Impl> impl, std::string what, milliseconds timeout,
+                      Tensor output, Tensor input)
+      : impl_(std::move(impl)), what_(std::move(what)), timeout_(timeout), output_(std::move(output)),
+        input_(std::move(input)) {
+    arrival_ = issue_on_peer(impl_, what_, timeout_, {input_},
+                             [&](PeerAllReduce& peer, cudaStream_t s) { peer.begin_staged_all_gather(input_, s); });
+    issue_on_peer(impl_, str_cat(what_, " copies"), timeout_, {output_, input_},
+                  [&](PeerAllReduce& peer, cudaStream_t s) { peer.fill_staged_all_gather(output_, input_, s); });
+  }
+  ~PeerStagedAllGather() override {
+    if (finished_) return;
+    try {
+      finish();
+    } catch (...) {
+    }
+  }
+  Tensor arrived(int rank) override {
+    TRIREME_CHECK(!finished_, "nccl ", what_, ": arrived() after finish()");
+    if (rank == impl_->rank) return input_;
+    arrival_->wait();
+    return Tensor::borrowed(impl_->peer->staged_slot(rank), input_.sizes(), input_.dtype(), input_.device());
+  }
+  WorkPtr finish() override {
+    finished_ = true;
+    return issue_on_peer(impl_, str_cat(what_, " finish"), timeout_, {output_, input_},
+                         [&](PeerAllReduce& peer, cudaStream_t s) { peer.finish_staged_all_gather(s); });
+  }
+
+ private:
+  std::shared_ptr<ProcessGroupNccl::Impl> impl_;
+  std::string what_;
+  milliseconds timeout_;
+  Tensor output_, input_;
+  WorkPtr arrival_;
+  bool finished_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<StagedAllGather> ProcessGroupNccl::all_gather_staged(const Tensor& output, const Tensor& input,
+                                                                     const AllGatherOptions& options) {
+  check_tensor(*impl_, "all_gather", input, "input");
+  check_tensor(*impl_, "all_gather", output, "output");
+  check_all_gather_operands(output, input);
+  if (!impl_->peer_rs_ag || !impl_->peer->can_stage_gather(input))
+    return ProcessGroup::all_gather_staged(output, input, options);
+  return std::make_unique<PeerStagedAllGather>(impl_, str_cat("all_gather(", input.sizes(), " ", input.dtype(), ", staged)"),
+                                               impl_->timeout_for(options.timeout), output, input);
+}
+
 std::unique_ptr<StagedReduceScatter> ProcessGroupNccl::reduce_scatter_staged(const Tensor& output,
                                                                              const Tensor& input,
                                                                              const ReduceScatterOptions& options) {
@@ -885,6 +943,10 @@ WorkPtr ProcessGroupNccl::reduce_scatter(const Tensor& out, const Tensor& in, co
 std::unique_ptr<StagedReduceScatter> ProcessGroupNccl::reduce_scatter_staged(const Tensor& out, const Tensor& in,
                                                                              const ReduceScatterOptions& o) {
   return ProcessGroup::reduce_scatter_staged(out, in, o);
+}
+std::unique_ptr<StagedAllGather> ProcessGroupNccl::all_gather_staged(const Tensor& out, const Tensor& in,
+                                                                     const AllGatherOptions& o) {
+  return ProcessGroup::all_gather_staged(out, in, o);
 }
 WorkPtr ProcessGroupNccl::all_to_all(const Tensor& out, const Tensor& in, const AllToAllOptions& o) {
   return ProcessGroup::all_to_all(out, in, o);

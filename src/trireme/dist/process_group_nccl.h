@@ -104,6 +104,9 @@ class ProcessGroupNccl : public ProcessGroup {
   WorkPtr all_reduce(const Tensor& tensor, const AllReduceOptions& options = {}) override;
   WorkPtr broadcast(const Tensor& tensor, const BroadcastOptions& options = {}) override;
   WorkPtr all_gather(const Tensor& output, const Tensor& input, const AllGatherOptions& options = {}) override;
+  // Through the copy engines, arrivals are read in the staging memory (Note [staged all-gather]).
+  std::unique_ptr<StagedAllGather> all_gather_staged(const Tensor& output, const Tensor& input,
+                                                     const AllGatherOptions& options = {}) override;
   WorkPtr reduce_scatter(const Tensor& output, const Tensor& input, const ReduceScatterOptions& options = {}) override;
   // Through the copy engines, chunk j leaves when it is written (Note [staged reduce-scatter]).
   std::unique_ptr<StagedReduceScatter> reduce_scatter_staged(const Tensor& output, const Tensor& input,

@@ -40,15 +40,19 @@ void gemm_into(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor out)
 // Wᵀ of a (out, in) weight as an (in, out) operand, without a copy.
 Tensor transposed(const Tensor& w) { return w.alias({w.size(1), w.size(0)}, {w.stride(1), w.stride(0)}, w.offset()); }
 
-// out (n, cols) = every rank's rows of `full` times b, this rank's block first (from `mine`,
-// already here) and the others' once `gather` has brought them.
-void product_by_source(const Tensor& mine, const Tensor& full, const dist::WorkPtr& gather, const Tensor& b,
-                       const Tensor& bias, const TpGroup& tp, Tensor& out) {
+// out (n, cols) = every rank's rows times b (+ bias): this rank's rows first (`mine`, already
+// here), each other rank's as it arrives, read where it lands (Note [staged all-gather]).
+// `full` receives every rank's rows beside those GEMMs; the returned work says when it has them.
+dist::WorkPtr product_by_source(const Tensor& mine, const Tensor& full, const Tensor& b, const Tensor& bias,
+                                const TpGroup& tp, dist::ProcessGroup& group, Tensor& out) {
+  std::unique_ptr<dist::StagedAllGather> gather = group.all_gather_staged(full, mine);
   const int64_t rows = mine.size(0);
   gemm_into(mine, b, bias, rows_of(out, tp.rank, rows));
-  gather->wait();
-  for (int q = 0; q < tp.size; ++q)
-    if (q != tp.rank) gemm_into(rows_of(full, q, rows), b, bias, rows_of(out, q, rows));
+  for (int step = 1; step < tp.size; ++step) {
+    const int q = (tp.rank + step) % tp.size;
+    gemm_into(gather->arrived(q), b, bias, rows_of(out, q, rows));
+  }
+  return gather->finish();
 }
 
 }  // namespace
@@ -62,12 +66,12 @@ Tensor sp_column_parallel_linear(const Tensor& x_rows, const Tensor& weight, con
   const int64_t rows = x_rows.size(0), in = weight.size(1), out_features = weight.size(0), n = rows * tp.size;
   Tensor out = Tensor::empty({n, out_features}, x_rows.dtype(), x_rows.device());
   Tensor full = Tensor::empty({n, in}, x_rows.dtype(), x_rows.device());
+  dist::WorkPtr full_ready;  // the gathered input, kept for the weight gradient
   {
     NoGradGuard no_grad;
     const Tensor mine = contiguous(x_rows.detach());
-    dist::WorkPtr gather = group.all_gather(full, mine);
-    product_by_source(mine, full, gather, transposed(weight.detach()), bias.defined() ? bias.detach() : Tensor(), tp,
-                      out);
+    full_ready = product_by_source(mine, full, transposed(weight.detach()), bias.defined() ? bias.detach() : Tensor(),
+                                   tp, group, out);
   }
   if (any_requires_grad({&x_rows, &weight, &bias})) {
     const bool need_x = x_rows.requires_grad(), need_b = bias.defined() && bias.requires_grad();
@@ -83,6 +87,7 @@ Tensor sp_column_parallel_linear(const Tensor& x_rows, const Tensor& weight, con
                gx = Tensor::empty({rows, in}, gx_full.dtype(), gx_full.device());
                scatter = group_of(tp, "sp_column_parallel_linear backward").reduce_scatter(gx, gx_full);
              }
+             full_ready->wait();
              gw = matmul(transpose(go, 0, 1), full);  // gᵀ · gathered x
              if (need_b) gb = sum(go, {0});
              if (scatter) scatter->wait();
@@ -123,13 +128,13 @@ Tensor sp_row_parallel_linear_start(const Tensor& x, const Tensor& weight, const
       NoGradGuard no_grad;
       const Tensor g_rows = contiguous(g[0]);
       Tensor g_full = Tensor::empty({n, out_features}, g_rows.dtype(), g_rows.device());
-      dist::WorkPtr gather = group_of(tp, "sp_row_parallel_linear backward").all_gather(g_full, g_rows);
+      dist::ProcessGroup& peers = group_of(tp, "sp_row_parallel_linear backward");
       Tensor gx, gw;
       if (need_x) {  // g · W, this rank's rows first while the others' arrive
         gx = Tensor::empty({n, in_local}, g_rows.dtype(), g_rows.device());
-        product_by_source(g_rows, g_full, gather, sw.unpack("sp_row_parallel_linear"), Tensor(), tp, gx);
+        product_by_source(g_rows, g_full, sw.unpack("sp_row_parallel_linear"), Tensor(), tp, peers, gx)->wait();
       } else {
-        gather->wait();
+        peers.all_gather(g_full, g_rows)->wait();
       }
       if (need_w) gw = matmul(transpose(g_full, 0, 1), sx.unpack("sp_row_parallel_linear"));  // gᵀ · x
       return {gx, gw};

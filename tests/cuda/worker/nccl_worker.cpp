@@ -365,12 +365,20 @@ void peer_all_reduce(ProcessGroupNccl& world) {
         if (q != r && round != 1) staged->chunk_written(q);
       }
       staged->finish();
-      peer_results.insert(peer_results.end(), {rs_peer, ag_peer, st_peer});
-      nccl_results.insert(nccl_results.end(), {rs_nccl, ag_nccl, rs_nccl});
+      // Note [staged all-gather]: the peer's input read where it landed, then the whole output.
+      Tensor sag_out = to_device(Tensor::empty({W * c.n}, c.d), g_device);
+      auto sag = peer->all_gather_staged(sag_out, ag_in);
+      const int other = (r + 1) % W;
+      Tensor sag_arrived = clone(sag->arrived(other));
+      sag->finish()->wait();
+      peer_results.insert(peer_results.end(), {rs_peer, ag_peer, st_peer, sag_out, sag_arrived});
+      nccl_results.insert(nccl_results.end(), {rs_nccl, ag_nccl, rs_nccl, ag_nccl, narrow(ag_nccl, 0, other * c.n, c.n)});
       names.push_back(str_cat("reduce_scatter ", reduce_op_name(c.op), " of ", W, " x ", c.n, " ", c.d, ", round ", round));
       names.push_back(str_cat("all_gather of ", c.n, " ", c.d, " at offset ", c.offset, ", round ", round));
       names.push_back(str_cat("staged reduce_scatter ", reduce_op_name(c.op), " of ", W, " x ", c.n, " ", c.d,
                               round == 1 ? ", chunks left to finish()" : "", ", round ", round));
+      names.push_back(str_cat("staged all_gather of ", c.n, " ", c.d, ", round ", round));
+      names.push_back(str_cat("staged all_gather's arrival from rank ", other, " of ", c.n, " ", c.d, ", round ", round));
     }
   }
   peer->barrier()->wait(20s);

@@ -136,6 +136,13 @@ void collectives(ProcessGroup& world) {
   Tensor out = Tensor::empty({W * 2}, DType::f32);
   world.all_gather(out, in)->wait();
   expect_values(out, [&](int64_t i) { return i % 2 == 0 ? i / 2 : 10 * (i / 2); }, "all_gather");
+  // Note [staged all-gather]: each rank's input through arrived(), the whole output after finish().
+  Tensor staged_out = Tensor::empty({W * 2}, DType::f32);
+  auto gather = world.all_gather_staged(staged_out, in);
+  for (int q = 0; q < W; ++q)
+    expect_values(gather->arrived(q), [&](int64_t i) { return i == 0 ? q : 10 * q; }, "staged all_gather arrival");
+  gather->finish()->wait();
+  expect_values(staged_out, [&](int64_t i) { return i % 2 == 0 ? i / 2 : 10 * (i / 2); }, "staged all_gather");
 
   // reduce_scatter: element j of rank q's input is q + j; rank r keeps elements 3r..3r+2.
   Tensor rs_in = filled<float>(W * 3, DType::f32, [&](int64_t j) { return r + j; });
