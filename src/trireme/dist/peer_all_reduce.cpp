@@ -260,9 +260,10 @@ std::unique_ptr<PeerAllReduce> PeerAllReduce::create(StoreClient& store, const O
     // abort the op (the tests' timeout and dead-peer cases hung this way).
     char* base = impl->region[size_t(o.rank)];
     for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
-      for (char* p : {base, base + dtype_size(d)}) {  // the 16-byte vector kernel, and the scalar one
-        const void* pair[2] = {p, p};
-        cuda_kernels::peer_sum(p, pair, 2, 1, d, false, nullptr);
+      // The 16-byte vector kernels for 2 inputs and for any number, and the scalar one.
+      for (auto [p, inputs] : {std::pair{base, 2}, std::pair{base, 3}, std::pair{base + dtype_size(d), 2}}) {
+        const void* same[3] = {p, p, p};
+        cuda_kernels::peer_sum(p, same, inputs, 1, d, false, nullptr);
       }
     }
     if (cudaDeviceSynchronize() != cudaSuccess) why = str_cat("the sum kernel failed: ", cudaGetErrorString(cudaGetLastError()));

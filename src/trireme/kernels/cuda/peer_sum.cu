@@ -13,22 +13,38 @@ struct PeerInputs {
 };
 
 // V elements per thread and input: 16-byte loads when every buffer is 16-byte aligned (V > 1),
-// else one element (V = 1).
-template <class D, int V>
+// else one element (V = 1). K > 0: exactly K inputs, all loaded before the first add, so that
+// a thread's loads are in flight together (with a runtime count each load waited for the last:
+// 27 us instead of ~12 for a 16 MiB bf16 sum of 2 on an H200). K = 0: k inputs, any k.
+template <class D, int V, int K>
 __global__ void peer_sum_kernel(int64_t n, D* out, PeerInputs<D> in, int k, bool average) {
   using A = dacc_t<D>;
+  if constexpr (K > 0) k = K;
   const int64_t vectors = n / V;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   for (int64_t v = first; v < vectors; v += stride) {
     A acc[V];
-    const Packed<D, V> x0 = reinterpret_cast<const Packed<D, V>*>(in.p[0])[v];
+    if constexpr (K > 0) {
+      Packed<D, V> x[K];
 #pragma unroll
-    for (int e = 0; e < V; ++e) acc[e] = to_acc(x0.v[e]);
-    for (int j = 1; j < k; ++j) {
-      const Packed<D, V> xj = reinterpret_cast<const Packed<D, V>*>(in.p[j])[v];
+      for (int j = 0; j < K; ++j) x[j] = reinterpret_cast<const Packed<D, V>*>(in.p[j])[v];
 #pragma unroll
-      for (int e = 0; e < V; ++e) acc[e] += to_acc(xj.v[e]);
+      for (int e = 0; e < V; ++e) acc[e] = to_acc(x[0].v[e]);
+#pragma unroll
+      for (int j = 1; j < K; ++j) {
+#pragma unroll
+        for (int e = 0; e < V; ++e) acc[e] += to_acc(x[j].v[e]);
+      }
+    } else {
+      const Packed<D, V> x0 = reinterpret_cast<const Packed<D, V>*>(in.p[0])[v];
+#pragma unroll
+      for (int e = 0; e < V; ++e) acc[e] = to_acc(x0.v[e]);
+      for (int j = 1; j < k; ++j) {
+        const Packed<D, V> xj = reinterpret_cast<const Packed<D, V>*>(in.p[j])[v];
+#pragma unroll
+        for (int e = 0; e < V; ++e) acc[e] += to_acc(xj.v[e]);
+      }
     }
     Packed<D, V> o;
 #pragma unroll
@@ -52,10 +68,12 @@ void launch(void* out, const void* const* inputs, int k, int64_t n, bool average
     in.p[j] = static_cast<const D*>(inputs[j]);
     aligned = aligned && aligned16(inputs[j]);
   }
-  if (aligned) {
-    peer_sum_kernel<D, V><<<grid_for((n + V - 1) / V), kBlock, 0, stream>>>(n, static_cast<D*>(out), in, k, average);
+  if (aligned && k == 2) {  // two ranks: the case the peer path is on for by default
+    peer_sum_kernel<D, V, 2><<<grid_for((n + V - 1) / V), kBlock, 0, stream>>>(n, static_cast<D*>(out), in, k, average);
+  } else if (aligned) {
+    peer_sum_kernel<D, V, 0><<<grid_for((n + V - 1) / V), kBlock, 0, stream>>>(n, static_cast<D*>(out), in, k, average);
   } else {
-    peer_sum_kernel<D, 1><<<grid_for(n), kBlock, 0, stream>>>(n, static_cast<D*>(out), in, k, average);
+    peer_sum_kernel<D, 1, 0><<<grid_for(n), kBlock, 0, stream>>>(n, static_cast<D*>(out), in, k, average);
   }
   TRIREME_CUDA_CHECK_LAUNCH();
 }
