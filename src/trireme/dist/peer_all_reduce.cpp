@@ -443,10 +443,11 @@ void for_each_piece(int64_t numel, int64_t elem, int64_t capacity, Fn&& fn) {
 // out = the ranks' pieces summed in rank order: this rank's from `own`, the others' from their
 // slots (so every rank adds the same numbers in the same order).
 void sum_in_rank_order(void* out, const void* own, const void* const* slots, int size, int me, int64_t n, DType dtype,
-                       ReduceOp op, cudaStream_t stream) {
+                       ReduceOp op, cudaStream_t stream, const Tensor& bias = Tensor()) {
   const void* inputs[kMaxRanks] = {};
   for (int q = 0; q < size; ++q) inputs[q] = q == me ? own : slots[q];
-  cuda_kernels::peer_sum(out, inputs, size, n, dtype, op == ReduceOp::avg, stream);
+  cuda_kernels::peer_sum(out, inputs, size, n, dtype, op == ReduceOp::avg, stream,
+                         bias.defined() ? bias.data_ptr() : nullptr, bias.defined() ? bias.numel() : 0);
 }
 
 }  // namespace
@@ -524,7 +525,7 @@ void PeerAllReduce::send_staged_chunk(const Tensor& input, int j, cudaStream_t s
 }
 
 void PeerAllReduce::finish_staged_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op,
-                                                 cudaStream_t stream) {
+                                                 cudaStream_t stream, const Tensor& bias) {
   Impl& s = *impl_;
   check_staged("reduce_scatter");
   for (int j = 0; j < s.o.size; ++j)
@@ -534,7 +535,7 @@ void PeerAllReduce::finish_staged_reduce_scatter(const Tensor& output, const Ten
   const int64_t n = output.numel();
   const char* own = static_cast<const char*>(input.data_ptr()) + s.o.rank * n * int64_t(dtype_size(input.dtype()));
   gather_then(s, stream, k, [&](const void* const* slots) {
-    sum_in_rank_order(output.data_ptr(), own, slots, s.o.size, s.o.rank, n, input.dtype(), op, stream);
+    sum_in_rank_order(output.data_ptr(), own, slots, s.o.size, s.o.rank, n, input.dtype(), op, stream, bias);
   });
 }
 

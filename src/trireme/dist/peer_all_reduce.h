@@ -99,7 +99,9 @@ class PeerAllReduce {
   bool can_stage(const Tensor& output, const Tensor& input, ReduceOp op) const;
   void begin_staged_reduce_scatter();
   void send_staged_chunk(const Tensor& input, int j, cudaStream_t stream);
-  void finish_staged_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op, cudaStream_t stream);
+  // bias (optional): added to the result's rows, rounded as a separate add would be.
+  void finish_staged_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op, cudaStream_t stream,
+                                    const Tensor& bias = Tensor());
   // An all-gather whose arrivals are read where they land (ProcessGroup::all_gather_staged, Note
   // [staged all-gather]): begin pushes the input to every peer and makes `stream` wait until every
   // peer's has arrived, after which staged_slot(q) holds rank q's input; fill copies input and

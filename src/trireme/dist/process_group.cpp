@@ -84,7 +84,10 @@ class ReduceScatterAtFinish : public StagedReduceScatter {
       : group_(group), output_(std::move(output)), input_(std::move(input)), options_(options) {}
   bool sends_early() const override { return false; }
   void chunk_written(int) override {}
-  WorkPtr finish() override { return group_.reduce_scatter(output_, input_, options_); }
+  WorkPtr finish(const Tensor& bias) override {
+    TRIREME_CHECK(!bias.defined(), group_.backend_name(), " reduce_scatter_staged: this backend does not add a bias");
+    return group_.reduce_scatter(output_, input_, options_);
+  }
 
  private:
   ProcessGroup& group_;

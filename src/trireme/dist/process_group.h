@@ -84,7 +84,9 @@ using WorkPtr = std::shared_ptr<Work>;
 // Each chunk is announced after the caller's stream has queued its writes; no other collective
 // of the group may be issued between reduce_scatter_staged and finish (the peers take the ops in
 // order). The result is reduce_scatter's, bit for bit. A backend that cannot start early does
-// the whole op in finish(); sends_early() says which.
+// the whole op in finish(); sends_early() says which. Where adds_bias(), finish(bias) also adds
+// a bias to the result's rows (a row-parallel layer's), rounded as a separate add would be,
+// in the same pass as the sum; elsewhere the bias passed must be undefined.
 // Note [staged all-gather]
 // The mirror image: an all-gather whose result is consumed rank by rank (a GEMM over the rows
 // that came from rank q) can read each rank's input where it lands, without first copying it
@@ -107,8 +109,9 @@ class StagedReduceScatter {
  public:
   virtual ~StagedReduceScatter() = default;
   virtual bool sends_early() const = 0;
+  virtual bool adds_bias() const { return false; }
   virtual void chunk_written(int rank) = 0;
-  virtual WorkPtr finish() = 0;
+  virtual WorkPtr finish(const Tensor& bias = Tensor()) = 0;
 };
 
 class ProcessGroup {

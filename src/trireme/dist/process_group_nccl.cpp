@@ -223,6 +223,30 @@ struct ProcessGroupNccl::Impl {
     return op;
   }
 
+  // As issue(), but on the caller's current stream: its waits hold that stream, not the group's.
+  // For the end of an op whose result the caller's stream needs next anyway (the sum of a staged
+  // reduce-scatter), where two hops between the streams would only add latency.
+  template <class Call>
+  std::shared_ptr<OpState> issue_on_caller_stream(const std::string& what, milliseconds timeout,
+                                                  std::vector<Tensor> tensors, Call&& call) {
+    std::lock_guard lock(mutex);
+    check_usable_locked(what);
+    flush_locked();
+    cuda::DeviceGuard guard(device);
+    const cudaStream_t here = cuda::current_stream(device).handle();
+    auto op = std::make_shared<OpState>();
+    op->what = what;
+    op->tensors = std::move(tensors);
+    op->timeout = timeout;
+    op->done_event = make_event();
+    finish_call_locked(call(here), what, timeout);
+    TRIREME_CUDA_CHECK(cudaEventRecord(op->done_event, here));
+    op->started = true;
+    op->issued = Clock::now();
+    in_flight.push_back(op);
+    return op;
+  }
+
   // Issues the queued sends/recvs together (Note [nccl send/recv]).
   void flush_locked() {
     if (queued.empty()) return;
@@ -704,20 +728,26 @@ class PeerStagedReduceScatter : public StagedReduceScatter {
   ~PeerStagedReduceScatter() override {
     if (finished_) return;
     try {
-      finish();
+      finish(Tensor());
     } catch (...) {
     }
   }
   bool sends_early() const override { return true; }
+  bool adds_bias() const override { return true; }
   void chunk_written(int j) override {
     issue_on_peer(impl_, str_cat(what_, " chunk ", j), timeout_, {input_},
                   [&](PeerAllReduce& peer, cudaStream_t s) { peer.send_staged_chunk(input_, j, s); });
   }
-  WorkPtr finish() override {
+  // The sum runs on the caller's stream, which needs it next (Impl::issue_on_caller_stream).
+  WorkPtr finish(const Tensor& bias) override {
     finished_ = true;
-    return issue_on_peer(impl_, what_, timeout_, {output_, input_}, [&](PeerAllReduce& peer, cudaStream_t s) {
-      peer.finish_staged_reduce_scatter(output_, input_, op_, s);
+    std::vector<Tensor> keep{output_, input_};
+    if (bias.defined()) keep.push_back(bias);
+    auto state = impl_->issue_on_caller_stream(what_, timeout_, std::move(keep), [&](cudaStream_t s) {
+      impl_->peer->finish_staged_reduce_scatter(output_, input_, op_, s, bias);
+      return ncclSuccess;
     });
+    return std::make_shared<NcclWork>(impl_, state);
   }
 
  private:

@@ -7,6 +7,7 @@
 #include "trireme/kernels/registry.h"
 #include "trireme/ops/autocast_policy.h"
 #include "trireme/ops/copy.h"
+#include "trireme/ops/elementwise.h"
 #include "trireme/ops/linalg.h"
 #include "trireme/ops/reduce.h"
 #include "trireme/ops/view.h"
@@ -97,9 +98,10 @@ Tensor sp_column_parallel_linear(const Tensor& x_rows, const Tensor& weight, con
   return out;
 }
 
-Tensor sp_row_parallel_linear_start(const Tensor& x, const Tensor& weight, const TpGroup& tp, dist::WorkPtr& work) {
-  if (auto c = autocast_low_args({x, weight}))  // Note [autocast policy]
-    return sp_row_parallel_linear_start((*c)[0], (*c)[1], tp, work);
+Tensor sp_row_parallel_linear_start(const Tensor& x, const Tensor& weight, const Tensor& bias, const TpGroup& tp,
+                                    dist::WorkPtr& work) {
+  if (auto c = autocast_low_args({x, weight, bias}))  // Note [autocast policy]
+    return sp_row_parallel_linear_start((*c)[0], (*c)[1], (*c)[2], tp, work);
   TRIREME_CHECK(x.dim() == 2 && weight.dim() == 2 && x.size(1) == weight.size(1) && x.size(0) % tp.size == 0,
                 "sp_row_parallel_linear: input ", x.sizes(), " and weight ", weight.sizes(),
                 " do not match, or the rows are not divisible by tp = ", tp.size);
@@ -119,17 +121,23 @@ Tensor sp_row_parallel_linear_start(const Tensor& x, const Tensor& weight, const
       gemm_into(rows_of(xd, q, rows), wt, Tensor(), rows_of(partial, q, rows));
       if (q != tp.rank) scatter->chunk_written(q);
     }
-    work = scatter->finish();
+    const Tensor b = bias.defined() ? contiguous(bias.detach()) : Tensor();
+    const bool fused = b.defined() && scatter->adds_bias();  // the bias added in the sum's pass
+    work = scatter->finish(fused ? b : Tensor());
+    if (b.defined() && !fused) {
+      work->wait();
+      add_(mine, b);
+    }
   }
-  if (any_requires_grad({&x, &weight})) {
-    const bool need_x = x.requires_grad(), need_w = weight.requires_grad();
+  if (any_requires_grad({&x, &weight, &bias})) {
+    const bool need_x = x.requires_grad(), need_w = weight.requires_grad(), need_b = bias.defined() && bias.requires_grad();
     SavedTensor sx(need_w ? x : Tensor()), sw(need_x ? weight : Tensor());
-    record("sp_row_parallel_linear", {&x, &weight}, {&mine}, [=](const TensorList& g) -> TensorList {
+    record("sp_row_parallel_linear", {&x, &weight, &bias}, {&mine}, [=](const TensorList& g) -> TensorList {
       NoGradGuard no_grad;
       const Tensor g_rows = contiguous(g[0]);
       Tensor g_full = Tensor::empty({n, out_features}, g_rows.dtype(), g_rows.device());
       dist::ProcessGroup& peers = group_of(tp, "sp_row_parallel_linear backward");
-      Tensor gx, gw;
+      Tensor gx, gw, gb;
       if (need_x) {  // g · W, this rank's rows first while the others' arrive
         gx = Tensor::empty({n, in_local}, g_rows.dtype(), g_rows.device());
         product_by_source(g_rows, g_full, sw.unpack("sp_row_parallel_linear"), Tensor(), tp, peers, gx)->wait();
@@ -137,7 +145,8 @@ Tensor sp_row_parallel_linear_start(const Tensor& x, const Tensor& weight, const
         peers.all_gather(g_full, g_rows)->wait();
       }
       if (need_w) gw = matmul(transpose(g_full, 0, 1), sx.unpack("sp_row_parallel_linear"));  // gᵀ · x
-      return {gx, gw};
+      if (need_b) gb = sum(g_rows, {0});  // this rank's rows: partial over tp (sum_grads_over_tp)
+      return {gx, gw, gb};
     });
   }
   return mine;

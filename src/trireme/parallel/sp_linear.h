@@ -28,9 +28,13 @@ namespace trireme::parallel {
 // Backward: the input gradient reduce-scattered back to rows; W_r and b_r as a linear's.
 Tensor sp_column_parallel_linear(const Tensor& x_rows, const Tensor& weight, const Tensor& bias, const TpGroup& tp);
 
-// x (n, in_local) -> this rank's rows (n/tp, out) of the sum over tp of x W_rᵀ, started: wait
-// `work` before reading them (no bias: the caller adds it on its rows). Backward: the output
-// gradient's rows gathered, split by source rows.
-Tensor sp_row_parallel_linear_start(const Tensor& x, const Tensor& weight, const TpGroup& tp, dist::WorkPtr& work);
+// x (n, in_local) -> this rank's rows (n/tp, out) of the sum over tp of x W_rᵀ, plus the bias
+// (replicated, may be undefined), started: wait `work` before reading them. The GEMM is split by
+// destination rows: the other ranks' rows first, each sent as soon as it is written (Note
+// [staged reduce-scatter]), this rank's own while they travel; where the group can, the bias is
+// added in the reduce-scatter's own pass. Backward: the output gradient's rows gathered, split
+// by source rows; the bias gradient is this rank's rows' part (summed over tp by the caller).
+Tensor sp_row_parallel_linear_start(const Tensor& x, const Tensor& weight, const Tensor& bias, const TpGroup& tp,
+                                    dist::WorkPtr& work);
 
 }  // namespace trireme::parallel

@@ -40,22 +40,22 @@ Tensor TensorParallelAttention::finish(PendingSum& p) {
 PendingSum TensorParallelAttention::start(const Tensor& x) {
   TRIREME_CHECK(x.dim() == 3 && x.size(2) == d_model, "TensorParallelAttention: expected input (B, T, ", d_model,
                 "), got ", x.sizes());
-  return attend(c_attn->forward(x), /*sp=*/false);  // (B, T, 3C): this rank's q | k | v
+  return attend(c_attn->forward(x), /*sp=*/false, Tensor());  // (B, T, 3C): this rank's q | k | v
 }
 
-PendingSum TensorParallelAttention::start_sp(const Tensor& x_rows, int64_t B, int64_t T) {
+PendingSum TensorParallelAttention::start_sp(const Tensor& x_rows, int64_t B, int64_t T, const Tensor& proj_bias) {
   const Tensor qkv = sp_column_parallel_linear(x_rows, c_attn->weight, c_attn->bias, c_attn->tp);
-  return attend(reshape(qkv, {B, T, qkv.size(1)}), /*sp=*/true);
+  return attend(reshape(qkv, {B, T, qkv.size(1)}), /*sp=*/true, proj_bias);
 }
 
-PendingSum TensorParallelAttention::attend(const Tensor& qkv, bool sp) {
+PendingSum TensorParallelAttention::attend(const Tensor& qkv, bool sp, const Tensor& proj_bias) {
   const int64_t B = qkv.size(0), T = qkv.size(1), H = n_head_local, hd = d_model / n_head, C = H * hd;
   const std::vector<Tensor> parts = split(qkv, C, 2);  // one node: one gradient buffer for q, k, v
   auto heads = [&](int64_t which) { return transpose(view(parts[size_t(which)], {B, T, H, hd}), 1, 2); };
   Tensor y = scaled_dot_product_attention(heads(0), heads(1), heads(2), /*causal=*/true);  // (B, H, T, hd)
   y = reshape(transpose(y, 1, 2), {B, T, C});
   PendingSum p;
-  p.partial = sp ? sp_row_parallel_linear_start(reshape(y, {B * T, C}), c_proj->weight, c_proj->tp, p.work)
+  p.partial = sp ? sp_row_parallel_linear_start(reshape(y, {B * T, C}), c_proj->weight, proj_bias, c_proj->tp, p.work)
                  : c_proj->start(y, p.work);
   return p;
 }
@@ -78,10 +78,10 @@ PendingSum TensorParallelMLP::start(const Tensor& x) {
   return p;
 }
 
-PendingSum TensorParallelMLP::start_sp(const Tensor& x_rows) {
+PendingSum TensorParallelMLP::start_sp(const Tensor& x_rows, const Tensor& proj_bias) {
   const Tensor h = gelu(sp_column_parallel_linear(x_rows, c_fc->weight, c_fc->bias, c_fc->tp), gelu_approx);
   PendingSum p;
-  p.partial = sp_row_parallel_linear_start(h, c_proj->weight, c_proj->tp, p.work);
+  p.partial = sp_row_parallel_linear_start(h, c_proj->weight, proj_bias, c_proj->tp, p.work);
   return p;
 }
 
@@ -111,15 +111,15 @@ Tensor TensorParallelDecoderLayer::finish(int sub_layer, const Tensor& x, Pendin
 Tensor TensorParallelDecoderLayer::forward_sp(const Tensor& x, int64_t B, int64_t T) {
   const std::vector<Tensor> p = sum_grads_over_tp(
       {ln_1->weight, ln_1->bias, ln_2->weight, ln_2->bias, attn->c_proj->bias, mlp->c_proj->bias}, attn->c_proj->tp);
-  // The sum scattered to this rank's rows, then the bias and dropout on those rows.
-  auto output = [](PendingSum& s, const Tensor& bias, nn::Dropout& drop) {
+  // The sum scattered to this rank's rows with the bias added, then dropout on those rows.
+  auto output = [](PendingSum& s, nn::Dropout& drop) {
     if (s.work) s.work->wait();
-    return drop.forward(bias.defined() ? s.partial + bias : s.partial);
+    return drop.forward(s.partial);
   };
-  PendingSum a = attn->start_sp(layer_norm(x, p[0], p[1], ln_1->eps), B, T);
-  Tensor h = x + output(a, p[4], *attn->resid_dropout);
-  PendingSum m = mlp->start_sp(layer_norm(h, p[2], p[3], ln_2->eps));
-  return h + output(m, p[5], *mlp->dropout);
+  PendingSum a = attn->start_sp(layer_norm(x, p[0], p[1], ln_1->eps), B, T, p[4]);
+  Tensor h = x + output(a, *attn->resid_dropout);
+  PendingSum m = mlp->start_sp(layer_norm(h, p[2], p[3], ln_2->eps), p[5]);
+  return h + output(m, *mlp->dropout);
 }
 
 TensorParallelTransformer::TensorParallelTransformer(const models::GPTConfig& c, TpGroup tp)

@@ -340,7 +340,7 @@ void peer_all_reduce(ProcessGroupNccl& world) {
       Tensor rs_in = on_gpu(W * c.n, c.d, value);
       Tensor rs_peer = to_device(Tensor::empty({c.n}, c.d), g_device), rs_nccl = clone(rs_peer);
       peer->reduce_scatter(rs_peer, rs_in, {.op = c.op});
-      nccl->reduce_scatter(rs_nccl, rs_in, {.op = c.op});
+      WorkPtr rs_nccl_done = nccl->reduce_scatter(rs_nccl, rs_in, {.op = c.op});
       // A fresh input: each group's stream waits for the caller's, not for the other group's.
       Tensor ag_in = narrow(on_gpu(c.n + c.offset, c.d, value), 0, c.offset, c.n);
       Tensor ag_peer = to_device(Tensor::empty({W * c.n}, c.d), g_device), ag_nccl = clone(ag_peer);
@@ -364,7 +364,17 @@ void peer_all_reduce(ProcessGroupNccl& world) {
         copy_(chunk, narrow(rs_in, 0, q * c.n, c.n));
         if (q != r && round != 1) staged->chunk_written(q);
       }
-      staged->finish();
+      // Round 2 adds a bias in the sum's pass where the path can: the bits of a separate add.
+      const int64_t period = c.n % 256 == 0 ? 256 : c.n;
+      Tensor bias = on_gpu(period, c.d, value);
+      const bool with_bias = round == 2 && staged->adds_bias();
+      EXPECT_TRUE(staged->adds_bias() == fits, "a staged reduce_scatter that sends early should add a bias");
+      staged->finish(with_bias ? bias : Tensor());
+      Tensor st_want = rs_nccl;
+      if (with_bias) {
+        rs_nccl_done->wait();
+        st_want = reshape(add(reshape(rs_nccl, {c.n / period, period}), bias), {c.n});
+      }
       // Note [staged all-gather]: the peer's input read where it landed, then the whole output.
       Tensor sag_out = to_device(Tensor::empty({W * c.n}, c.d), g_device);
       auto sag = peer->all_gather_staged(sag_out, ag_in);
@@ -372,11 +382,12 @@ void peer_all_reduce(ProcessGroupNccl& world) {
       Tensor sag_arrived = clone(sag->arrived(other));
       sag->finish()->wait();
       peer_results.insert(peer_results.end(), {rs_peer, ag_peer, st_peer, sag_out, sag_arrived});
-      nccl_results.insert(nccl_results.end(), {rs_nccl, ag_nccl, rs_nccl, ag_nccl, narrow(ag_nccl, 0, other * c.n, c.n)});
+      nccl_results.insert(nccl_results.end(), {rs_nccl, ag_nccl, st_want, ag_nccl, narrow(ag_nccl, 0, other * c.n, c.n)});
       names.push_back(str_cat("reduce_scatter ", reduce_op_name(c.op), " of ", W, " x ", c.n, " ", c.d, ", round ", round));
       names.push_back(str_cat("all_gather of ", c.n, " ", c.d, " at offset ", c.offset, ", round ", round));
       names.push_back(str_cat("staged reduce_scatter ", reduce_op_name(c.op), " of ", W, " x ", c.n, " ", c.d,
-                              round == 1 ? ", chunks left to finish()" : "", ", round ", round));
+                              round == 1 ? ", chunks left to finish()" : "", with_bias ? ", with a bias" : "",
+                              ", round ", round));
       names.push_back(str_cat("staged all_gather of ", c.n, " ", c.d, ", round ", round));
       names.push_back(str_cat("staged all_gather's arrival from rank ", other, " of ", c.n, " ", c.d, ", round ", round));
     }

@@ -19,7 +19,9 @@ bool peer_sum_supports(DType dtype);
 // out[i] = (inputs[0][i] + inputs[1][i] + ... ) in that order, accumulated in f32 for the 16-bit
 // types and rounded once, divided by n_inputs when average. Every rank of a group calls it with
 // its inputs in rank order, so every rank computes the same bits. out may be one of the inputs.
+// With a bias (bias_period elements, repeated along out: a row-parallel layer's bias over its
+// rows) it is then added as a separate add would: out[i] = round(round(sum) + bias[i % period]).
 void peer_sum(void* out, const void* const* inputs, int n_inputs, int64_t numel, DType dtype, bool average,
-              cudaStream_t stream);
+              cudaStream_t stream, const void* bias = nullptr, int64_t bias_period = 0);
 
 }  // namespace trireme::cuda_kernels
