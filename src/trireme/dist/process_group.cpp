@@ -119,9 +119,10 @@ class AllGatherAtOnce : public StagedAllGather {
 
 std::unique_ptr<StagedAllGather> ProcessGroup::all_gather_staged(const Tensor& output, const Tensor& input,
                                                                  const AllGatherOptions& options) {
-  TRIREME_CHECK(input.is_contiguous() && output.is_contiguous(), backend_name(),
+  TRIREME_CHECK(input.is_contiguous() && (!output.defined() || output.is_contiguous()), backend_name(),
                 " all_gather_staged: input and output must be contiguous");
-  return std::make_unique<AllGatherAtOnce>(all_gather(output, input, options), output, input, rank_);
+  const Tensor out = output.defined() ? output : Tensor::empty({size_ * input.numel()}, input.dtype(), input.device());
+  return std::make_unique<AllGatherAtOnce>(all_gather(out, input, options), out, input, rank_);
 }
 
 std::unique_ptr<StagedReduceScatter> ProcessGroup::reduce_scatter_staged(const Tensor& output, const Tensor& input,

@@ -98,6 +98,8 @@ using WorkPtr = std::shared_ptr<Work>;
 // tensors, which are valid only until then (they may be the collective's own staging memory);
 // no other collective of the group may be issued in between. arrived(rank) is `in` itself. A
 // backend without staging does the whole all-gather at once: arrived(q) is then out's chunk q.
+// `out` may be undefined when only the arrivals are wanted (a backend that needs a buffer
+// makes its own).
 class StagedAllGather {
  public:
   virtual ~StagedAllGather() = default;

@@ -78,7 +78,7 @@ WorkPtr ProcessGroupByDevice::all_gather(const Tensor& output, const Tensor& inp
 }
 std::unique_ptr<StagedAllGather> ProcessGroupByDevice::all_gather_staged(const Tensor& output, const Tensor& input,
                                                                        const AllGatherOptions& options) {
-  return backend_for("all_gather", output, &input).all_gather_staged(output, input, options);
+  return backend_for("all_gather", input, output.defined() ? &output : nullptr).all_gather_staged(output, input, options);
 }
 WorkPtr ProcessGroupByDevice::reduce_scatter(const Tensor& output, const Tensor& input,
                                              const ReduceScatterOptions& options) {

@@ -775,8 +775,10 @@ class PeerStagedAllGather : public StagedAllGather {
         input_(std::move(input)) {
     arrival_ = issue_on_peer(impl_, what_, timeout_, {input_},
                              [&](PeerAllReduce& peer, cudaStream_t s) { peer.begin_staged_all_gather(input_, s); });
-    issue_on_peer(impl_, str_cat(what_, " copies"), timeout_, {output_, input_},
-                  [&](PeerAllReduce& peer, cudaStream_t s) { peer.fill_staged_all_gather(output_, input_, s); });
+    if (output_.defined()) {
+      issue_on_peer(impl_, str_cat(what_, " copies"), timeout_, {output_, input_},
+                    [&](PeerAllReduce& peer, cudaStream_t s) { peer.fill_staged_all_gather(output_, input_, s); });
+    }
   }
   ~PeerStagedAllGather() override {
     if (finished_) return;
@@ -793,7 +795,7 @@ class PeerStagedAllGather : public StagedAllGather {
   }
   WorkPtr finish() override {
     finished_ = true;
-    return issue_on_peer(impl_, str_cat(what_, " finish"), timeout_, {output_, input_},
+    return issue_on_peer(impl_, str_cat(what_, " finish"), timeout_, {input_},
                          [&](PeerAllReduce& peer, cudaStream_t s) { peer.finish_staged_all_gather(s); });
   }
 
@@ -811,8 +813,10 @@ class PeerStagedAllGather : public StagedAllGather {
 std::unique_ptr<StagedAllGather> ProcessGroupNccl::all_gather_staged(const Tensor& output, const Tensor& input,
                                                                      const AllGatherOptions& options) {
   check_tensor(*impl_, "all_gather", input, "input");
-  check_tensor(*impl_, "all_gather", output, "output");
-  check_all_gather_operands(output, input);
+  if (output.defined()) {
+    check_tensor(*impl_, "all_gather", output, "output");
+    check_all_gather_operands(output, input);
+  }
   if (!impl_->peer_rs_ag || !impl_->peer->can_stage_gather(input))
     return ProcessGroup::all_gather_staged(output, input, options);
   return std::make_unique<PeerStagedAllGather>(impl_, str_cat("all_gather(", input.sizes(), " ", input.dtype(), ", staged)"),

@@ -135,16 +135,29 @@ Tensor sp_row_parallel_linear_start(const Tensor& x, const Tensor& weight, const
     record("sp_row_parallel_linear", {&x, &weight, &bias}, {&mine}, [=](const TensorList& g) -> TensorList {
       NoGradGuard no_grad;
       const Tensor g_rows = contiguous(g[0]);
-      Tensor g_full = Tensor::empty({n, out_features}, g_rows.dtype(), g_rows.device());
-      dist::ProcessGroup& peers = group_of(tp, "sp_row_parallel_linear backward");
-      Tensor gx, gw, gb;
-      if (need_x) {  // g · W, this rank's rows first while the others' arrive
-        gx = Tensor::empty({n, in_local}, g_rows.dtype(), g_rows.device());
-        product_by_source(g_rows, g_full, sw.unpack("sp_row_parallel_linear"), Tensor(), tp, peers, gx)->wait();
-      } else {
-        peers.all_gather(g_full, g_rows)->wait();
+      // Every rank's rows of g by source, this rank's first, the others' read where they land
+      // (Note [split by source rows]): gx's row block q = g_q W and gW = sum over q of g_qᵀ x_q,
+      // so this rank's part of both runs while the others' rows travel, and g is never gathered
+      // into one tensor.
+      std::unique_ptr<dist::StagedAllGather> gather =
+          group_of(tp, "sp_row_parallel_linear backward").all_gather_staged(Tensor(), g_rows);
+      const Tensor w = need_x ? sw.unpack("sp_row_parallel_linear") : Tensor();
+      const Tensor x_all = need_w ? contiguous(sx.unpack("sp_row_parallel_linear")) : Tensor();
+      Tensor gx = need_x ? Tensor::empty({n, in_local}, g_rows.dtype(), g_rows.device()) : Tensor(), gw, gb;
+      for (int step = 0; step < tp.size; ++step) {
+        const int q = (tp.rank + step) % tp.size;
+        const Tensor g_q = step == 0 ? g_rows : gather->arrived(q);
+        if (need_x) gemm_into(g_q, w, Tensor(), rows_of(gx, q, rows));
+        if (need_w) {
+          Tensor part = matmul(transpose(g_q, 0, 1), rows_of(x_all, q, rows));  // g_qᵀ x_q
+          if (gw.defined()) {
+            add_(gw, part);
+          } else {
+            gw = part;
+          }
+        }
       }
-      if (need_w) gw = matmul(transpose(g_full, 0, 1), sx.unpack("sp_row_parallel_linear"));  // gᵀ · x
+      gather->finish()->wait();
       if (need_b) gb = sum(g_rows, {0});  // this rank's rows: partial over tp (sum_grads_over_tp)
       return {gx, gw, gb};
     });

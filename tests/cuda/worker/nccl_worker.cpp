@@ -381,8 +381,12 @@ void peer_all_reduce(ProcessGroupNccl& world) {
       const int other = (r + 1) % W;
       Tensor sag_arrived = clone(sag->arrived(other));
       sag->finish()->wait();
-      peer_results.insert(peer_results.end(), {rs_peer, ag_peer, st_peer, sag_out, sag_arrived});
-      nccl_results.insert(nccl_results.end(), {rs_nccl, ag_nccl, st_want, ag_nccl, narrow(ag_nccl, 0, other * c.n, c.n)});
+      auto arrivals_only = peer->all_gather_staged(Tensor(), ag_in);  // no output: nothing kept
+      Tensor only_arrived = clone(arrivals_only->arrived(other));
+      arrivals_only->finish()->wait();
+      const Tensor ag_other = narrow(ag_nccl, 0, other * c.n, c.n);
+      peer_results.insert(peer_results.end(), {rs_peer, ag_peer, st_peer, sag_out, sag_arrived, only_arrived});
+      nccl_results.insert(nccl_results.end(), {rs_nccl, ag_nccl, st_want, ag_nccl, ag_other, ag_other});
       names.push_back(str_cat("reduce_scatter ", reduce_op_name(c.op), " of ", W, " x ", c.n, " ", c.d, ", round ", round));
       names.push_back(str_cat("all_gather of ", c.n, " ", c.d, " at offset ", c.offset, ", round ", round));
       names.push_back(str_cat("staged reduce_scatter ", reduce_op_name(c.op), " of ", W, " x ", c.n, " ", c.d,
@@ -390,6 +394,8 @@ void peer_all_reduce(ProcessGroupNccl& world) {
                               ", round ", round));
       names.push_back(str_cat("staged all_gather of ", c.n, " ", c.d, ", round ", round));
       names.push_back(str_cat("staged all_gather's arrival from rank ", other, " of ", c.n, " ", c.d, ", round ", round));
+      names.push_back(str_cat("output-less staged all_gather's arrival from rank ", other, " of ", c.n, " ", c.d,
+                              ", round ", round));
     }
   }
   peer->barrier()->wait(20s);

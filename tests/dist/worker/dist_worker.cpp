@@ -143,6 +143,10 @@ void collectives(ProcessGroup& world) {
     expect_values(gather->arrived(q), [&](int64_t i) { return i == 0 ? q : 10 * q; }, "staged all_gather arrival");
   gather->finish()->wait();
   expect_values(staged_out, [&](int64_t i) { return i % 2 == 0 ? i / 2 : 10 * (i / 2); }, "staged all_gather");
+  auto arrivals_only = world.all_gather_staged(Tensor(), in);
+  expect_values(arrivals_only->arrived(W - 1), [&](int64_t i) { return i == 0 ? W - 1 : 10 * (W - 1); },
+                "an output-less staged all_gather's arrival");
+  arrivals_only->finish()->wait();
 
   // reduce_scatter: element j of rank q's input is q + j; rank r keeps elements 3r..3r+2.
   Tensor rs_in = filled<float>(W * 3, DType::f32, [&](int64_t j) { return r + j; });
