@@ -42,26 +42,29 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   return out;
 }
 
-Tensor Tensor::empty(const Shape& sizes, DType dtype, Device device) {
-  for (int64_t s : sizes) TRIREME_CHECK(s >= 0, "empty: negative size in shape ", sizes);
+namespace {
+// A contiguous tensor of `sizes` over the storage make_storage(nbytes) returns.
+template <class MakeStorage>
+Tensor contiguous_over(const char* op, const Shape& sizes, DType dtype, MakeStorage&& make_storage) {
+  for (int64_t s : sizes) TRIREME_CHECK(s >= 0, op, ": negative size in shape ", sizes);
   auto impl = std::make_shared<TensorImpl>();
   impl->sizes = sizes;
   impl->strides = contiguous_strides(sizes);
   impl->numel = shape_numel(sizes);
   impl->dtype = dtype;
-  impl->storage = std::make_shared<Storage>(size_t(impl->numel) * dtype_size(dtype), device);
+  impl->storage = make_storage(size_t(impl->numel) * dtype_size(dtype));
   return Tensor(std::move(impl));
+}
+}  // namespace
+
+Tensor Tensor::empty(const Shape& sizes, DType dtype, Device device) {
+  return contiguous_over("empty", sizes, dtype, [&](size_t nbytes) { return std::make_shared<Storage>(nbytes, device); });
 }
 
 Tensor Tensor::borrowed(void* data, const Shape& sizes, DType dtype, Device device) {
-  for (int64_t s : sizes) TRIREME_CHECK(s >= 0, "borrowed: negative size in shape ", sizes);
-  auto impl = std::make_shared<TensorImpl>();
-  impl->sizes = sizes;
-  impl->strides = contiguous_strides(sizes);
-  impl->numel = shape_numel(sizes);
-  impl->dtype = dtype;
-  impl->storage = std::make_shared<Storage>(Storage::Borrowed{}, data, size_t(impl->numel) * dtype_size(dtype), device);
-  return Tensor(std::move(impl));
+  return contiguous_over("borrowed", sizes, dtype, [&](size_t nbytes) {
+    return std::make_shared<Storage>(Storage::Borrowed{}, data, nbytes, device);
+  });
 }
 
 #define TRIREME_REQUIRE_DEFINED(what) \

@@ -712,21 +712,28 @@ WorkPtr ProcessGroupNccl::reduce_scatter(const Tensor& output, const Tensor& inp
 
 namespace {
 
+// What a staged op on the copy engines holds (Notes [staged reduce-scatter], [staged
+// all-gather]). One abandoned before finish() (an exception between its steps) is finished by
+// its destructor anyway, so the peers, which take the ops in order, stay in step.
+struct PeerStagedOp {
+  std::shared_ptr<ProcessGroupNccl::Impl> impl;
+  std::string what;
+  milliseconds timeout;
+  Tensor output, input;
+  bool finished = false;
+};
+
 // Note [staged reduce-scatter] on the copy engines: each chunk_written(j) is an op of its own on
 // the group's stream (after the caller's stream, so after chunk j's writes) that pushes chunk j
-// to rank j; finish() is the op that waits for the others' chunks and sums. Both go through
-// the group's watchdog like any op, so a peer that never comes is a timeout naming the op.
+// to rank j; finish() waits for the others' chunks and sums, on the caller's stream. All go
+// through the group's watchdog like any op, so a peer that never comes is a timeout naming the op.
 class PeerStagedReduceScatter : public StagedReduceScatter {
  public:
-  PeerStagedReduceScatter(std::shared_ptr<ProcessGroupNccl::Impl> impl, std::string what, milliseconds timeout,
-                          Tensor output, Tensor input, ReduceOp op)
-      : impl_(std::move(impl)), what_(std::move(what)), timeout_(timeout), output_(std::move(output)),
-        input_(std::move(input)), op_(op) {
-    impl_->peer->begin_staged_reduce_scatter();
+  PeerStagedReduceScatter(PeerStagedOp op, ReduceOp reduce) : s_(std::move(op)), reduce_(reduce) {
+    s_.impl->peer->begin_staged_reduce_scatter();
   }
-  // Abandoned (an exception between the chunks): the op still ends, so the peers stay in step.
   ~PeerStagedReduceScatter() override {
-    if (finished_) return;
+    if (s_.finished) return;
     try {
       finish(Tensor());
     } catch (...) {
@@ -735,33 +742,25 @@ class PeerStagedReduceScatter : public StagedReduceScatter {
   bool sends_early() const override { return true; }
   bool adds_bias() const override { return true; }
   void chunk_written(int j) override {
-    issue_on_peer(impl_, str_cat(what_, " chunk ", j), timeout_, {input_},
-                  [&](PeerAllReduce& peer, cudaStream_t s) { peer.send_staged_chunk(input_, j, s); });
+    issue_on_peer(s_.impl, str_cat(s_.what, " chunk ", j), s_.timeout, {s_.input},
+                  [&](PeerAllReduce& peer, cudaStream_t st) { peer.send_staged_chunk(s_.input, j, st); });
   }
   // The sum runs on the caller's stream, which needs it next (Impl::issue_on_caller_stream).
   WorkPtr finish(const Tensor& bias) override {
-    finished_ = true;
-    std::vector<Tensor> keep{output_, input_};
+    s_.finished = true;
+    std::vector<Tensor> keep{s_.output, s_.input};
     if (bias.defined()) keep.push_back(bias);
-    auto state = impl_->issue_on_caller_stream(what_, timeout_, std::move(keep), [&](cudaStream_t s) {
-      impl_->peer->finish_staged_reduce_scatter(output_, input_, op_, s, bias);
+    auto state = s_.impl->issue_on_caller_stream(s_.what, s_.timeout, std::move(keep), [&](cudaStream_t st) {
+      s_.impl->peer->finish_staged_reduce_scatter(s_.output, s_.input, reduce_, st, bias);
       return ncclSuccess;
     });
-    return std::make_shared<NcclWork>(impl_, state);
+    return std::make_shared<NcclWork>(s_.impl, state);
   }
 
  private:
-  std::shared_ptr<ProcessGroupNccl::Impl> impl_;
-  std::string what_;
-  milliseconds timeout_;
-  Tensor output_, input_;
-  ReduceOp op_;
-  bool finished_ = false;
+  PeerStagedOp s_;
+  ReduceOp reduce_;
 };
-
-}  // namespace
-
-namespace {
 
 // Note [staged all-gather] on the copy engines: the first op pushes this rank's input to every
 // peer and waits for theirs; arrived(q) lends rank q's staging slot, its reads queued on the
@@ -769,43 +768,36 @@ namespace {
 // copy engines, beside those reads); finish() is a third, after the reads, that frees the slots.
 class PeerStagedAllGather : public StagedAllGather {
  public:
-  PeerStagedAllGather(std::shared_ptr<ProcessGroupNccl::Impl> impl, std::string what, milliseconds timeout,
-                      Tensor output, Tensor input)
-      : impl_(std::move(impl)), what_(std::move(what)), timeout_(timeout), output_(std::move(output)),
-        input_(std::move(input)) {
-    arrival_ = issue_on_peer(impl_, what_, timeout_, {input_},
-                             [&](PeerAllReduce& peer, cudaStream_t s) { peer.begin_staged_all_gather(input_, s); });
-    if (output_.defined()) {
-      issue_on_peer(impl_, str_cat(what_, " copies"), timeout_, {output_, input_},
-                    [&](PeerAllReduce& peer, cudaStream_t s) { peer.fill_staged_all_gather(output_, input_, s); });
+  explicit PeerStagedAllGather(PeerStagedOp op) : s_(std::move(op)) {
+    arrival_ = issue_on_peer(s_.impl, s_.what, s_.timeout, {s_.input},
+                             [&](PeerAllReduce& peer, cudaStream_t st) { peer.begin_staged_all_gather(s_.input, st); });
+    if (s_.output.defined()) {
+      issue_on_peer(s_.impl, str_cat(s_.what, " copies"), s_.timeout, {s_.output, s_.input},
+                    [&](PeerAllReduce& peer, cudaStream_t st) { peer.fill_staged_all_gather(s_.output, s_.input, st); });
     }
   }
   ~PeerStagedAllGather() override {
-    if (finished_) return;
+    if (s_.finished) return;
     try {
       finish();
     } catch (...) {
     }
   }
   Tensor arrived(int rank) override {
-    TRIREME_CHECK(!finished_, "nccl ", what_, ": arrived() after finish()");
-    if (rank == impl_->rank) return input_;
+    TRIREME_CHECK(!s_.finished, "nccl ", s_.what, ": arrived() after finish()");
+    if (rank == s_.impl->rank) return s_.input;
     arrival_->wait();
-    return Tensor::borrowed(impl_->peer->staged_slot(rank), input_.sizes(), input_.dtype(), input_.device());
+    return Tensor::borrowed(s_.impl->peer->staged_slot(rank), s_.input.sizes(), s_.input.dtype(), s_.input.device());
   }
   WorkPtr finish() override {
-    finished_ = true;
-    return issue_on_peer(impl_, str_cat(what_, " finish"), timeout_, {input_},
-                         [&](PeerAllReduce& peer, cudaStream_t s) { peer.finish_staged_all_gather(s); });
+    s_.finished = true;
+    return issue_on_peer(s_.impl, str_cat(s_.what, " finish"), s_.timeout, {s_.input},
+                         [&](PeerAllReduce& peer, cudaStream_t st) { peer.finish_staged_all_gather(st); });
   }
 
  private:
-  std::shared_ptr<ProcessGroupNccl::Impl> impl_;
-  std::string what_;
-  milliseconds timeout_;
-  Tensor output_, input_;
+  PeerStagedOp s_;
   WorkPtr arrival_;
-  bool finished_ = false;
 };
 
 }  // namespace
@@ -819,8 +811,9 @@ std::unique_ptr<StagedAllGather> ProcessGroupNccl::all_gather_staged(const Tenso
   }
   if (!impl_->peer_rs_ag || !impl_->peer->can_stage_gather(input))
     return ProcessGroup::all_gather_staged(output, input, options);
-  return std::make_unique<PeerStagedAllGather>(impl_, str_cat("all_gather(", input.sizes(), " ", input.dtype(), ", staged)"),
-                                               impl_->timeout_for(options.timeout), output, input);
+  return std::make_unique<PeerStagedAllGather>(PeerStagedOp{
+      impl_, str_cat("all_gather(", input.sizes(), " ", input.dtype(), ", staged)"), impl_->timeout_for(options.timeout),
+      output, input});
 }
 
 std::unique_ptr<StagedReduceScatter> ProcessGroupNccl::reduce_scatter_staged(const Tensor& output,
@@ -833,8 +826,8 @@ std::unique_ptr<StagedReduceScatter> ProcessGroupNccl::reduce_scatter_staged(con
     return ProcessGroup::reduce_scatter_staged(output, input, options);
   std::string op = str_cat("reduce_scatter(", reduce_op_name(options.op), ", ", input.sizes(), " ", input.dtype(),
                            ", staged)");
-  return std::make_unique<PeerStagedReduceScatter>(impl_, op, impl_->timeout_for(options.timeout), output, input,
-                                                   options.op);
+  return std::make_unique<PeerStagedReduceScatter>(
+      PeerStagedOp{impl_, op, impl_->timeout_for(options.timeout), output, input}, options.op);
 }
 
 WorkPtr ProcessGroupNccl::all_to_all(const Tensor& output, const Tensor& input, const AllToAllOptions& options) {
