@@ -157,7 +157,7 @@ Tensor sp_row_parallel_linear_start(const Tensor& x, const Tensor& weight, const
           }
         }
       }
-      gather->finish()->wait();
+      gather->finish();  // frees the peers' rows after the GEMMs above; nothing here waits for it
       if (need_b) gb = sum(g_rows, {0});  // this rank's rows: partial over tp (sum_grads_over_tp)
       return {gx, gw, gb};
     });
