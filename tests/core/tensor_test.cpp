@@ -14,6 +14,22 @@ TEST(Tensor, EmptyIsContiguous) {
   EXPECT_TRUE(t.is_contiguous());
 }
 
+// Tensor::borrowed: a view of memory the caller owns, read and written in place, never freed by
+// the tensor (ASan would report the free of a stack array).
+TEST(Tensor, BorrowedMemoryIsUsedInPlaceAndNotFreed) {
+  float owned[6] = {0, 1, 2, 3, 4, 5};
+  {
+    Tensor t = Tensor::borrowed(owned, {2, 3}, DType::f32, Device::cpu());
+    EXPECT_TRUE(t.is_contiguous());
+    EXPECT_EQ(t.at({1, 2}), 5.0);
+    EXPECT_EQ(sum(t).item(), 15.0);
+    add_(t, 1.0);
+  }
+  EXPECT_EQ(owned[0], 1.0f);
+  EXPECT_EQ(owned[5], 6.0f);
+  EXPECT_THROW(Tensor::borrowed(owned, {-1}, DType::f32, Device::cpu()), Error);
+}
+
 TEST(Tensor, TransposeIsAViewAndContiguousCopies) {
   Tensor a = arange(0, 6, 1, DType::f32);
   Tensor m = reshape(a, {2, 3});
