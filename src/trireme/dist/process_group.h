@@ -86,7 +86,17 @@ using WorkPtr = std::shared_ptr<Work>;
 // order). The result is reduce_scatter's, bit for bit. A backend that cannot start early does
 // the whole op in finish(); sends_early() says which. Where adds_bias(), finish(bias) also adds
 // a bias to the result's rows (a row-parallel layer's), rounded as a separate add would be,
-// in the same pass as the sum; elsewhere the bias passed must be undefined.
+// in the same pass as the sum; elsewhere the bias passed must be undefined. (The copy engines'
+// version runs that last step on the caller's stream, which needs its result next.)
+class StagedReduceScatter {
+ public:
+  virtual ~StagedReduceScatter() = default;
+  virtual bool sends_early() const = 0;
+  virtual bool adds_bias() const { return false; }
+  virtual void chunk_written(int rank) = 0;
+  virtual WorkPtr finish(const Tensor& bias = Tensor()) = 0;
+};
+
 // Note [staged all-gather]
 // The mirror image: an all-gather whose result is consumed rank by rank (a GEMM over the rows
 // that came from rank q) can read each rank's input where it lands, without first copying it
@@ -105,15 +115,6 @@ class StagedAllGather {
   virtual ~StagedAllGather() = default;
   virtual Tensor arrived(int rank) = 0;
   virtual WorkPtr finish() = 0;
-};
-
-class StagedReduceScatter {
- public:
-  virtual ~StagedReduceScatter() = default;
-  virtual bool sends_early() const = 0;
-  virtual bool adds_bias() const { return false; }
-  virtual void chunk_written(int rank) = 0;
-  virtual WorkPtr finish(const Tensor& bias = Tensor()) = 0;
 };
 
 class ProcessGroup {
