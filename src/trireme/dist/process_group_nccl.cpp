@@ -204,23 +204,7 @@ struct ProcessGroupNccl::Impl {
   template <class Call>
   std::shared_ptr<OpState> issue(const std::string& what, milliseconds timeout, std::vector<Tensor> tensors,
                                  Call&& call) {
-    std::lock_guard lock(mutex);
-    check_usable_locked(what);
-    flush_locked();  // queued sends/recvs go first, as they were issued first
-    cuda::DeviceGuard guard(device);
-    TRIREME_CUDA_CHECK(cudaEventRecord(ready, cuda::current_stream(device).handle()));
-    TRIREME_CUDA_CHECK(cudaStreamWaitEvent(stream.handle(), ready, 0));
-    auto op = std::make_shared<OpState>();
-    op->what = what;
-    op->tensors = std::move(tensors);
-    op->timeout = timeout;
-    op->done_event = make_event();
-    finish_call_locked(call(), what, timeout);
-    TRIREME_CUDA_CHECK(cudaEventRecord(op->done_event, stream.handle()));
-    op->started = true;
-    op->issued = Clock::now();
-    in_flight.push_back(op);
-    return op;
+    return issue_on(/*caller_stream=*/false, what, timeout, std::move(tensors), [&](cudaStream_t) { return call(); });
   }
 
   // As issue(), but on the caller's current stream: its waits hold that stream, not the group's.
@@ -229,18 +213,30 @@ struct ProcessGroupNccl::Impl {
   template <class Call>
   std::shared_ptr<OpState> issue_on_caller_stream(const std::string& what, milliseconds timeout,
                                                   std::vector<Tensor> tensors, Call&& call) {
+    return issue_on(/*caller_stream=*/true, what, timeout, std::move(tensors), std::forward<Call>(call));
+  }
+
+  // call(s) queues the op on stream s: the group's (after the caller's) or the caller's own.
+  template <class Call>
+  std::shared_ptr<OpState> issue_on(bool caller_stream, const std::string& what, milliseconds timeout,
+                                    std::vector<Tensor> tensors, Call&& call) {
     std::lock_guard lock(mutex);
     check_usable_locked(what);
-    flush_locked();
+    flush_locked();  // queued sends/recvs go first, as they were issued first
     cuda::DeviceGuard guard(device);
-    const cudaStream_t here = cuda::current_stream(device).handle();
+    const cudaStream_t caller = cuda::current_stream(device).handle();
+    if (!caller_stream) {
+      TRIREME_CUDA_CHECK(cudaEventRecord(ready, caller));
+      TRIREME_CUDA_CHECK(cudaStreamWaitEvent(stream.handle(), ready, 0));
+    }
+    const cudaStream_t s = caller_stream ? caller : stream.handle();
     auto op = std::make_shared<OpState>();
     op->what = what;
     op->tensors = std::move(tensors);
     op->timeout = timeout;
     op->done_event = make_event();
-    finish_call_locked(call(here), what, timeout);
-    TRIREME_CUDA_CHECK(cudaEventRecord(op->done_event, here));
+    finish_call_locked(call(s), what, timeout);
+    TRIREME_CUDA_CHECK(cudaEventRecord(op->done_event, s));
     op->started = true;
     op->issued = Clock::now();
     in_flight.push_back(op);
