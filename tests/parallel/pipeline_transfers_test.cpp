@@ -2,7 +2,7 @@
 // peer: receives deliver zeros, sends go nowhere): every send and receive of a step starts alone
 // (Note [pipeline transfers start alone]), in the order of the rank's schedule table, for every
 // schedule and rank. NCCL hangs when they are left to its queue, which only 2 GPUs show
-// (tests/cuda/pipeline_trainer_test.cpp, and the worker's p2p scenarios in tests/cuda/worker).
+// (tests/cuda/parallel_trainer_test.cpp, and the worker's p2p scenarios in tests/cuda/worker).
 #include <gtest/gtest.h>
 
 #include <string>

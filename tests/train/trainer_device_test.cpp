@@ -45,7 +45,7 @@ TEST(TrainerDevice, CudaWithoutAGpuSaysWhy) {
 }
 
 TEST(TrainerDevice, PipelineOnGpuMeetsOnlyTheUsualChecks) {
-  // Pipelines run on GPUs (tests/cuda/pipeline_trainer_test.cpp): no refusal of their own.
+  // Pipelines run on GPUs (tests/cuda/parallel_trainer_test.cpp): no refusal of their own.
   if (cuda::is_available()) GTEST_SKIP() << "a GPU is usable here; tests/cuda trains a pipeline on two";
   const std::string msg = config_error(device_config("cuda", {"parallel.pp=2"}));
   EXPECT_NE(msg.find("no GPU can be used"), std::string::npos) << msg;

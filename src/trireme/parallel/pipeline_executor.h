@@ -45,7 +45,7 @@
 // subsequence of the table's one global sequence of transfers (Note [pipeline communication
 // order]), so no two of them wait on each other in a cycle, whatever the host blocks on between
 // them (a loss read back, a copy to the GPU). Since then pp=2 (GPipe, 1F1B) runs on 2 GPUs with
-// the one-GPU losses (tests/cuda/pipeline_trainer_test.cpp).
+// the one-GPU losses (tests/cuda/parallel_trainer_test.cpp).
 //
 // Note [pipeline p2p warm-up]
 // NCCL connects two ranks for point-to-point lazily, on the host, the first time a group of
