@@ -84,6 +84,30 @@ bool two_gpus_with_nccl(std::string* why) {
   return why->empty();
 }
 
+struct Layout {
+  std::string name;   // of its run directory
+  std::string flags;  // for `trireme train`
+  std::string says;   // a phrase its log must contain ("" for none)
+};
+
+// With dropout 0 and 0.1: one GPU, then each layout on 2 GPUs, each matching the one-GPU run.
+void expect_layouts_match_one_gpu(const std::string& dir_name, const std::vector<Layout>& layouts) {
+  const fs::path root = trireme::testing::fresh_run_dir(dir_name);
+  fs::create_directories(root);
+  for (double dropout : {0.0, 0.1}) {
+    const std::string tag = dropout > 0 ? "_dropout" : "";
+    CliRun one = train_cli(root, "one_gpu" + tag, dropout, "");
+    ASSERT_EQ(one.status, 0) << one.output;
+    ASSERT_EQ(one.losses.size(), 20u) << one.output;
+    for (const Layout& l : layouts) {
+      CliRun run = train_cli(root, l.name + tag, dropout, l.flags);
+      expect_matches_one_gpu(run, one, l.name + tag);
+      if (!l.says.empty()) EXPECT_NE(run.output.find(l.says), std::string::npos) << run.output;
+    }
+  }
+  fs::remove_all(root);
+}
+
 }  // namespace
 
 // The first training step hung here (2026-11-30) until the executor started each transfer alone
@@ -91,42 +115,15 @@ bool two_gpus_with_nccl(std::string* why) {
 TEST(CudaPipeline, TwoStagesOnTwoGpusMatchOneGpu) {
   TRIREME_REQUIRE_GPU();
   if (std::string why; !two_gpus_with_nccl(&why)) GTEST_SKIP() << "pipeline parallelism on GPUs: " << why;
-  const fs::path root = trireme::testing::fresh_run_dir("trireme_cuda_pipeline");
-  fs::create_directories(root);
-  for (double dropout : {0.0, 0.1}) {
-    const std::string tag = dropout > 0 ? "_dropout" : "";
-    CliRun one = train_cli(root, "one_gpu" + tag, dropout, "");
-    ASSERT_EQ(one.status, 0) << one.output;
-    ASSERT_EQ(one.losses.size(), 20u) << one.output;
-    for (const char* schedule : {"gpipe", "1f1b"}) {
-      const std::string name = std::string("pp2_") + schedule + tag;
-      CliRun pp = train_cli(root, name, dropout,
-                         str_cat("--nproc 2 --set parallel.pp=2 --set parallel.micro_batches=4 --set parallel.schedule=",
-                                 schedule));
-      expect_matches_one_gpu(pp, one, name);
-    }
-  }
-  fs::remove_all(root);
+  const std::string pp = "--nproc 2 --set parallel.pp=2 --set parallel.micro_batches=4 --set parallel.schedule=";
+  expect_layouts_match_one_gpu("trireme_cuda_pipeline", {{"pp2_gpipe", pp + "gpipe", ""}, {"pp2_1f1b", pp + "1f1b", ""}});
 }
 
 // Written in session 5 after the device time was spent: first run on 2 GPUs still to come.
 TEST(CudaTensorParallel, TwoGpusMatchOneGpuWithAndWithoutSequenceParallelism) {
   TRIREME_REQUIRE_GPU();
   if (std::string why; !two_gpus_with_nccl(&why)) GTEST_SKIP() << "tensor parallelism on GPUs: " << why;
-  const fs::path root = trireme::testing::fresh_run_dir("trireme_cuda_tensor_parallel");
-  fs::create_directories(root);
-  for (double dropout : {0.0, 0.1}) {
-    const std::string tag = dropout > 0 ? "_dropout" : "";
-    CliRun one = train_cli(root, "one_gpu" + tag, dropout, "");
-    ASSERT_EQ(one.status, 0) << one.output;
-    ASSERT_EQ(one.losses.size(), 20u) << one.output;
-    for (bool sp : {false, true}) {
-      const std::string name = std::string(sp ? "tp2_sp" : "tp2") + tag;
-      CliRun tp = train_cli(root, name, dropout,
-                            str_cat("--nproc 2 --set parallel.tp=2 --set parallel.sequence_parallel=", sp ? "true" : "false"));
-      expect_matches_one_gpu(tp, one, name);
-      if (sp) EXPECT_NE(tp.output.find("sequence parallel"), std::string::npos) << tp.output;
-    }
-  }
-  fs::remove_all(root);
+  const std::string tp = "--nproc 2 --set parallel.tp=2 --set parallel.sequence_parallel=";
+  expect_layouts_match_one_gpu("trireme_cuda_tensor_parallel",
+                               {{"tp2", tp + "false", ""}, {"tp2_sp", tp + "true", "sequence parallel"}});
 }

@@ -584,7 +584,7 @@ void PeerAllReduce::check_no_staged_op(const char* what) const {
 }
 
 void PeerAllReduce::check_staged(const char* kind) const {
-  TRIREME_CHECK(impl_->staged_seq != 0 && std::string(impl_->staged_kind) == kind, "peer all-reduce: no staged ",
+  TRIREME_CHECK(impl_->staged_seq != 0 && std::strcmp(impl_->staged_kind, kind) == 0, "peer all-reduce: no staged ",
                 kind, " is open");
 }
 
