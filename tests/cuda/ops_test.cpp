@@ -9,6 +9,7 @@
 #include "cuda_op_check.h"
 #include "expect_error.h"
 #include "trireme/ops/elementwise.h"
+#include "trireme/ops/copy.h"
 #include "trireme/ops/factory.h"
 #include "trireme/ops/linalg.h"
 #include "trireme/ops/reduce.h"
@@ -129,6 +130,13 @@ TEST(CudaOps, MatmulAndLinear) {
       {"linear_bias", {{4, 7, 33}, {19, 33}, {19}},
        [](const std::vector<Tensor>& x) { return linear(x[0], x[1], x[2]); }},
       {"linear", {{5, 33}, {19, 33}}, [](const std::vector<Tensor>& x) { return linear(x[0], x[1]); }},
+      {"addmm_", {{13, 37}, {37, 21}, {13, 21}},
+       [](const std::vector<Tensor>& x) {
+         Tensor out = clone(x[2]);
+         addmm_(out, x[0], x[1]);
+         return out;
+       },
+       Domain::any, /*backward=*/false},
   };
   for (const OpCase& c : cases) check_cuda_op(c);
 }

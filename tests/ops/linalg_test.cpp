@@ -4,6 +4,7 @@
 #include "expect_error.h"
 #include "op_harness.h"
 #include "trireme/autograd/grad_mode.h"
+#include "trireme/ops/copy.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/linalg.h"
 #include "trireme/ops/reduce.h"
@@ -193,6 +194,38 @@ TEST(Matmul, Bf16CloseToF32) {
   // d sum(y) / dW[o, i] = sum over rows of x[., i], for every o.
   Tensor col_sums = reshape(sum(reshape(a, {-1, 64}), {0}), {1, 64});
   EXPECT_TRUE(all_close(lw.grad(), expand(col_sums, {24, 64}), 0.1, 0.02));
+}
+
+TEST(Addmm, AccumulatesIntoOutInEveryDtype) {
+  // out += a · b, with transposed operands (as the weight gradients use it); bf16 accumulates in
+  // f32 from out's value, so it is as close to the f64 answer as one bf16 matmul.
+  Generator gen(5);
+  const Tensor a = randn({6, 9}, gen, DType::f64), b = randn({5, 9}, gen, DType::f64), c = randn({6, 5}, gen, DType::f64);
+  const Tensor want = add(c, naive_matmul(a, contiguous(transpose(b, 0, 1))));
+  for (DType dt : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor out = clone(to_dtype(c, dt));
+    addmm_(out, to_dtype(a, dt), transpose(to_dtype(b, dt), 0, 1));
+    const double tol = dt == DType::f64 ? 1e-12 : dt == DType::f32 ? 1e-5 : 0.05;
+    EXPECT_TRUE(all_close(to_dtype(out, DType::f64), want, tol, tol));
+  }
+  // Twice: the second product lands on the first.
+  Tensor out = zeros({6, 5}, DType::f64);
+  addmm_(out, a, contiguous(transpose(b, 0, 1)));
+  addmm_(out, a, contiguous(transpose(b, 0, 1)));
+  EXPECT_TRUE(all_close(out, mul(naive_matmul(a, contiguous(transpose(b, 0, 1))), 2.0), 1e-12, 1e-12));
+}
+
+TEST(Addmm, Errors) {
+  Tensor out = zeros({2, 4}), a = zeros({2, 3}), b = zeros({3, 4});
+  expect_error([&] { addmm_(out, a, zeros({5, 4})); }, {"addmm_", "[2, 4]", "[2, 3]", "[5, 4]"});
+  Tensor t = zeros({4, 2});
+  Tensor strided = transpose(t, 0, 1);
+  expect_error([&] { addmm_(strided, a, b); }, {"addmm_", "contiguous"});
+  Tensor wrong = zeros({2, 4}, DType::f64);
+  expect_error([&] { addmm_(wrong, a, b); }, {"addmm_", "dtype"});
+  Tensor tracked = zeros({2, 4}).set_requires_grad(true);
+  expect_error([&] { addmm_(tracked, a, b); }, {"addmm_", "require grad"});
 }
 
 TEST(Matmul, Errors) {

@@ -99,6 +99,9 @@ struct PeerAllReduce::Impl {
   const char* staged_kind = "";
   std::vector<bool> staged_sent;
   bool opened = false;  // the peers' regions are open (to be closed)
+  // Recorded after a staged reduce-scatter's sum on the caller's stream, so that its slots are
+  // freed from another stream (made on first use, reused: a wait takes the latest record).
+  cudaEvent_t summed = nullptr;
 
   int64_t staging_bytes() const { return 2 * int64_t(o.size - 1) * o.capacity; }
   // Where rank `src`'s piece lands in rank `dst`'s region, for an op of parity p.
@@ -127,6 +130,7 @@ struct PeerAllReduce::Impl {
 
   ~Impl() {
     cuda::DeviceGuard guard(o.device);
+    if (summed) cudaEventDestroy(summed);
     if (opened) {
       for (int j = 0; j < o.size; ++j)
         if (j != o.rank && region[size_t(j)]) cudaIpcCloseMemHandle(region[size_t(j)]);
@@ -525,7 +529,7 @@ void PeerAllReduce::send_staged_chunk(const Tensor& input, int j, cudaStream_t s
 }
 
 void PeerAllReduce::finish_staged_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op,
-                                                 cudaStream_t stream, const Tensor& bias) {
+                                                 cudaStream_t stream, const Tensor& bias, cudaStream_t release_stream) {
   Impl& s = *impl_;
   check_staged("reduce_scatter");
   for (int j = 0; j < s.o.size; ++j)
@@ -534,9 +538,19 @@ void PeerAllReduce::finish_staged_reduce_scatter(const Tensor& output, const Ten
   s.staged_seq = 0;
   const int64_t n = output.numel();
   const char* own = static_cast<const char*>(input.data_ptr()) + s.o.rank * n * int64_t(dtype_size(input.dtype()));
-  gather_then(s, stream, k, [&](const void* const* slots) {
-    sum_in_rank_order(output.data_ptr(), own, slots, s.o.size, s.o.rank, n, input.dtype(), op, stream, bias);
-  });
+  const void* slots[kMaxRanks] = {};
+  wait_for_peers(s, stream, k, slots);
+  sum_in_rank_order(output.data_ptr(), own, slots, s.o.size, s.o.rank, n, input.dtype(), op, stream, bias);
+  if (release_stream == nullptr || release_stream == stream) {
+    release_slots(s, stream, k);
+    return;
+  }
+  // The flag writes go to host memory and hold their stream for microseconds: not the caller's,
+  // whose next kernel would wait for them.
+  if (!s.summed) TRIREME_CUDA_CHECK(cudaEventCreateWithFlags(&s.summed, cudaEventDisableTiming));
+  TRIREME_CUDA_CHECK(cudaEventRecord(s.summed, stream));
+  TRIREME_CUDA_CHECK(cudaStreamWaitEvent(release_stream, s.summed, 0));
+  release_slots(s, release_stream, k);
 }
 
 bool PeerAllReduce::can_stage_gather(const Tensor& input) const {

@@ -100,8 +100,10 @@ class PeerAllReduce {
   void begin_staged_reduce_scatter();
   void send_staged_chunk(const Tensor& input, int j, cudaStream_t stream);
   // bias (optional): added to the result's rows, rounded as a separate add would be.
+  // release_stream (optional): where the slots are freed once the sum is done, so that `stream`
+  // goes straight on to its next kernel (the group's stream; by default `stream` itself).
   void finish_staged_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op, cudaStream_t stream,
-                                    const Tensor& bias = Tensor());
+                                    const Tensor& bias = Tensor(), cudaStream_t release_stream = nullptr);
   // An all-gather whose arrivals are read where they land (ProcessGroup::all_gather_staged, Note
   // [staged all-gather]): begin pushes the input to every peer and makes `stream` wait until every
   // peer's has arrived, after which staged_slot(q) holds rank q's input; fill copies input and

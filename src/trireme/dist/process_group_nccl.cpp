@@ -708,6 +708,16 @@ WorkPtr ProcessGroupNccl::reduce_scatter(const Tensor& output, const Tensor& inp
 
 namespace {
 
+// TRIREME_PEER_RELEASE_ON_CALLER=1: a staged reduce-scatter frees its slots on the caller's
+// stream, after its sum, as before this was measured (an experiment switch).
+bool release_on_group_stream() {
+  static const bool on_group = [] {
+    const char* v = std::getenv("TRIREME_PEER_RELEASE_ON_CALLER");
+    return !(v && std::string(v) == "1");
+  }();
+  return on_group;
+}
+
 // What a staged op on the copy engines holds (Notes [staged reduce-scatter], [staged
 // all-gather]). One abandoned before finish() (an exception between its steps) is finished by
 // its destructor anyway, so the peers, which take the ops in order, stay in step.
@@ -747,7 +757,8 @@ class PeerStagedReduceScatter : public StagedReduceScatter {
     std::vector<Tensor> keep{s_.output, s_.input};
     if (bias.defined()) keep.push_back(bias);
     auto state = s_.impl->issue_on_caller_stream(s_.what, s_.timeout, std::move(keep), [&](cudaStream_t st) {
-      s_.impl->peer->finish_staged_reduce_scatter(s_.output, s_.input, reduce_, st, bias);
+      s_.impl->peer->finish_staged_reduce_scatter(s_.output, s_.input, reduce_, st, bias,
+                                                  release_on_group_stream() ? s_.impl->stream.handle() : nullptr);
       return ncclSuccess;
     });
     return std::make_shared<NcclWork>(s_.impl, state);

@@ -11,5 +11,7 @@ namespace trireme {
 // out is contiguous. bias is undefined or a 1-D tensor of out's dtype. Registered by dtype;
 // bf16/f16 compute and accumulate in f32.
 using MatmulKernel = void (*)(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out);
+// The same family registered as "matmul_accumulate": out += a · b (BLAS's beta = 1, so a sum of
+// products needs no separate add pass); bias must be undefined.
 
 }  // namespace trireme

@@ -1,6 +1,7 @@
 // Matrix products: matmul (numpy semantics, batched with broadcasting) and linear, with backwards.
 #include "trireme/ops/linalg.h"
 
+#include "trireme/autograd/grad_mode.h"
 #include "trireme/autograd/node.h"
 #include "trireme/kernels/linalg.h"
 #include "trireme/kernels/registry.h"
@@ -117,6 +118,18 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
            });
   }
   return out;
+}
+
+void addmm_(Tensor& out, const Tensor& a, const Tensor& b) {
+  check_operands("addmm_", "left operand", a, "right operand", b);
+  check_operands("addmm_", "output", out, "left operand", a);
+  TRIREME_CHECK(a.dim() == 2 && b.dim() == 2 && out.dim() == 2 && a.size(1) == b.size(0) && out.size(0) == a.size(0) &&
+                    out.size(1) == b.size(1),
+                "addmm_: out ", out.sizes(), " += ", a.sizes(), " x ", b.sizes(), " does not match");
+  TRIREME_CHECK(out.is_contiguous(), "addmm_: out ", out.sizes(), " must be contiguous");
+  TRIREME_CHECK(!out.requires_grad() || !autograd::grad_enabled(),
+                "addmm_: records no autograd, so out may not require grad while grad mode is on");
+  find_kernel<MatmulKernel>("matmul_accumulate", a.device(), a.dtype())(a, b, Tensor(), out);
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) { return linear(x, weight, bias, nullptr); }

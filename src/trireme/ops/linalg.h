@@ -10,6 +10,10 @@ namespace trireme {
 // Like numpy/PyTorch matmul: 1-D and 2-D operands, and batched operands whose leading
 // dimensions broadcast. Low-precision inputs compute in f32.
 Tensor matmul(const Tensor& a, const Tensor& b);
+// out += a · b in one pass (the GEMM reads out as its C operand: no product tensor, no add), for
+// 2-D a (M, K) and b (K, N) of any strides and a contiguous out (M, N). Records no autograd:
+// for sums of products inside a backward (a weight gradient summed over row blocks).
+void addmm_(Tensor& out, const Tensor& a, const Tensor& b);
 // y = x · Wᵀ + b for x (..., in), weight (out, in), bias (out) or undefined.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 

@@ -148,12 +148,12 @@ Tensor sp_row_parallel_linear_start(const Tensor& x, const Tensor& weight, const
         const int q = (tp.rank + step) % tp.size;
         const Tensor g_q = step == 0 ? g_rows : gather->arrived(q);
         if (need_x) gemm_into(g_q, w, Tensor(), rows_of(gx, q, rows));
-        if (need_w) {
-          Tensor part = matmul(transpose(g_q, 0, 1), rows_of(x_all, q, rows));  // g_qᵀ x_q
+        if (need_w) {  // gW += g_qᵀ x_q, summed inside the GEMM
+          const Tensor g_qt = transpose(g_q, 0, 1), x_q = rows_of(x_all, q, rows);
           if (gw.defined()) {
-            add_(gw, part);
+            addmm_(gw, g_qt, x_q);
           } else {
-            gw = part;
+            gw = matmul(g_qt, x_q);
           }
         }
       }

@@ -99,8 +99,9 @@ bool fold_rows(const Tensor& a, int64_t nb, int64_t& row_stride) {
   return true;
 }
 
-template <class T>
+template <class T, bool Accumulate>
 void matmul_cpu(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out) {
+  TRIREME_CHECK(!Accumulate || !bias.defined(), "matmul_accumulate: takes no bias");
   using U = acc_t<T>;  // the type BLAS computes in: float for bf16/f16
   const int64_t nd = out.dim(), nb = nd - 2;
   const int64_t m = out.sizes()[size_t(nd - 2)], n = out.sizes()[size_t(nd - 1)], k = a.sizes()[size_t(nd - 1)];
@@ -150,6 +151,9 @@ void matmul_cpu(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& ou
     } else {
       sc.resize(size_t(rows * n));
       cu = sc.data();
+      if (Accumulate) {  // the f32 sum starts from out's values
+        for (int64_t j = 0; j < rows * n; ++j) cu[j] = U(acc_t<T>(c[j]));
+      }
     }
     // The bias epilogue: C starts as the bias on every row and the GEMM adds into it (beta = 1).
     if (pbias) {
@@ -158,11 +162,11 @@ void matmul_cpu(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& ou
       }
     }
     if (k == 0) {
-      if (!pbias) std::fill(cu, cu + rows * n, U(0));
+      if (!pbias && !Accumulate) std::fill(cu, cu + rows * n, U(0));
     } else {
       BlasMatrix<U> ma = blas_operand<T, U>(pa + oa, rows, k, row_stride, sak, sa);
       BlasMatrix<U> mb = blas_operand<T, U>(pb + ob, k, n, sbk, sbn, sb);
-      gemm(ma, mb, cu, rows, n, k, n, pbias ? U(1) : U(0));
+      gemm(ma, mb, cu, rows, n, k, n, pbias || Accumulate ? U(1) : U(0));
     }
     if constexpr (!std::is_same_v<T, U>) {
       const int64_t total = rows * n;
@@ -177,7 +181,9 @@ void matmul_cpu(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& ou
 
 TRIREME_REGISTER_KERNELS(cpu_matmul) {
   registry.add_each<MatmulKernel, double, float, bf16_t, f16_t>("matmul", DeviceType::cpu,
-                                                                []<class T>() { return &matmul_cpu<T>; });
+                                                                []<class T>() { return &matmul_cpu<T, false>; });
+  registry.add_each<MatmulKernel, double, float, bf16_t, f16_t>("matmul_accumulate", DeviceType::cpu,
+                                                                []<class T>() { return &matmul_cpu<T, true>; });
 }
 
 }  // namespace trireme::cpu

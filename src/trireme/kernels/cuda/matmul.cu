@@ -128,8 +128,9 @@ struct MatrixLayoutHandle {
   ~MatrixLayoutHandle() { cublasLtMatrixLayoutDestroy(h); }
 };
 
-template <class T>
+template <class T, bool Accumulate>
 void matmul_cuda(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, Tensor& out) {
+  TRIREME_CHECK(!Accumulate || !bias.defined(), "matmul_accumulate: takes no bias");
   const int64_t M = out.size(-2), N = out.size(-1), K = a_in.size(-1);
   const int64_t batch = shape_numel(Shape(out.sizes().begin(), out.sizes().end() - 2));
   if (out.numel() == 0) return;
@@ -137,7 +138,7 @@ void matmul_cuda(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, Ten
   const bool f64 = std::is_same_v<T, double>;
   const bool bias_in_epilogue = bias.defined() && !f64;  // cuBLASLt has no f64 bias epilogue
   if (K == 0) {
-    find_kernel<FillKernel>("fill", out.device(), out.dtype())(out, 0.0);
+    if (!Accumulate) find_kernel<FillKernel>("fill", out.device(), out.dtype())(out, 0.0);
   } else {
     Tensor a = a_in, b = b_in;
     Layout la, lb;
@@ -200,7 +201,8 @@ void matmul_cuda(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, Ten
                                    lo.ld, batch, lb.batch_stride, la.batch_stride, epilogue,
                                    int64_t(pointer_alignment(b.data_ptr())), int64_t(pointer_alignment(a.data_ptr())),
                                    int64_t(pointer_alignment(out.data_ptr())),
-                                   int64_t(bias_in_epilogue ? pointer_alignment(bias_ptr) : 0), sm_target};
+                                   int64_t(bias_in_epilogue ? pointer_alignment(bias_ptr) : 0), sm_target,
+                                   int64_t(Accumulate)};
       std::string key(reinterpret_cast<const char*>(key_parts), sizeof(key_parts));
       auto it = st.algos.find(key);
       if (it == st.algos.end()) {
@@ -227,8 +229,9 @@ void matmul_cuda(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, Ten
       }
       algo = it->second;
     }
-    const double alpha64 = 1.0, beta64 = 0.0;
-    const float alpha32 = 1.f, beta32 = 0.f;
+    // beta = 1 reads out as C (the same memory as D, same layout): out += a · b.
+    const double alpha64 = 1.0, beta64 = Accumulate ? 1.0 : 0.0;
+    const float alpha32 = 1.f, beta32 = Accumulate ? 1.f : 0.f;
     const void* alpha = f64 ? static_cast<const void*>(&alpha64) : static_cast<const void*>(&alpha32);
     const void* beta = f64 ? static_cast<const void*>(&beta64) : static_cast<const void*>(&beta32);
     TRIREME_CUBLAS_CHECK(cublasLtMatmul(handle, desc, alpha, b.data_ptr(), desc_a.h, a.data_ptr(), desc_b.h, beta,
@@ -248,7 +251,9 @@ void matmul_cuda(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, Ten
 
 TRIREME_REGISTER_KERNELS(cuda_matmul) {
   registry.add_each<MatmulKernel, double, float, bf16_t, f16_t>(
-      "matmul", DeviceType::cuda, []<class T>() { return &matmul_cuda<T>; });
+      "matmul", DeviceType::cuda, []<class T>() { return &matmul_cuda<T, false>; });
+  registry.add_each<MatmulKernel, double, float, bf16_t, f16_t>(
+      "matmul_accumulate", DeviceType::cuda, []<class T>() { return &matmul_cuda<T, true>; });
 }
 
 }  // namespace trireme::cuda_kernels
