@@ -97,7 +97,8 @@ struct PeerAllReduce::Impl {
   // number (0: none open), what it is, and which of a reduce-scatter's chunks have gone out.
   uint32_t staged_seq = 0;
   const char* staged_kind = "";
-  std::vector<bool> staged_sent;
+  std::vector<bool> staged_sent;           // chunk j complete (its flag written)
+  std::vector<int64_t> staged_sent_elems;  // how much of chunk j has gone (-1: not started)
   bool opened = false;  // the peers' regions are open (to be closed)
   // Recorded after a staged reduce-scatter's sum on the caller's stream, so that its slots are
   // freed from another stream (made on first use, reused: a wait takes the latest record).
@@ -388,13 +389,27 @@ namespace {
 // The two halves of one op k of the protocol (Note [peer all-reduce]), queued on `stream`:
 // push() sends `bytes` from src into this rank's slot on peer j (steps 1-2); gather_then()
 // waits for every peer's piece and runs combine(slots), slots[q] being where rank q's landed
-// (slots[me] unused), then frees the slots (steps 3-5).
+// (slots[me] unused), then frees the slots (steps 3-5). push() in its three steps, for a
+// staged reduce-scatter that sends a chunk in parts:
+void wait_for_slot(PeerAllReduce::Impl& s, cudaStream_t stream, uint32_t k, int j) {
+  if (k > 2)
+    check_cu(mem_ops().wait(reinterpret_cast<CUstream>(stream), s.consumed_of(s.o.rank, j), k - 2,
+                            CU_STREAM_WAIT_VALUE_GEQ),
+             "waiting for a peer");
+}
+void copy_to_slot(PeerAllReduce::Impl& s, cudaStream_t stream, uint32_t k, int j, size_t at, const void* src,
+                  size_t bytes) {
+  if (bytes == 0) return;
+  TRIREME_CUDA_CHECK(cudaMemcpyAsync(s.slot(j, s.o.rank, k & 1) + at, src, bytes, cudaMemcpyDeviceToDevice, stream));
+}
+void signal_ready(PeerAllReduce::Impl& s, cudaStream_t stream, uint32_t k, int j) {
+  check_cu(mem_ops().write(reinterpret_cast<CUstream>(stream), s.ready_of(j, s.o.rank), k, CU_STREAM_WRITE_VALUE_DEFAULT),
+           "signalling a peer");
+}
 void push(PeerAllReduce::Impl& s, cudaStream_t stream, uint32_t k, int j, const void* src, size_t bytes) {
-  const MemOps& m = mem_ops();
-  const auto cu_stream = reinterpret_cast<CUstream>(stream);
-  if (k > 2) check_cu(m.wait(cu_stream, s.consumed_of(s.o.rank, j), k - 2, CU_STREAM_WAIT_VALUE_GEQ), "waiting for a peer");
-  TRIREME_CUDA_CHECK(cudaMemcpyAsync(s.slot(j, s.o.rank, k & 1), src, bytes, cudaMemcpyDeviceToDevice, stream));
-  check_cu(m.write(cu_stream, s.ready_of(j, s.o.rank), k, CU_STREAM_WRITE_VALUE_DEFAULT), "signalling a peer");
+  wait_for_slot(s, stream, k, j);
+  copy_to_slot(s, stream, k, j, 0, src, bytes);
+  signal_ready(s, stream, k, j);
 }
 
 // Steps 3 and 5 apart, for the staged all-gather whose slots are read between them.
@@ -516,16 +531,32 @@ void PeerAllReduce::begin_staged_reduce_scatter() {
   impl_->staged_seq = ++impl_->seq;
   impl_->staged_kind = "reduce_scatter";
   impl_->staged_sent.assign(size_t(impl_->o.size), false);
+  impl_->staged_sent_elems.assign(size_t(impl_->o.size), -1);
 }
 
-void PeerAllReduce::send_staged_chunk(const Tensor& input, int j, cudaStream_t stream) {
+void PeerAllReduce::send_staged_part(const Tensor& input, int j, int64_t end, cudaStream_t stream) {
   Impl& s = *impl_;
   check_staged("reduce_scatter");
   TRIREME_CHECK(j >= 0 && j < s.o.size && j != s.o.rank && !s.staged_sent[size_t(j)], "peer reduce-scatter: chunk ", j,
                 " is not one this rank still has to send (rank ", s.o.rank, " of ", s.o.size, ")");
-  const int64_t bytes = input.numel() / s.o.size * int64_t(dtype_size(input.dtype()));
-  push(s, stream, s.staged_seq, j, static_cast<const char*>(input.data_ptr()) + j * bytes, size_t(bytes));
-  s.staged_sent[size_t(j)] = true;
+  const int64_t chunk = input.numel() / s.o.size, elem = int64_t(dtype_size(input.dtype()));
+  int64_t& sent = s.staged_sent_elems[size_t(j)];
+  TRIREME_CHECK(end >= std::max<int64_t>(sent, 0) && end <= chunk, "peer reduce-scatter: chunk ", j,
+                " announced written up to element ", end, " after ", std::max<int64_t>(sent, 0), " (of ", chunk,
+                "): parts go in order");
+  if (sent < 0) {  // the first part: the peer's slot must be free first
+    wait_for_slot(s, stream, s.staged_seq, j);
+    sent = 0;
+  }
+  copy_to_slot(s, stream, s.staged_seq, j, size_t(sent * elem),
+               static_cast<const char*>(input.data_ptr()) + (j * chunk + sent) * elem, size_t((end - sent) * elem));
+  sent = end;
+}
+
+void PeerAllReduce::send_staged_chunk(const Tensor& input, int j, cudaStream_t stream) {
+  send_staged_part(input, j, input.numel() / impl_->o.size, stream);
+  signal_ready(*impl_, stream, impl_->staged_seq, j);
+  impl_->staged_sent[size_t(j)] = true;
 }
 
 void PeerAllReduce::finish_staged_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op,

@@ -99,6 +99,9 @@ class PeerAllReduce {
   bool can_stage(const Tensor& output, const Tensor& input, ReduceOp op) const;
   void begin_staged_reduce_scatter();
   void send_staged_chunk(const Tensor& input, int j, cudaStream_t stream);
+  // The part of chunk j up to element `end` that has not gone yet; send_staged_chunk sends the
+  // rest and tells rank j that the chunk is complete.
+  void send_staged_part(const Tensor& input, int j, int64_t end, cudaStream_t stream);
   // bias (optional): added to the result's rows, rounded as a separate add would be.
   // release_stream (optional): where the slots are freed once the sum is done, so that `stream`
   // goes straight on to its next kernel (the group's stream; by default `stream` itself).

@@ -81,6 +81,8 @@ using WorkPtr = std::shared_ptr<Work>;
 //   auto rs = group.reduce_scatter_staged(out, in);
 //   for each chunk j, this rank's last: write chunk j; if (j != rank) rs->chunk_written(j);
 //   rs->finish()->wait();
+// A long chunk may also leave in parts: chunk_part_written(j, end) says that its first `end`
+// elements are written (end grows from call to call); chunk_written(j) still ends it.
 // Each chunk is announced after the caller's stream has queued its writes; no other collective
 // of the group may be issued between reduce_scatter_staged and finish (the peers take the ops in
 // order). The result is reduce_scatter's, bit for bit. A backend that cannot start early does
@@ -94,6 +96,7 @@ class StagedReduceScatter {
   virtual bool sends_early() const = 0;
   virtual bool adds_bias() const { return false; }
   virtual void chunk_written(int rank) = 0;
+  virtual void chunk_part_written(int /*rank*/, int64_t /*end*/) {}  // a backend that sends at finish ignores it
   virtual WorkPtr finish(const Tensor& bias = Tensor()) = 0;
 };
 

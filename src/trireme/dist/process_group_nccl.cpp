@@ -751,6 +751,10 @@ class PeerStagedReduceScatter : public StagedReduceScatter {
     issue_on_peer(s_.impl, str_cat(s_.what, " chunk ", j), s_.timeout, {s_.input},
                   [&](PeerAllReduce& peer, cudaStream_t st) { peer.send_staged_chunk(s_.input, j, st); });
   }
+  void chunk_part_written(int j, int64_t end) override {
+    issue_on_peer(s_.impl, str_cat(s_.what, " chunk ", j, " to ", end), s_.timeout, {s_.input},
+                  [&](PeerAllReduce& peer, cudaStream_t st) { peer.send_staged_part(s_.input, j, end, st); });
+  }
   // The sum runs on the caller's stream, which needs it next (Impl::issue_on_caller_stream).
   WorkPtr finish(const Tensor& bias) override {
     s_.finished = true;

@@ -1,6 +1,9 @@
 // Sequence parallelism's linear layers, each GEMM split by source rows (Note [split by source rows]).
 #include "trireme/parallel/sp_linear.h"
 
+#include <algorithm>
+#include <cstdlib>
+
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/autograd/node.h"
 #include "trireme/kernels/linalg.h"
@@ -27,10 +30,30 @@ dist::ProcessGroup& group_of(const TpGroup& tp, const char* op) {
   return *tp.group;
 }
 
-// Row block q (of `rows` rows) of a contiguous 2-D tensor, as a contiguous view.
-Tensor rows_of(const Tensor& t, int q, int64_t rows) {
+// Rows [first, first + count) of a contiguous 2-D tensor, as a contiguous view.
+Tensor row_range(const Tensor& t, int64_t first, int64_t count) {
   const int64_t cols = t.size(1);
-  return t.alias({rows, cols}, {cols, 1}, t.offset() + int64_t(q) * rows * cols);
+  return t.alias({count, cols}, {cols, 1}, t.offset() + first * cols);
+}
+
+// Row block q (of `rows` rows) of a contiguous 2-D tensor.
+Tensor rows_of(const Tensor& t, int q, int64_t rows) { return row_range(t, int64_t(q) * rows, rows); }
+
+// Note [sending in parts]: the row-parallel forward sends another rank's block while it computes
+// its own, which hides the transfer only when its own block's GEMM takes longer than the block's
+// trip. Per row, the GEMM does 2·in flops and the trip moves 2 bytes a column (bf16), so the
+// ratio grows with `in`: on H200s (~650 TFLOP/s, ~390 GB/s a direction between two GPUs) it is
+// ~0.6·in/1000, so GPT 1.3B's MLP projection (in = 4096 at tp=2) hides its transfer but the
+// attention projection (in = 1024) does not (the timeline: 23 waits of ~45 us a step). There the
+// other rank's block is computed and sent in parts, so the transfer starts after a part's GEMM
+// instead of the whole block's. TRIREME_SP_SEND_PIECES overrides the choice (experiments).
+int send_pieces(int64_t in_local, int64_t rows) {
+  static const int forced = [] {
+    const char* v = std::getenv("TRIREME_SP_SEND_PIECES");
+    return v ? std::atoi(v) : 0;
+  }();
+  const int pieces = forced > 0 ? forced : in_local < 2048 ? 4 : 1;
+  return int(std::max<int64_t>(1, std::min<int64_t>(pieces, rows)));
 }
 
 // out = a · b (+ bias on every row), into out's memory (a contiguous view).
@@ -116,10 +139,19 @@ Tensor sp_row_parallel_linear_start(const Tensor& x, const Tensor& weight, const
     // (Split on every backend, so that the CPU tests run the GPU's code; a backend that cannot
     // send early loses only the difference between one GEMM and tp of 1/tp the rows.)
     std::unique_ptr<dist::StagedReduceScatter> scatter = group.reduce_scatter_staged(mine, partial);
+    const int pieces = send_pieces(in_local, rows);
     for (int step = 1; step <= tp.size; ++step) {
       const int q = (tp.rank + step) % tp.size;  // this rank's own rows last
-      gemm_into(rows_of(xd, q, rows), wt, Tensor(), rows_of(partial, q, rows));
-      if (q != tp.rank) scatter->chunk_written(q);
+      if (q == tp.rank) {
+        gemm_into(rows_of(xd, q, rows), wt, Tensor(), rows_of(partial, q, rows));
+        continue;
+      }
+      for (int p = 0; p < pieces; ++p) {  // rows [r0, r1) of rank q's block, each part leaving once written
+        const int64_t r0 = rows * p / pieces, r1 = rows * (p + 1) / pieces;
+        gemm_into(row_range(xd, q * rows + r0, r1 - r0), wt, Tensor(), row_range(partial, q * rows + r0, r1 - r0));
+        if (p + 1 < pieces) scatter->chunk_part_written(q, r1 * out_features);
+      }
+      scatter->chunk_written(q);
     }
     const Tensor b = bias.defined() ? contiguous(bias.detach()) : Tensor();
     const bool fused = b.defined() && scatter->adds_bias();  // the bias added in the sum's pass

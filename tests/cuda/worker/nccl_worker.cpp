@@ -360,6 +360,22 @@ void peer_all_reduce(ProcessGroupNccl& world) {
       }
       for (int step = 1; step <= W; ++step) {
         const int q = (r + step) % W;
+        if (q != r && round == 0) {  // round 0: the peer's chunk written and announced in 3 parts
+          int64_t done = 0;
+          for (int64_t part = 1; part <= 3; ++part) {
+            const int64_t end = c.n * part / 3;
+            Tensor piece = narrow(st_in, 0, q * c.n + done, end - done);
+            copy_(piece, narrow(rs_in, 0, q * c.n + done, end - done));
+            staged->chunk_part_written(q, end);
+            if (fits && part == 2 && end > 0) {
+              expect_error([&] { staged->chunk_part_written(q, end - 1); }, {"parts go in order"},
+                           "a part announced after a longer one");
+            }
+            done = end;
+          }
+          staged->chunk_written(q);
+          continue;
+        }
         Tensor chunk = narrow(st_in, 0, q * c.n, c.n);
         copy_(chunk, narrow(rs_in, 0, q * c.n, c.n));
         if (q != r && round != 1) staged->chunk_written(q);
@@ -390,7 +406,8 @@ void peer_all_reduce(ProcessGroupNccl& world) {
       names.push_back(str_cat("reduce_scatter ", reduce_op_name(c.op), " of ", W, " x ", c.n, " ", c.d, ", round ", round));
       names.push_back(str_cat("all_gather of ", c.n, " ", c.d, " at offset ", c.offset, ", round ", round));
       names.push_back(str_cat("staged reduce_scatter ", reduce_op_name(c.op), " of ", W, " x ", c.n, " ", c.d,
-                              round == 1 ? ", chunks left to finish()" : "", with_bias ? ", with a bias" : "",
+                              round == 0 ? ", chunks in 3 parts" : round == 1 ? ", chunks left to finish()" : "",
+                              with_bias ? ", with a bias" : "",
                               ", round ", round));
       names.push_back(str_cat("staged all_gather of ", c.n, " ", c.d, ", round ", round));
       names.push_back(str_cat("staged all_gather's arrival from rank ", other, " of ", c.n, " ", c.d, ", round ", round));
