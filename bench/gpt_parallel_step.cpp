@@ -150,6 +150,7 @@ int main(int argc, char** argv) {
   int tp_chunks = 1;     // --tp-chunks N: row-parallel GEMM + all-reduce in N chunks
   int tp_interleave = 1;  // --tp-interleave S: blocks over S batch slices in lockstep
   bool sp = false;        // --sp 1: sequence parallelism (Note [sequence parallelism])
+  bool defer_sums = true;  // --defer-sums 0: sum partial gradients in the backward (Note [deferred gradient sums])
   for (int i = 1; i < argc; i += 2) {
     const std::string k = argv[i];
     if (i + 1 >= argc) return usage("flag " + k + " needs a value");
@@ -167,6 +168,7 @@ int main(int argc, char** argv) {
     else if (k == "--tp-chunks") tp_chunks = std::atoi(v);
     else if (k == "--tp-interleave") tp_interleave = std::atoi(v);
     else if (k == "--sp") sp = std::atoi(v) != 0;
+    else if (k == "--defer-sums") defer_sums = std::atoi(v) != 0;
     else if (k == "--phases") phases = std::atoll(v);
     else if (k == "--tp-alone") tp_alone = std::atoll(v);
     else return usage("unknown flag " + k);
@@ -219,6 +221,7 @@ int main(int argc, char** argv) {
   } else {
     gpt = std::make_shared<parallel::TensorParallelGPT>(cfg, *ctx, /*seed=*/0);
   }
+  gpt->defer_grad_sums(defer_sums);
   if (dtype_arg == "bf16") gpt->to(DType::bf16);
   gpt->to(device);
   // The one-GPU baseline and tensor parallelism alone have nothing to average: no Reducer, so
@@ -247,6 +250,7 @@ int main(int argc, char** argv) {
     Tensor loss = gpt->loss(x, y);
     loss.backward();
     if (reducer) reducer->finish();
+    gpt->sum_deferred_grads();
     opt.step();
     opt.zero_grad(true);
   };
@@ -283,6 +287,7 @@ int main(int argc, char** argv) {
     const auto t1 = Clock::now();
     loss.backward();
     if (reducer) reducer->finish();
+    gpt->sum_deferred_grads();
     sync();
     const auto t2 = Clock::now();
     opt.step();
@@ -313,6 +318,7 @@ int main(int argc, char** argv) {
     qbwd.push_back(gated([&] {
       loss.backward();
       if (reducer) reducer->finish();
+      gpt->sum_deferred_grads();
     }));
     qupd.push_back(gated([&] {
       opt.step();

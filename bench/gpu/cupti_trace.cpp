@@ -72,6 +72,15 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
         write_row("memset", m->deviceId, m->streamId, m->start, m->end, m->bytes, "memset");
         break;
       }
+      case CUPTI_ACTIVITY_KIND_RUNTIME:
+      case CUPTI_ACTIVITY_KIND_DRIVER: {  // host calls: "stream" holds the calling thread
+        auto* a = reinterpret_cast<CUpti_ActivityAPI*>(record);
+        const bool runtime = record->kind == CUPTI_ACTIVITY_KIND_RUNTIME;
+        const char* name = nullptr;
+        cuptiGetCallbackName(runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, a->cbid, &name);
+        write_row(runtime ? "runtime" : "driver", 0, a->threadId, a->start, a->end, 0, name ? name : "?");
+        break;
+      }
       default: break;
     }
   }
@@ -94,6 +103,13 @@ __attribute__((constructor)) void start_tracing() {
   for (CUpti_ActivityKind k : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
                                CUPTI_ACTIVITY_KIND_MEMCPY2, CUPTI_ACTIVITY_KIND_MEMSET}) {
     if (cuptiActivityEnable(k) != CUPTI_SUCCESS) std::fprintf(stderr, "cupti_trace: cannot enable kind %d\n", int(k));
+  }
+  // TRIREME_CUPTI_API=1: the host's CUDA calls too (where the host spends its time between
+  // launches; costs a little on every call).
+  if (const char* api = std::getenv("TRIREME_CUPTI_API"); api && std::string(api) == "1") {
+    for (CUpti_ActivityKind k : {CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER}) {
+      if (cuptiActivityEnable(k) != CUPTI_SUCCESS) std::fprintf(stderr, "cupti_trace: cannot enable kind %d\n", int(k));
+    }
   }
   cuptiActivityFlushPeriod(100);
 }

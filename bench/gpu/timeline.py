@@ -74,8 +74,31 @@ def step_windows(rows, compute):
     return list(zip(clusters[:-1], clusters[1:]))[-STEPS:]
 
 
+HOST_KINDS = ("runtime", "driver")  # TRIREME_CUPTI_API=1: the host's CUDA calls, "stream" = thread
+
+
+def host_calls(rows, windows, main_thread):
+    """The main thread's CUDA calls over the steps: total and the slowest by name."""
+    total, count, worst = collections.Counter(), collections.Counter(), {}
+    for lo, hi in windows:
+        for r in rows:
+            if r["stream"] == main_thread and lo <= r["start"] and r["end"] <= hi:
+                d = r["end"] - r["start"]
+                total[r["name"]] += d
+                count[r["name"]] += 1
+                if d > worst.get(r["name"], (0, 0))[0]:
+                    worst[r["name"]] = (d, r["start"] - lo)
+    n = len(windows)
+    print("   host CUDA calls of the main thread (ms/step, count/step, longest us at ms into the step):")
+    for k, v in total.most_common(14):
+        d, at = worst[k]
+        print(f"     {v / n / 1e6:7.3f}  {count[k] / n:6.0f}  {d / 1e3:8.1f} @ {at / 1e6:6.2f}  {k}")
+
+
 def analyse(path):
-    rows = [r for r in load(path) if r["end"] > r["start"]]
+    everything = [r for r in load(path) if r["end"] > r["start"]]
+    rows = [r for r in everything if r["kind"] not in HOST_KINDS]
+    host = [r for r in everything if r["kind"] in HOST_KINDS]
     if not rows:
         return None
     busy = collections.Counter()
@@ -135,6 +158,9 @@ def analyse(path):
     for k, v in gaps_by_pair.most_common(14):
         c = gap_count[k]
         print(f"     {ms(v):7.3f}  {c / n:5.0f}  {v / c / 1e3:7.1f}  {k[0][:40]} | {k[1][:30]} | {k[2][:40]}")
+    if host:  # the thread that made the most calls is the one that queues the step
+        main_thread = collections.Counter(r["stream"] for r in host).most_common(1)[0][0]
+        host_calls(host, windows, main_thread)
     print("   other streams (ms/step, count/step, mean us):")
     for k, v in other.most_common(12):
         c = other_n[k]

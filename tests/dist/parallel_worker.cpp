@@ -208,6 +208,7 @@ struct TrainLayout {
   ParallelLayout layout;
   double dropout = 0.0;
   bool overlap = true;  // "nooverlap": every bucket launched at finish()
+  bool defer_sums = false;  // "defer": partial gradients summed after the backward (Note [deferred gradient sums])
 };
 
 TrainLayout parse_layout(const std::string& s) {
@@ -224,6 +225,7 @@ TrainLayout parse_layout(const std::string& s) {
     else if (part.rfind("chunks", 0) == 0) t.layout.tp_comm_chunks = std::stoi(part.substr(6));
     else if (part.rfind("interleave", 0) == 0) t.layout.tp_interleave = std::stoi(part.substr(10));
     else if (part == "sp") t.layout.sequence_parallel = true;
+    else if (part == "defer") t.defer_sums = true;
     else TRIREME_FAIL("unknown layout part '", part, "' in ", s);
   }
   t.layout.bucket_bytes = 16 << 10;  // several buckets for this small model
@@ -268,6 +270,7 @@ Run train_single(double dropout) {
 Run train_parallel(const std::shared_ptr<dist::ProcessGroup>& world, const TrainLayout& t, ReducerStats* stats) {
   ParallelContext ctx(world, t.layout);
   TensorParallelGPT model(tiny_config(true, t.dropout), ctx, kSeed);
+  model.defer_grad_sums(t.defer_sums);
   const auto& L = t.layout;
   Reducer reducer(model.named_parameters(), ctx.dp_group(),
                   {.bucket_bytes = L.bucket_bytes, .zero1 = L.zero1, .overlap = t.overlap});
@@ -291,6 +294,7 @@ Run train_parallel(const std::shared_ptr<dist::ProcessGroup>& world, const Train
       loss_sum += loss.item();
     }
     reducer.finish();
+    model.sum_deferred_grads();
     auto pieces = L.zero1 ? zero->grad_pieces(model.shard_specs())
                           : grad_pieces(model.named_parameters(), model.shard_specs());
     run.norms.push_back(clip_global_grad_norm(pieces, kClip, ctx));

@@ -108,9 +108,13 @@ Tensor TensorParallelDecoderLayer::finish(int sub_layer, const Tensor& x, Pendin
   return x + (sub_layer == 0 ? attn->finish(pending) : mlp->finish(pending));
 }
 
-Tensor TensorParallelDecoderLayer::forward_sp(const Tensor& x, int64_t B, int64_t T) {
-  const std::vector<Tensor> p = sum_grads_over_tp(
-      {ln_1->weight, ln_1->bias, ln_2->weight, ln_2->bias, attn->c_proj->bias, mlp->c_proj->bias}, attn->c_proj->tp);
+std::vector<Tensor> TensorParallelDecoderLayer::partial_grad_params() const {
+  return {ln_1->weight, ln_1->bias, ln_2->weight, ln_2->bias, attn->c_proj->bias, mlp->c_proj->bias};
+}
+
+Tensor TensorParallelDecoderLayer::forward_sp(const Tensor& x, int64_t B, int64_t T, bool sum_grads) {
+  const std::vector<Tensor> p =
+      sum_grads ? sum_grads_over_tp(partial_grad_params(), attn->c_proj->tp) : partial_grad_params();
   // The sum scattered to this rank's rows with the bias added, then dropout on those rows.
   auto output = [](PendingSum& s, nn::Dropout& drop) {
     if (s.work) s.work->wait();
@@ -200,6 +204,7 @@ Tensor TensorParallelGPT::forward_local_logits(const Tensor& ids) {
                 " is outside [1, block_size = ", config_.block_size, "]");
   // Gathered by sequence parallelism, whose backward sums the head's input gradient over tp.
   if (auto hidden = sequence_parallel_hidden(ids)) return linear(*hidden, lm_head_weight());
+  if (defer_grad_sums_ && autograd::grad_enabled()) ++whole_forwards_;  // Note [deferred gradient sums]
   const Tensor& pos = positions_.get(T, ids.device());
   Tensor x = transformer->wte->forward(ids) + transformer->wpe->forward(pos);
   x = transformer->drop->forward(x);
@@ -267,17 +272,35 @@ std::optional<Tensor> TensorParallelGPT::sequence_parallel_hidden(const Tensor& 
   const auto outer_row = nn::GlobalRowScope::current();
   if (!tp_.sequence_parallel || tp_.size == 1 || n % tp_.size != 0 || !dropout_can_split_rows()) return std::nullopt;
   const int64_t rows = n / tp_.size, first = int64_t(tp_.rank) * rows;
+  const bool sum_now = !defer_grad_sums_;  // Note [deferred gradient sums]
+  auto partial = [&](std::vector<Tensor> params) { return sum_now ? sum_grads_over_tp(params, tp_) : params; };
+  if (!sum_now && autograd::grad_enabled()) ++partial_forwards_;
   // This rank's token rows: the lookup summed over tp straight into them, plus their positions.
-  const Tensor wpe = sum_grads_over_tp({transformer->wpe->weight}, tp_)[0];
+  const Tensor wpe = partial({transformer->wpe->weight})[0];
   Tensor tokens = reduce_scatter_rows_to_sp(reshape(transformer->wte->forward_partial(ids), {n, d}), tp_);
   Tensor pos = embedding(wpe, positions_.rows(first, rows, T, ids.device()));
   // Dropout over token rows: token j of the global batch is row outer_row T + j.
   nn::GlobalRowScope token_rows(outer_row.value_or(0) * T + first);
   Tensor x = transformer->drop->forward(tokens + pos);
-  for (const auto& layer : transformer->h->as<TensorParallelDecoderLayer>()) x = layer->forward_sp(x, B, T);
-  const std::vector<Tensor> ln_f = sum_grads_over_tp({transformer->ln_f->weight, transformer->ln_f->bias}, tp_);
+  for (const auto& layer : transformer->h->as<TensorParallelDecoderLayer>()) x = layer->forward_sp(x, B, T, sum_now);
+  const std::vector<Tensor> ln_f = partial({transformer->ln_f->weight, transformer->ln_f->bias});
   x = layer_norm(x, ln_f[0], ln_f[1], transformer->ln_f->eps);
   return reshape(gather_rows_from_sp(x, tp_), {B, T, d});
+}
+
+void TensorParallelGPT::sum_deferred_grads() {
+  const int partial = partial_forwards_, whole = whole_forwards_;
+  partial_forwards_ = whole_forwards_ = 0;
+  if (partial == 0) return;
+  TRIREME_CHECK(whole == 0, "TensorParallelGPT: of this step's forwards ", partial,
+                " left their layer-norm gradients partial (sequence parallelism, deferred sums) and ", whole,
+                " did not (the replicated path: rows not divisible by tp, or dropout that cannot split them); "
+                "their sum cannot be told apart. Give every micro-batch a token count divisible by tp, or "
+                "call defer_grad_sums(false)");
+  std::vector<Tensor> params{transformer->wpe->weight, transformer->ln_f->weight, transformer->ln_f->bias};
+  for (const auto& layer : transformer->h->as<TensorParallelDecoderLayer>())
+    for (const Tensor& p : layer->partial_grad_params()) params.push_back(p);
+  sum_partial_grads_over_tp(params, tp_);
 }
 
 Tensor TensorParallelGPT::loss(const Tensor& ids, const Tensor& targets) {

@@ -114,7 +114,11 @@ class TensorParallelDecoderLayer : public nn::Module {
   Tensor finish(int sub_layer, const Tensor& x, PendingSum& pending);  // x + the sub-layer's output
   // The layer under sequence parallelism (Note [sequence parallelism]): x is this rank's rows
   // (B T / tp, d) of the (B, T, d) activations, and so is the result.
-  Tensor forward_sp(const Tensor& x, int64_t B, int64_t T);
+  // sum_grads: sum the partial gradients of the layer norms and row-parallel biases over tp in
+  // the backward (false: the model sums them after it, Note [deferred gradient sums]).
+  Tensor forward_sp(const Tensor& x, int64_t B, int64_t T, bool sum_grads = true);
+  // The parameters whose gradients are partial over tp under sequence parallelism.
+  std::vector<Tensor> partial_grad_params() const;
 
   std::shared_ptr<nn::LayerNorm> ln_1;
   std::shared_ptr<TensorParallelAttention> attn;
@@ -155,6 +159,20 @@ class TensorParallelGPT : public nn::Module {
   // The ShardSpec of every sharded parameter by name (absent: replicated over tp).
   const std::map<std::string, ShardSpec>& shard_specs() const { return specs_; }
 
+  // Note [deferred gradient sums]
+  // Under sequence parallelism the layer norms, the row-parallel biases and the position
+  // embedding see only this rank's token rows, so their gradients are partial sums over tp. By
+  // default each layer's are summed inside the backward, in one all-reduce that the backward
+  // waits for (on 2 H200s: 25 waits of ~27 us a step, GPT 1.3B). With defer_grad_sums(true) the
+  // backward leaves them partial and sum_deferred_grads() sums them all in one all-reduce, which
+  // the caller runs once after the backward (after gradient accumulation and after any data-
+  // parallel Reducer's finish(): both are linear, so the order does not change the sum) and
+  // before reading the gradients. The parallel trainer does so unless ZeRO shards the gradients.
+  // A step whose forwards did not all take the sequence-parallel path is refused there.
+  void defer_grad_sums(bool defer) { defer_grad_sums_ = defer; }
+  bool defers_grad_sums() const { return defer_grad_sums_; }
+  void sum_deferred_grads();
+
   // Every parameter whole, under its single-process name (a collective over tp: all ranks call it).
   nn::NamedTensors full_state_dict() const;
   // Loads single-process tensors (a models::GPT state dict): each rank copies in its slices.
@@ -176,6 +194,10 @@ class TensorParallelGPT : public nn::Module {
   TpGroup tp_;
   std::map<std::string, ShardSpec> specs_;
   models::PositionCache positions_;
+  bool defer_grad_sums_ = false;
+  // Forwards since the last sum_deferred_grads() whose gradients are partial (the sequence-
+  // parallel path with deferral) and whose gradients are whole (the replicated path).
+  int partial_forwards_ = 0, whole_forwards_ = 0;
 };
 
 }  // namespace trireme::parallel

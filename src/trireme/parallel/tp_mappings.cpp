@@ -197,6 +197,57 @@ Tensor reduce_scatter_rows_to_sp(const Tensor& x, const TpGroup& tp) {
   return y;
 }
 
+namespace {
+// Tensors of these shapes (undefined ones count as zeros) summed over tp in one all-reduce:
+// packed, summed, unpacked. Every rank packs the same shapes in the same order.
+std::vector<Tensor> summed_over_tp(const std::vector<Tensor>& g, const std::vector<Shape>& shapes, const TpGroup& tp,
+                                   const char* op) {
+  NoGradGuard no_grad;
+  const Tensor* any = nullptr;
+  for (const Tensor& t : g)
+    if (t.defined()) any = &t;
+  TRIREME_CHECK(any != nullptr, op, ": no gradient arrived");
+  std::vector<Tensor> flat;
+  for (size_t k = 0; k < g.size(); ++k)
+    flat.push_back(reshape(g[k].defined() ? contiguous(g[k]) : zeros(shapes[k], any->dtype(), any->device()), {-1}));
+  Tensor packed = cat(flat, 0);
+  group_of(tp, op).all_reduce(packed)->wait();
+  std::vector<Tensor> result;
+  int64_t at = 0;
+  for (size_t k = 0; k < g.size(); ++k) {
+    result.push_back(reshape(narrow(packed, 0, at, flat[k].numel()), shapes[k]));
+    at += flat[k].numel();
+  }
+  return result;
+}
+}  // namespace
+
+void sum_partial_grads_over_tp(const std::vector<Tensor>& params, const TpGroup& tp) {
+  if (!active(tp)) return;
+  std::vector<Tensor> grads, used;
+  std::vector<Shape> shapes;
+  for (const Tensor& p : params) {
+    if (!p.defined() || !p.requires_grad()) continue;
+    used.push_back(p);
+    grads.push_back(p.grad());
+    shapes.push_back(p.sizes());
+  }
+  if (used.empty()) return;
+  bool any = false;
+  for (const Tensor& g : grads) any = any || g.defined();
+  if (!any) return;  // no backward ran: nothing to sum (every rank alike)
+  std::vector<Tensor> sums = summed_over_tp(grads, shapes, tp, "sum_partial_grads_over_tp");
+  NoGradGuard no_grad;
+  for (size_t k = 0; k < used.size(); ++k) {
+    if (grads[k].defined()) {
+      Tensor g = grads[k];
+      copy_(g, sums[k]);
+    } else {
+      used[k].set_grad(clone(sums[k]));
+    }
+  }
+}
+
 std::vector<Tensor> sum_grads_over_tp(const std::vector<Tensor>& params, const TpGroup& tp) {
   if (!active(tp)) return params;
   std::vector<Tensor> out(params.size()), ins;
@@ -211,25 +262,9 @@ std::vector<Tensor> sum_grads_over_tp(const std::vector<Tensor>& params, const T
   }
   if (ins.empty() || !any_requires_grad(ins)) return out;
   record("sum_grads_over_tp", ins, outs, [tp, shapes](const TensorList& g) -> TensorList {
-    // One all-reduce for all of them: pack, sum, unpack. A gradient that did not flow is zero
-    // here, as it is on a rank where it did flow.
-    NoGradGuard no_grad;
-    const Tensor* any = nullptr;
-    for (const Tensor& t : g)
-      if (t.defined()) any = &t;
-    TRIREME_CHECK(any != nullptr, "sum_grads_over_tp: no gradient arrived");
-    std::vector<Tensor> flat;
-    for (size_t k = 0; k < g.size(); ++k)
-      flat.push_back(reshape(g[k].defined() ? contiguous(g[k]) : zeros(shapes[k], any->dtype(), any->device()), {-1}));
-    Tensor packed = cat(flat, 0);
-    group_of(tp, "sum_grads_over_tp").all_reduce(packed)->wait();
-    TensorList result;
-    int64_t at = 0;
-    for (size_t k = 0; k < g.size(); ++k) {
-      result.push_back(reshape(narrow(packed, 0, at, flat[k].numel()), shapes[k]));
-      at += flat[k].numel();
-    }
-    return result;
+    // One all-reduce for all of them. A gradient that did not flow is zero here, as it is on a
+    // rank where it did flow.
+    return summed_over_tp(g, shapes, tp, "sum_grads_over_tp");
   });
   return out;
 }

@@ -77,6 +77,11 @@ Tensor reduce_scatter_rows_to_sp(const Tensor& x, const TpGroup& tp);
 // sum their gradients over the group in one all-reduce, in the backward, before the gradients
 // reach the parameters (and any data-parallel reducer's hooks). Undefined tensors pass through.
 std::vector<Tensor> sum_grads_over_tp(const std::vector<Tensor>& params, const TpGroup& tp);
+// The same sum done later, once, on the parameters' accumulated .grad (in place; a gradient that
+// did not arrive on this rank counts as zeros): for a model that left its partial gradients
+// unsummed in the backward (TensorParallelGPT::defer_grad_sums). One all-reduce for all of them
+// instead of one per layer, each of which held the backward up (Note [deferred gradient sums]).
+void sum_partial_grads_over_tp(const std::vector<Tensor>& params, const TpGroup& tp);
 
 // In place: t = sum over the tp group (no autograd). For layers and losses that reduce
 // statistics (max, sum of exponentials) inside their own forward.

@@ -147,6 +147,9 @@ class TensorDataRunner : public ParallelRunnerBase {
     model_ = std::make_shared<parallel::TensorParallelGPT>(gpt_config(cfg, vocab), ctx(), uint64_t(cfg.train.seed));
     // On the device before the Reducer and the optimizers: their buckets and state live there.
     if (!job_->device.is_cpu()) model_->to(job_->device);
+    // One sum of the partial gradients after the backward rather than one per layer inside it
+    // (Note [deferred gradient sums]); ZeRO-1 shards the gradients as they arrive, so not there.
+    model_->defer_grad_sums(!L.zero1);
     reducer_ = std::make_unique<parallel::Reducer>(model_->named_parameters(), ctx().dp_group(),
                                                    parallel::ReducerOptions{.bucket_bytes = L.bucket_bytes, .zero1 = L.zero1});
     if (L.zero1) {
@@ -200,6 +203,7 @@ class TensorDataRunner : public ParallelRunnerBase {
       loss_sum += host_value(loss);
     }
     reducer_->finish();
+    model_->sum_deferred_grads();  // after the dp average: both sums are linear
     auto pieces = zero_ ? zero_->grad_pieces(model_->shard_specs())
                         : parallel::grad_pieces(model_->named_parameters(), model_->shard_specs());
     std::vector<Tensor> grads;
