@@ -39,21 +39,24 @@ Tensor row_range(const Tensor& t, int64_t first, int64_t count) {
 // Row block q (of `rows` rows) of a contiguous 2-D tensor.
 Tensor rows_of(const Tensor& t, int q, int64_t rows) { return row_range(t, int64_t(q) * rows, rows); }
 
-// Note [sending in parts]: the row-parallel forward sends another rank's block while it computes
-// its own, which hides the transfer only when its own block's GEMM takes longer than the block's
-// trip. Per row, the GEMM does 2·in flops and the trip moves 2 bytes a column (bf16), so the
-// ratio grows with `in`: on H200s (~650 TFLOP/s, ~390 GB/s a direction between two GPUs) it is
-// ~0.6·in/1000, so GPT 1.3B's MLP projection (in = 4096 at tp=2) hides its transfer but the
-// attention projection (in = 1024) does not (the timeline: 23 waits of ~45 us a step). There the
-// other rank's block is computed and sent in parts, so the transfer starts after a part's GEMM
-// instead of the whole block's. TRIREME_SP_SEND_PIECES overrides the choice (experiments).
-int send_pieces(int64_t in_local, int64_t rows) {
+// Note [sending in parts]
+// The row-parallel forward sends another rank's block while it computes its own, which hides the
+// transfer only when its own block's GEMM takes longer than the block's trip. Per row the GEMM
+// does 2·in flops and the trip moves 2 bytes a column (bf16), so on H200s (~650 TFLOP/s, ~390 GB/s
+// a direction between two GPUs) the ratio is ~0.6·in/1000: GPT 1.3B's MLP projection (in = 4096
+// at tp=2) hides its transfer, the attention projection (in = 1024) does not (23 waits of ~45 us
+// a step). Computing and sending the other rank's block in parts, each leaving once written
+// (StagedReduceScatter::chunk_part_written), was measured on 2 H200s (bench/gpu/RESULTS.md,
+// session 6): 4 parts for the attention projection made the step 0.4 ms slower, not faster
+// (79.33 against 78.94 ms; the floor 1.1 ms slower): the quarter-size GEMMs run less efficiently,
+// and each part costs the host an op and the streams an event hop. So a block goes whole unless
+// TRIREME_SP_SEND_PIECES=N asks for N parts (experiments).
+int send_pieces(int64_t rows) {
   static const int forced = [] {
     const char* v = std::getenv("TRIREME_SP_SEND_PIECES");
     return v ? std::atoi(v) : 0;
   }();
-  const int pieces = forced > 0 ? forced : in_local < 2048 ? 4 : 1;
-  return int(std::max<int64_t>(1, std::min<int64_t>(pieces, rows)));
+  return int(std::max<int64_t>(1, std::min<int64_t>(forced > 0 ? forced : 1, rows)));
 }
 
 // out = a · b (+ bias on every row), into out's memory (a contiguous view).
@@ -139,7 +142,7 @@ Tensor sp_row_parallel_linear_start(const Tensor& x, const Tensor& weight, const
     // (Split on every backend, so that the CPU tests run the GPU's code; a backend that cannot
     // send early loses only the difference between one GEMM and tp of 1/tp the rows.)
     std::unique_ptr<dist::StagedReduceScatter> scatter = group.reduce_scatter_staged(mine, partial);
-    const int pieces = send_pieces(in_local, rows);
+    const int pieces = send_pieces(rows);
     for (int step = 1; step <= tp.size; ++step) {
       const int q = (tp.rank + step) % tp.size;  // this rank's own rows last
       if (q == tp.rank) {
