@@ -462,11 +462,13 @@ void for_each_piece(int64_t numel, int64_t elem, int64_t capacity, Fn&& fn) {
 // out = the ranks' pieces summed in rank order: this rank's from `own`, the others' from their
 // slots (so every rank adds the same numbers in the same order).
 void sum_in_rank_order(void* out, const void* own, const void* const* slots, int size, int me, int64_t n, DType dtype,
-                       ReduceOp op, cudaStream_t stream, const Tensor& bias = Tensor()) {
+                       ReduceOp op, cudaStream_t stream, const Tensor& bias = Tensor(),
+                       const Tensor& residual = Tensor()) {
   const void* inputs[kMaxRanks] = {};
   for (int q = 0; q < size; ++q) inputs[q] = q == me ? own : slots[q];
   cuda_kernels::peer_sum(out, inputs, size, n, dtype, op == ReduceOp::avg, stream,
-                         bias.defined() ? bias.data_ptr() : nullptr, bias.defined() ? bias.numel() : 0);
+                         bias.defined() ? bias.data_ptr() : nullptr, bias.defined() ? bias.numel() : 0,
+                         residual.defined() ? residual.data_ptr() : nullptr);
 }
 
 }  // namespace
@@ -560,7 +562,8 @@ void PeerAllReduce::send_staged_chunk(const Tensor& input, int j, cudaStream_t s
 }
 
 void PeerAllReduce::finish_staged_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op,
-                                                 cudaStream_t stream, const Tensor& bias, cudaStream_t release_stream) {
+                                                 cudaStream_t stream, const Tensor& bias, const Tensor& residual,
+                                                 cudaStream_t release_stream) {
   Impl& s = *impl_;
   check_staged("reduce_scatter");
   for (int j = 0; j < s.o.size; ++j)
@@ -571,7 +574,11 @@ void PeerAllReduce::finish_staged_reduce_scatter(const Tensor& output, const Ten
   const char* own = static_cast<const char*>(input.data_ptr()) + s.o.rank * n * int64_t(dtype_size(input.dtype()));
   const void* slots[kMaxRanks] = {};
   wait_for_peers(s, stream, k, slots);
-  sum_in_rank_order(output.data_ptr(), own, slots, s.o.size, s.o.rank, n, input.dtype(), op, stream, bias);
+  TRIREME_CHECK(!residual.defined() || (residual.numel() == n && residual.dtype() == output.dtype() &&
+                                         residual.is_contiguous()),
+                "peer reduce-scatter: the residual ", residual.sizes(), " must be a contiguous ", output.dtype(),
+                " tensor of the output's ", n, " elements");
+  sum_in_rank_order(output.data_ptr(), own, slots, s.o.size, s.o.rank, n, input.dtype(), op, stream, bias, residual);
   if (release_stream == nullptr || release_stream == stream) {
     release_slots(s, stream, k);
     return;

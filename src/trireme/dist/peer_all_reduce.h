@@ -102,11 +102,13 @@ class PeerAllReduce {
   // The part of chunk j up to element `end` that has not gone yet; send_staged_chunk sends the
   // rest and tells rank j that the chunk is complete.
   void send_staged_part(const Tensor& input, int j, int64_t end, cudaStream_t stream);
-  // bias (optional): added to the result's rows, rounded as a separate add would be.
+  // bias (optional): added to the result's rows, rounded as a separate add would be; residual
+  // (optional, output's shape): added after it, likewise.
   // release_stream (optional): where the slots are freed once the sum is done, so that `stream`
   // goes straight on to its next kernel (the group's stream; by default `stream` itself).
   void finish_staged_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op, cudaStream_t stream,
-                                    const Tensor& bias = Tensor(), cudaStream_t release_stream = nullptr);
+                                    const Tensor& bias = Tensor(), const Tensor& residual = Tensor(),
+                                    cudaStream_t release_stream = nullptr);
   // An all-gather whose arrivals are read where they land (ProcessGroup::all_gather_staged, Note
   // [staged all-gather]): begin pushes the input to every peer and makes `stream` wait until every
   // peer's has arrived, after which staged_slot(q) holds rank q's input; fill copies input and

@@ -84,8 +84,9 @@ class ReduceScatterAtFinish : public StagedReduceScatter {
       : group_(group), output_(std::move(output)), input_(std::move(input)), options_(options) {}
   bool sends_early() const override { return false; }
   void chunk_written(int) override {}
-  WorkPtr finish(const Tensor& bias) override {
-    TRIREME_CHECK(!bias.defined(), group_.backend_name(), " reduce_scatter_staged: this backend does not add a bias");
+  WorkPtr finish(const Tensor& bias, const Tensor& residual) override {
+    TRIREME_CHECK(!bias.defined() && !residual.defined(), group_.backend_name(),
+                  " reduce_scatter_staged: this backend does not add a bias or a residual");
     return group_.reduce_scatter(output_, input_, options_);
   }
 

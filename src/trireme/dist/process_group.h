@@ -86,9 +86,10 @@ using WorkPtr = std::shared_ptr<Work>;
 // Each chunk is announced after the caller's stream has queued its writes; no other collective
 // of the group may be issued between reduce_scatter_staged and finish (the peers take the ops in
 // order). The result is reduce_scatter's, bit for bit. A backend that cannot start early does
-// the whole op in finish(); sends_early() says which. Where adds_bias(), finish(bias) also adds
-// a bias to the result's rows (a row-parallel layer's), rounded as a separate add would be,
-// in the same pass as the sum; elsewhere the bias passed must be undefined. (The copy engines'
+// the whole op in finish(); sends_early() says which. Where adds_bias(), finish(bias, residual)
+// also adds a bias to the result's rows (a row-parallel layer's) and then a residual of the
+// result's shape, each rounded as a separate add would be, in the same pass as the sum;
+// elsewhere both must be undefined. (The copy engines'
 // version runs that last step on the caller's stream, which needs its result next.)
 class StagedReduceScatter {
  public:
@@ -97,7 +98,7 @@ class StagedReduceScatter {
   virtual bool adds_bias() const { return false; }
   virtual void chunk_written(int rank) = 0;
   virtual void chunk_part_written(int /*rank*/, int64_t /*end*/) {}  // a backend that sends at finish ignores it
-  virtual WorkPtr finish(const Tensor& bias = Tensor()) = 0;
+  virtual WorkPtr finish(const Tensor& bias = Tensor(), const Tensor& residual = Tensor()) = 0;
 };
 
 // Note [staged all-gather]

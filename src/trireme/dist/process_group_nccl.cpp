@@ -741,7 +741,7 @@ class PeerStagedReduceScatter : public StagedReduceScatter {
   ~PeerStagedReduceScatter() override {
     if (s_.finished) return;
     try {
-      finish(Tensor());
+      finish(Tensor(), Tensor());
     } catch (...) {
     }
   }
@@ -756,12 +756,13 @@ class PeerStagedReduceScatter : public StagedReduceScatter {
                   [&](PeerAllReduce& peer, cudaStream_t st) { peer.send_staged_part(s_.input, j, end, st); });
   }
   // The sum runs on the caller's stream, which needs it next (Impl::issue_on_caller_stream).
-  WorkPtr finish(const Tensor& bias) override {
+  WorkPtr finish(const Tensor& bias, const Tensor& residual) override {
     s_.finished = true;
     std::vector<Tensor> keep{s_.output, s_.input};
     if (bias.defined()) keep.push_back(bias);
+    if (residual.defined()) keep.push_back(residual);
     auto state = s_.impl->issue_on_caller_stream(s_.what, s_.timeout, std::move(keep), [&](cudaStream_t st) {
-      s_.impl->peer->finish_staged_reduce_scatter(s_.output, s_.input, reduce_, st, bias,
+      s_.impl->peer->finish_staged_reduce_scatter(s_.output, s_.input, reduce_, st, bias, residual,
                                                   release_on_group_stream() ? s_.impl->stream.handle() : nullptr);
       return ncclSuccess;
     });

@@ -44,6 +44,8 @@ class Dropout : public Module {
  public:
   explicit Dropout(double p = 0.5);
   Tensor forward(const Tensor& x);
+  // forward returns its input unchanged (p == 0, or evaluating): a caller may skip it.
+  bool is_identity() const { return !is_training() || p == 0.0; }
 
   double p;
 };

@@ -125,14 +125,23 @@ Tensor sp_column_parallel_linear(const Tensor& x_rows, const Tensor& weight, con
 }
 
 Tensor sp_row_parallel_linear_start(const Tensor& x, const Tensor& weight, const Tensor& bias, const TpGroup& tp,
-                                    dist::WorkPtr& work) {
+                                    dist::WorkPtr& work, const Tensor& residual) {
   if (auto c = autocast_low_args({x, weight, bias}))  // Note [autocast policy]
-    return sp_row_parallel_linear_start((*c)[0], (*c)[1], (*c)[2], tp, work);
+    return sp_row_parallel_linear_start((*c)[0], (*c)[1], (*c)[2], tp, work, residual);
   TRIREME_CHECK(x.dim() == 2 && weight.dim() == 2 && x.size(1) == weight.size(1) && x.size(0) % tp.size == 0,
                 "sp_row_parallel_linear: input ", x.sizes(), " and weight ", weight.sizes(),
                 " do not match, or the rows are not divisible by tp = ", tp.size);
   dist::ProcessGroup& group = group_of(tp, "sp_row_parallel_linear");
   const int64_t n = x.size(0), rows = n / tp.size, out_features = weight.size(0), in_local = weight.size(1);
+  if (residual.defined()) {
+    TRIREME_CHECK(residual.dim() == 2 && residual.size(0) == rows && residual.size(1) == out_features, "sp_row_parallel_linear: the residual ",
+                  residual.sizes(), " must be this rank's rows of the output, [", rows, ", ", out_features, "]");
+    if (residual.dtype() != x.dtype()) {  // autocast: a wider residual stream takes a separate add
+      Tensor out = sp_row_parallel_linear_start(x, weight, bias, tp, work);
+      if (work) work->wait();
+      return residual + out;
+    }
+  }
   Tensor mine = Tensor::empty({rows, out_features}, x.dtype(), x.device());
   {
     NoGradGuard no_grad;
@@ -157,17 +166,21 @@ Tensor sp_row_parallel_linear_start(const Tensor& x, const Tensor& weight, const
       scatter->chunk_written(q);
     }
     const Tensor b = bias.defined() ? contiguous(bias.detach()) : Tensor();
-    const bool fused = b.defined() && scatter->adds_bias();  // the bias added in the sum's pass
-    work = scatter->finish(fused ? b : Tensor());
-    if (b.defined() && !fused) {
+    const Tensor r = residual.defined() ? contiguous(residual.detach()) : Tensor();
+    // The bias and the residual added in the sum's pass where the group can (the same bits).
+    const bool fused = scatter->adds_bias();
+    work = scatter->finish(fused ? b : Tensor(), fused ? r : Tensor());
+    if (!fused && (b.defined() || r.defined())) {
       work->wait();
-      add_(mine, b);
+      if (b.defined()) add_(mine, b);
+      if (r.defined()) add_(mine, r);
     }
   }
-  if (any_requires_grad({&x, &weight, &bias})) {
+  if (any_requires_grad({&x, &weight, &bias, &residual})) {
     const bool need_x = x.requires_grad(), need_w = weight.requires_grad(), need_b = bias.defined() && bias.requires_grad();
+    const bool need_r = residual.defined() && residual.requires_grad();
     SavedTensor sx(need_w ? x : Tensor()), sw(need_x ? weight : Tensor());
-    record("sp_row_parallel_linear", {&x, &weight, &bias}, {&mine}, [=](const TensorList& g) -> TensorList {
+    record("sp_row_parallel_linear", {&x, &weight, &bias, &residual}, {&mine}, [=](const TensorList& g) -> TensorList {
       NoGradGuard no_grad;
       const Tensor g_rows = contiguous(g[0]);
       // Every rank's rows of g by source, this rank's first, the others' read where they land
@@ -194,7 +207,7 @@ Tensor sp_row_parallel_linear_start(const Tensor& x, const Tensor& weight, const
       }
       gather->finish();  // frees the peers' rows after the GEMMs above; nothing here waits for it
       if (need_b) gb = sum(g_rows, {0});  // this rank's rows: partial over tp (sum_grads_over_tp)
-      return {gx, gw, gb};
+      return {gx, gw, gb, need_r ? g_rows : Tensor()};  // the residual's: the output's own
     });
   }
   return mine;

@@ -29,12 +29,15 @@ namespace trireme::parallel {
 Tensor sp_column_parallel_linear(const Tensor& x_rows, const Tensor& weight, const Tensor& bias, const TpGroup& tp);
 
 // x (n, in_local) -> this rank's rows (n/tp, out) of the sum over tp of x W_rᵀ, plus the bias
-// (replicated, may be undefined), started: wait `work` before reading them. The GEMM is split by
+// (replicated, may be undefined), plus `residual` (this rank's rows of a residual stream, may be
+// undefined: the sub-layer's skip connection, when nothing comes between, such as dropout),
+// started: wait `work` before reading them. The GEMM is split by
 // destination rows: the other ranks' rows first, each sent as soon as it is written (Note
-// [staged reduce-scatter]), this rank's own while they travel; where the group can, the bias is
-// added in the reduce-scatter's own pass. Backward: the output gradient's rows gathered, split
+// [staged reduce-scatter]), this rank's own while they travel; where the group can, the bias and
+// the residual are added in the reduce-scatter's own pass (one elementwise pass fewer per
+// sub-layer; a residual of another dtype, as under autocast, takes a separate add). Backward: the output gradient's rows gathered, split
 // by source rows; the bias gradient is this rank's rows' part (summed over tp by the caller).
 Tensor sp_row_parallel_linear_start(const Tensor& x, const Tensor& weight, const Tensor& bias, const TpGroup& tp,
-                                    dist::WorkPtr& work);
+                                    dist::WorkPtr& work, const Tensor& residual = Tensor());
 
 }  // namespace trireme::parallel

@@ -43,19 +43,22 @@ PendingSum TensorParallelAttention::start(const Tensor& x) {
   return attend(c_attn->forward(x), /*sp=*/false, Tensor());  // (B, T, 3C): this rank's q | k | v
 }
 
-PendingSum TensorParallelAttention::start_sp(const Tensor& x_rows, int64_t B, int64_t T, const Tensor& proj_bias) {
+PendingSum TensorParallelAttention::start_sp(const Tensor& x_rows, int64_t B, int64_t T, const Tensor& proj_bias,
+                                             const Tensor& residual) {
   const Tensor qkv = sp_column_parallel_linear(x_rows, c_attn->weight, c_attn->bias, c_attn->tp);
-  return attend(reshape(qkv, {B, T, qkv.size(1)}), /*sp=*/true, proj_bias);
+  return attend(reshape(qkv, {B, T, qkv.size(1)}), /*sp=*/true, proj_bias, residual);
 }
 
-PendingSum TensorParallelAttention::attend(const Tensor& qkv, bool sp, const Tensor& proj_bias) {
+PendingSum TensorParallelAttention::attend(const Tensor& qkv, bool sp, const Tensor& proj_bias,
+                                           const Tensor& residual) {
   const int64_t B = qkv.size(0), T = qkv.size(1), H = n_head_local, hd = d_model / n_head, C = H * hd;
   const std::vector<Tensor> parts = split(qkv, C, 2);  // one node: one gradient buffer for q, k, v
   auto heads = [&](int64_t which) { return transpose(view(parts[size_t(which)], {B, T, H, hd}), 1, 2); };
   Tensor y = scaled_dot_product_attention(heads(0), heads(1), heads(2), /*causal=*/true);  // (B, H, T, hd)
   y = reshape(transpose(y, 1, 2), {B, T, C});
   PendingSum p;
-  p.partial = sp ? sp_row_parallel_linear_start(reshape(y, {B * T, C}), c_proj->weight, proj_bias, c_proj->tp, p.work)
+  p.partial = sp ? sp_row_parallel_linear_start(reshape(y, {B * T, C}), c_proj->weight, proj_bias, c_proj->tp, p.work,
+                                                residual)
                  : c_proj->start(y, p.work);
   return p;
 }
@@ -78,10 +81,10 @@ PendingSum TensorParallelMLP::start(const Tensor& x) {
   return p;
 }
 
-PendingSum TensorParallelMLP::start_sp(const Tensor& x_rows, const Tensor& proj_bias) {
+PendingSum TensorParallelMLP::start_sp(const Tensor& x_rows, const Tensor& proj_bias, const Tensor& residual) {
   const Tensor h = gelu(sp_column_parallel_linear(x_rows, c_fc->weight, c_fc->bias, c_fc->tp), gelu_approx);
   PendingSum p;
-  p.partial = sp_row_parallel_linear_start(h, c_proj->weight, proj_bias, c_proj->tp, p.work);
+  p.partial = sp_row_parallel_linear_start(h, c_proj->weight, proj_bias, c_proj->tp, p.work, residual);
   return p;
 }
 
@@ -115,15 +118,21 @@ std::vector<Tensor> TensorParallelDecoderLayer::partial_grad_params() const {
 Tensor TensorParallelDecoderLayer::forward_sp(const Tensor& x, int64_t B, int64_t T, bool sum_grads) {
   const std::vector<Tensor> p =
       sum_grads ? sum_grads_over_tp(partial_grad_params(), attn->c_proj->tp) : partial_grad_params();
-  // The sum scattered to this rank's rows with the bias added, then dropout on those rows.
-  auto output = [](PendingSum& s, nn::Dropout& drop) {
+  // The sum scattered to this rank's rows with the bias added, then dropout on those rows, then
+  // the skip connection. When the dropout does nothing, the reduce-scatter's sum adds the skip
+  // connection in its own pass (sp_row_parallel_linear_start's residual).
+  auto sub_layer = [](const Tensor& skip, nn::Dropout& drop, auto&& start) {
+    const bool fuse = drop.is_identity();
+    PendingSum s = start(fuse ? skip : Tensor());
     if (s.work) s.work->wait();
-    return drop.forward(s.partial);
+    return fuse ? s.partial : skip + drop.forward(s.partial);
   };
-  PendingSum a = attn->start_sp(layer_norm(x, p[0], p[1], ln_1->eps), B, T, p[4]);
-  Tensor h = x + output(a, *attn->resid_dropout);
-  PendingSum m = mlp->start_sp(layer_norm(h, p[2], p[3], ln_2->eps), p[5]);
-  return h + output(m, *mlp->dropout);
+  Tensor h = sub_layer(x, *attn->resid_dropout, [&](const Tensor& residual) {
+    return attn->start_sp(layer_norm(x, p[0], p[1], ln_1->eps), B, T, p[4], residual);
+  });
+  return sub_layer(h, *mlp->dropout, [&](const Tensor& residual) {
+    return mlp->start_sp(layer_norm(h, p[2], p[3], ln_2->eps), p[5], residual);
+  });
 }
 
 TensorParallelTransformer::TensorParallelTransformer(const models::GPTConfig& c, TpGroup tp)

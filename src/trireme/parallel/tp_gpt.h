@@ -77,8 +77,10 @@ class TensorParallelAttention : public nn::Module {
   Tensor finish(PendingSum& pending);
   // Sequence parallelism: x_rows is this rank's rows (B T / tp, d) of the layer norm's output;
   // the pending sum is this rank's rows of c_proj's output plus proj_bias (c_proj's bias as the
-  // caller sums its gradient over tp; may be undefined).
-  PendingSum start_sp(const Tensor& x_rows, int64_t B, int64_t T, const Tensor& proj_bias);
+  // caller sums its gradient over tp; may be undefined) plus residual (the skip connection's
+  // rows, added in the sum's pass; may be undefined).
+  PendingSum start_sp(const Tensor& x_rows, int64_t B, int64_t T, const Tensor& proj_bias,
+                      const Tensor& residual = Tensor());
 
   int64_t d_model, n_head, n_head_local;
   std::shared_ptr<ColumnParallelLinear> c_attn;  // d -> 3d, this rank's q | k | v columns
@@ -87,7 +89,7 @@ class TensorParallelAttention : public nn::Module {
 
  private:
   // qkv (B, T, 3C) -> attention -> c_proj's output, being summed (sp: reduce-scattered to rows).
-  PendingSum attend(const Tensor& qkv, bool sp, const Tensor& proj_bias);
+  PendingSum attend(const Tensor& qkv, bool sp, const Tensor& proj_bias, const Tensor& residual = Tensor());
 };
 
 class TensorParallelMLP : public nn::Module {
@@ -96,7 +98,8 @@ class TensorParallelMLP : public nn::Module {
   Tensor forward(const Tensor& x);
   PendingSum start(const Tensor& x);
   Tensor finish(PendingSum& pending);
-  PendingSum start_sp(const Tensor& x_rows, const Tensor& proj_bias);  // as TensorParallelAttention::start_sp
+  PendingSum start_sp(const Tensor& x_rows, const Tensor& proj_bias,
+                      const Tensor& residual = Tensor());  // as TensorParallelAttention::start_sp
 
   GeluApprox gelu_approx;
   std::shared_ptr<ColumnParallelLinear> c_fc;  // d -> 4d

@@ -380,16 +380,18 @@ void peer_all_reduce(ProcessGroupNccl& world) {
         copy_(chunk, narrow(rs_in, 0, q * c.n, c.n));
         if (q != r && round != 1) staged->chunk_written(q);
       }
-      // Round 2 adds a bias in the sum's pass where the path can: the bits of a separate add.
+      // Round 2 adds a bias and then a residual in the sum's pass where the path can: the bits of
+      // two separate adds.
       const int64_t period = c.n % 256 == 0 ? 256 : c.n;
       Tensor bias = on_gpu(period, c.d, value);
+      Tensor residual = on_gpu(c.n, c.d, [&](int64_t i) { return value(i + 11) * 3.0; });
       const bool with_bias = round == 2 && staged->adds_bias();
       EXPECT_TRUE(staged->adds_bias() == fits, "a staged reduce_scatter that sends early should add a bias");
-      staged->finish(with_bias ? bias : Tensor());
+      staged->finish(with_bias ? bias : Tensor(), with_bias ? residual : Tensor());
       Tensor st_want = rs_nccl;
       if (with_bias) {
         rs_nccl_done->wait();
-        st_want = reshape(add(reshape(rs_nccl, {c.n / period, period}), bias), {c.n});
+        st_want = add(reshape(add(reshape(rs_nccl, {c.n / period, period}), bias), {c.n}), residual);
       }
       // Note [staged all-gather]: the peer's input read where it landed, then the whole output.
       Tensor sag_out = to_device(Tensor::empty({W * c.n}, c.d), g_device);
@@ -407,7 +409,7 @@ void peer_all_reduce(ProcessGroupNccl& world) {
       names.push_back(str_cat("all_gather of ", c.n, " ", c.d, " at offset ", c.offset, ", round ", round));
       names.push_back(str_cat("staged reduce_scatter ", reduce_op_name(c.op), " of ", W, " x ", c.n, " ", c.d,
                               round == 0 ? ", chunks in 3 parts" : round == 1 ? ", chunks left to finish()" : "",
-                              with_bias ? ", with a bias" : "",
+                              with_bias ? ", with a bias and a residual" : "",
                               ", round ", round));
       names.push_back(str_cat("staged all_gather of ", c.n, " ", c.d, ", round ", round));
       names.push_back(str_cat("staged all_gather's arrival from rank ", other, " of ", c.n, " ", c.d, ", round ", round));

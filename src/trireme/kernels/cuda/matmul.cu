@@ -3,6 +3,7 @@
 // cuBLASLt is column-major; a row-major out (M, N) is the column-major (N, M) product
 // b^T · a^T, so `b` goes in cuBLAS's A slot and `a` in its B slot, each transposed or not
 // according to which of its last two dims has unit stride (a transposed view costs no copy).
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -226,6 +227,19 @@ void matmul_cuda(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, Ten
         TRIREME_CHECK(hs == CUBLAS_STATUS_SUCCESS && found > 0, "matmul (CUDA): cuBLASLt found no algorithm for ",
                       a_in.sizes(), " x ", b_in.sizes(), " in ", dtype_name(dtype_v<T>), " (status ", int(hs), ")");
         it = st.algos.emplace(std::move(key), result.algo).first;
+        // TRIREME_GEMM_TRACE=1: one line per heuristic query (a cache miss costs the host tens to
+        // hundreds of microseconds; in a steady training step there should be none).
+        static const bool trace = [] {
+          const char* v = std::getenv("TRIREME_GEMM_TRACE");
+          return v && std::string(v) == "1";
+        }();
+        if (trace) {
+          std::fprintf(stderr, "[trireme] cuBLASLt heuristic query #%zu: %s x %s -> %s %s, align %zu/%zu/%zu%s\n",
+                       st.algos.size(), str_cat(a_in.sizes()).c_str(), str_cat(b_in.sizes()).c_str(),
+                       str_cat(out.sizes()).c_str(), dtype_name(dtype_v<T>), pointer_alignment(a.data_ptr()),
+                       pointer_alignment(b.data_ptr()), pointer_alignment(out.data_ptr()),
+                       Accumulate ? ", accumulate" : bias_in_epilogue ? ", bias" : "");
+        }
       }
       algo = it->second;
     }

@@ -16,10 +16,11 @@ struct PeerInputs {
 // else one element (V = 1). K > 0: exactly K inputs, all loaded before the first add, so that
 // a thread's loads are in flight together (with a runtime count each load waited for the last:
 // 27 us instead of ~12 for a 16 MiB bf16 sum of 2 on an H200). K = 0: k inputs, any k.
-// bias: null, or `period` values added to the rounded sums (period a multiple of V when V > 1).
+// bias: null, or `period` values added to the rounded sums (period a multiple of V when V > 1);
+// residual: null, or n values added after that.
 template <class D, int V, int K>
 __global__ void peer_sum_kernel(int64_t n, D* out, PeerInputs<D> in, int k, bool average, const D* bias,
-                                int64_t period) {
+                                int64_t period, const D* residual) {
   using A = dacc_t<D>;
   if constexpr (K > 0) k = K;
   const int64_t vectors = n / V;
@@ -56,6 +57,11 @@ __global__ void peer_sum_kernel(int64_t n, D* out, PeerInputs<D> in, int k, bool
 #pragma unroll
       for (int e = 0; e < V; ++e) o.v[e] = from_acc<D>(to_acc(o.v[e]) + to_acc(b.v[e]));
     }
+    if (residual) {
+      const Packed<D, V> r = reinterpret_cast<const Packed<D, V>*>(residual)[v];
+#pragma unroll
+      for (int e = 0; e < V; ++e) o.v[e] = from_acc<D>(to_acc(o.v[e]) + to_acc(r.v[e]));
+    }
     reinterpret_cast<Packed<D, V>*>(out)[v] = o;
   }
   for (int64_t i = vectors * V + first; i < n; i += stride) {
@@ -63,29 +69,31 @@ __global__ void peer_sum_kernel(int64_t n, D* out, PeerInputs<D> in, int k, bool
     for (int j = 1; j < k; ++j) acc += to_acc(in.p[j][i]);
     D o = from_acc<D>(average ? acc / A(k) : acc);
     if (bias) o = from_acc<D>(to_acc(o) + to_acc(bias[i % period]));
+    if (residual) o = from_acc<D>(to_acc(o) + to_acc(residual[i]));
     out[i] = o;
   }
 }
 
 template <class T>
 void launch(void* out, const void* const* inputs, int k, int64_t n, bool average, cudaStream_t stream,
-            const void* bias_in, int64_t period) {
+            const void* bias_in, int64_t period, const void* residual_in) {
   using D = device_t<T>;
   constexpr int V = int(16 / sizeof(D));
   PeerInputs<D> in{};
   const D* bias = static_cast<const D*>(bias_in);
-  bool aligned = aligned16(out) && (!bias || (aligned16(bias) && period % V == 0));
+  const D* residual = static_cast<const D*>(residual_in);
+  bool aligned = aligned16(out) && (!bias || (aligned16(bias) && period % V == 0)) && (!residual || aligned16(residual));
   for (int j = 0; j < k; ++j) {
     in.p[j] = static_cast<const D*>(inputs[j]);
     aligned = aligned && aligned16(inputs[j]);
   }
   D* o = static_cast<D*>(out);
   if (aligned && k == 2) {  // two ranks: the case the peer path is on for by default
-    peer_sum_kernel<D, V, 2><<<grid_for((n + V - 1) / V), kBlock, 0, stream>>>(n, o, in, k, average, bias, period);
+    peer_sum_kernel<D, V, 2><<<grid_for((n + V - 1) / V), kBlock, 0, stream>>>(n, o, in, k, average, bias, period, residual);
   } else if (aligned) {
-    peer_sum_kernel<D, V, 0><<<grid_for((n + V - 1) / V), kBlock, 0, stream>>>(n, o, in, k, average, bias, period);
+    peer_sum_kernel<D, V, 0><<<grid_for((n + V - 1) / V), kBlock, 0, stream>>>(n, o, in, k, average, bias, period, residual);
   } else {
-    peer_sum_kernel<D, 1, 0><<<grid_for(n), kBlock, 0, stream>>>(n, o, in, k, average, bias, period);
+    peer_sum_kernel<D, 1, 0><<<grid_for(n), kBlock, 0, stream>>>(n, o, in, k, average, bias, period, residual);
   }
   TRIREME_CUDA_CHECK_LAUNCH();
 }
@@ -97,17 +105,17 @@ bool peer_sum_supports(DType dtype) {
 }
 
 void peer_sum(void* out, const void* const* inputs, int n_inputs, int64_t numel, DType dtype, bool average,
-              cudaStream_t stream, const void* bias, int64_t bias_period) {
+              cudaStream_t stream, const void* bias, int64_t bias_period, const void* residual) {
   TRIREME_CHECK(n_inputs >= 1 && n_inputs <= kMaxPeerSumInputs, "peer_sum: ", n_inputs, " inputs (1 to ",
                 kMaxPeerSumInputs, ")");
   TRIREME_CHECK(!bias || (bias_period > 0 && numel % bias_period == 0), "peer_sum: a bias of ", bias_period,
                 " values does not repeat along ", numel);
   if (numel == 0) return;
   switch (dtype) {
-    case DType::f64: return launch<double>(out, inputs, n_inputs, numel, average, stream, bias, bias_period);
-    case DType::f32: return launch<float>(out, inputs, n_inputs, numel, average, stream, bias, bias_period);
-    case DType::bf16: return launch<bf16_t>(out, inputs, n_inputs, numel, average, stream, bias, bias_period);
-    case DType::f16: return launch<f16_t>(out, inputs, n_inputs, numel, average, stream, bias, bias_period);
+    case DType::f64: return launch<double>(out, inputs, n_inputs, numel, average, stream, bias, bias_period, residual);
+    case DType::f32: return launch<float>(out, inputs, n_inputs, numel, average, stream, bias, bias_period, residual);
+    case DType::bf16: return launch<bf16_t>(out, inputs, n_inputs, numel, average, stream, bias, bias_period, residual);
+    case DType::f16: return launch<f16_t>(out, inputs, n_inputs, numel, average, stream, bias, bias_period, residual);
     default: TRIREME_FAIL("peer_sum: dtype ", dtype, " is not supported");
   }
 }

@@ -21,7 +21,10 @@ bool peer_sum_supports(DType dtype);
 // its inputs in rank order, so every rank computes the same bits. out may be one of the inputs.
 // With a bias (bias_period elements, repeated along out: a row-parallel layer's bias over its
 // rows) it is then added as a separate add would: out[i] = round(round(sum) + bias[i % period]).
+// With a residual (numel elements: a residual stream's rows) it is added after that, as a
+// separate add again: out[i] = round(previous + residual[i]).
 void peer_sum(void* out, const void* const* inputs, int n_inputs, int64_t numel, DType dtype, bool average,
-              cudaStream_t stream, const void* bias = nullptr, int64_t bias_period = 0);
+              cudaStream_t stream, const void* bias = nullptr, int64_t bias_period = 0,
+              const void* residual = nullptr);
 
 }  // namespace trireme::cuda_kernels
