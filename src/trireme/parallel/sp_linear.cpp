@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <string>
 
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/autograd/node.h"
@@ -82,6 +83,23 @@ dist::WorkPtr product_by_source(const Tensor& mine, const Tensor& full, const Te
   return gather->finish();
 }
 
+// Note [staged backward reduce-scatter]
+// The column-parallel backward reduce-scatters its input gradient beside the weight-gradient
+// GEMM. As a plain reduce-scatter the copy-engine group sums it on its own stream, so the sum
+// kernel shares the SMs with that GEMM (the session 6 timeline: 3.9 ms a step of sums on the
+// group's stream, the GEMMs slower beside them). TRIREME_SP_STAGED_BACKWARD=1 makes it a staged
+// reduce-scatter instead: the input-gradient GEMM split by destination rows (the other ranks'
+// rows first, each sent once written), and the sum run on the compute stream after the weight-
+// gradient GEMM, alone. Off until measured on GPUs (it only changes where and when the same
+// numbers are summed: the same bits either way).
+bool staged_backward_reduce_scatter() {
+  static const bool on = [] {
+    const char* v = std::getenv("TRIREME_SP_STAGED_BACKWARD");
+    return v && std::string(v) == "1";
+  }();
+  return on;
+}
+
 }  // namespace
 
 Tensor sp_column_parallel_linear(const Tensor& x_rows, const Tensor& weight, const Tensor& bias, const TpGroup& tp) {
@@ -109,14 +127,27 @@ Tensor sp_column_parallel_linear(const Tensor& x_rows, const Tensor& weight, con
              const Tensor go = contiguous(g[0]);
              Tensor gx, gw, gb;
              dist::WorkPtr scatter;
+             std::unique_ptr<dist::StagedReduceScatter> staged;
              if (need_x) {  // (g · W) summed over tp, this rank's rows: beside the dW GEMM
-               const Tensor gx_full = matmul(go, sw.unpack("sp_column_parallel_linear"));
-               gx = Tensor::empty({rows, in}, gx_full.dtype(), gx_full.device());
-               scatter = group_of(tp, "sp_column_parallel_linear backward").reduce_scatter(gx, gx_full);
+               const Tensor w = sw.unpack("sp_column_parallel_linear");
+               dist::ProcessGroup& grp = group_of(tp, "sp_column_parallel_linear backward");
+               gx = Tensor::empty({rows, in}, go.dtype(), go.device());
+               if (staged_backward_reduce_scatter()) {  // Note [staged backward reduce-scatter]
+                 const Tensor gx_full = Tensor::empty({n, in}, go.dtype(), go.device());
+                 staged = grp.reduce_scatter_staged(gx, gx_full);
+                 for (int step = 1; step <= tp.size; ++step) {
+                   const int q = (tp.rank + step) % tp.size;  // this rank's own rows last
+                   gemm_into(rows_of(go, q, rows), w, Tensor(), rows_of(gx_full, q, rows));
+                   if (q != tp.rank) staged->chunk_written(q);
+                 }
+               } else {
+                 scatter = grp.reduce_scatter(gx, matmul(go, w));
+               }
              }
              full_ready->wait();
              gw = matmul(transpose(go, 0, 1), full);  // gᵀ · gathered x
              if (need_b) gb = sum(go, {0});
+             if (staged) scatter = staged->finish();
              if (scatter) scatter->wait();
              return {gx, gw, gb};
            });
