@@ -53,6 +53,45 @@ ncclRedOp_t nccl_reduce_op(ReduceOp op) {
   return ncclSum;
 }
 
+// A group's CUDA events, reused: every op needs one (two for a send/recv), hundreds a step under
+// tensor parallelism, and creating and destroying them cost the host microseconds each.
+// Re-recording an event is safe once an op is over: a stream that waited on it captured the
+// record it waited for.
+class EventPool {
+ public:
+  explicit EventPool(int device) : device_(device) {}
+  ~EventPool() {
+    for (cudaEvent_t e : free_) cudaEventDestroy(e);
+  }
+  EventPool(const EventPool&) = delete;
+  EventPool& operator=(const EventPool&) = delete;
+
+  cudaEvent_t take() {
+    {
+      std::lock_guard lock(mutex_);
+      if (!free_.empty()) {
+        cudaEvent_t e = free_.back();
+        free_.pop_back();
+        return e;
+      }
+    }
+    cuda::DeviceGuard guard(device_);
+    cudaEvent_t e = nullptr;
+    TRIREME_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    return e;
+  }
+  void give(cudaEvent_t e) {
+    if (!e) return;
+    std::lock_guard lock(mutex_);
+    free_.push_back(e);
+  }
+
+ private:
+  int device_;
+  std::mutex mutex_;  // its own: ops are dropped both under the group's lock and outside it
+  std::vector<cudaEvent_t> free_;
+};
+
 // One op, shared by its Work and the group's list of ops in flight. Guarded by Impl::mutex.
 struct OpState {
   std::string what;             // "all_reduce(sum, [1000] f32)"
@@ -68,17 +107,14 @@ struct OpState {
   bool is_send = false;
   int peer = -1;
 
+  std::shared_ptr<EventPool> events;  // where done_event and ready_event came from
+
   ~OpState() {
-    if (done_event) cudaEventDestroy(done_event);
-    if (ready_event) cudaEventDestroy(ready_event);
+    if (!events) return;
+    events->give(done_event);
+    events->give(ready_event);
   }
 };
-
-cudaEvent_t make_event() {
-  cudaEvent_t e = nullptr;
-  TRIREME_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-  return e;
-}
 
 // TRIREME_PEER_ALLREDUCE_MB: the peer all-reduce's slot size (32 MiB: one activation of GPT
 // 1.3B at B=8, T=1024 in bf16); larger tensors go in pieces.
@@ -106,6 +142,7 @@ struct ProcessGroupNccl::Impl {
   ncclComm_t comm = nullptr;
   cuda::Stream stream;
   cudaEvent_t ready = nullptr;  // the caller's stream before each collective (reused)
+  std::shared_ptr<EventPool> events;  // the ops' events
   Tensor barrier_buffer;
   // Sums and averages of floating-point tensors when the ranks share a host (Note [peer
   // all-reduce]); null when they cannot, peer_why_not then says why.
@@ -234,7 +271,8 @@ struct ProcessGroupNccl::Impl {
     op->what = what;
     op->tensors = std::move(tensors);
     op->timeout = timeout;
-    op->done_event = make_event();
+    op->events = events;
+    op->done_event = events->take();
     finish_call_locked(call(s), what, timeout);
     TRIREME_CUDA_CHECK(cudaEventRecord(op->done_event, s));
     op->started = true;
@@ -605,7 +643,8 @@ ProcessGroupNccl::ProcessGroupNccl(std::shared_ptr<StoreClient> store, int rank,
       }
     }
     impl.stream = cuda::Stream::create(impl.device);
-    impl.ready = make_event();
+    impl.events = std::make_shared<EventPool>(impl.device);
+    impl.ready = impl.events->take();
     impl.peer = PeerAllReduce::create(*impl.store,
                                       {.key_prefix = str_cat(options.prefix, "peer#", instance, "/"),
                                        .rank = rank,
@@ -892,8 +931,9 @@ std::shared_ptr<OpState> queue_transfer(ProcessGroupNccl::Impl& impl, std::strin
   std::lock_guard lock(impl.mutex);
   impl.check_usable_locked(op->what);
   cuda::DeviceGuard guard(impl.device);
-  op->ready_event = make_event();
-  op->done_event = make_event();
+  op->events = impl.events;
+  op->ready_event = impl.events->take();
+  op->done_event = impl.events->take();
   TRIREME_CUDA_CHECK(cudaEventRecord(op->ready_event, cuda::current_stream(impl.device).handle()));
   if (alone) impl.flush_locked();
   impl.queued.push_back(op);
