@@ -234,11 +234,12 @@ void matmul_cuda(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, Ten
           return v && std::string(v) == "1";
         }();
         if (trace) {
-          std::fprintf(stderr, "[trireme] cuBLASLt heuristic query #%zu: %s x %s -> %s %s, align %zu/%zu/%zu%s\n",
-                       st.algos.size(), str_cat(a_in.sizes()).c_str(), str_cat(b_in.sizes()).c_str(),
-                       str_cat(out.sizes()).c_str(), dtype_name(dtype_v<T>), pointer_alignment(a.data_ptr()),
-                       pointer_alignment(b.data_ptr()), pointer_alignment(out.data_ptr()),
-                       Accumulate ? ", accumulate" : bias_in_epilogue ? ", bias" : "");
+          const std::string line =
+              str_cat("[trireme] cuBLASLt heuristic query #", st.algos.size(), ": ", a_in.sizes(), " x ", b_in.sizes(),
+                      " -> ", out.sizes(), " ", dtype_name(dtype_v<T>), ", alignments ", pointer_alignment(a.data_ptr()),
+                      "/", pointer_alignment(b.data_ptr()), "/", pointer_alignment(out.data_ptr()),
+                      Accumulate ? ", accumulate" : bias_in_epilogue ? ", bias" : "");
+          std::fprintf(stderr, "%s\n", line.c_str());
         }
       }
       algo = it->second;
