@@ -51,13 +51,13 @@ row() {  # label, env assignments..., --, command...
   tps=$(grep -oE '"tokens_per_s": [0-9.]+' <<< "$line" | grep -oE '[0-9.]+$')
   peer=$(grep -oE '"peer_all_reduce": [a-z]+' <<< "$line" | grep -oE '[a-z]+$')
   local phases=""
-  for k in fwd_ms bwd_ms opt_ms queue_fwd_ms queue_bwd_ms host_ms; do
+  for k in step_ms_unsynced fwd_ms bwd_ms opt_ms queue_fwd_ms queue_bwd_ms host_ms; do
     phases+="$(grep -oE "\"$k\": [0-9.]+" <<< "$line" | grep -oE '[0-9.]+$') "
   done
   echo "| $label | ${ms:-failed: $(tail -c 300 "$log" | tr '\n' ' ')} | ${tps:-} | ${peer:-} | $phases|"
 }
 
-echo "| run | step ms | tokens/s | peer all-reduce | fwd bwd opt queue_fwd queue_bwd host (ms) |"
+echo "| run | step ms | tokens/s | peer all-reduce | unsynced fwd bwd opt queue_fwd queue_bwd host (ms) |"
 echo "|---|---|---|---|---|"
 row "1.3B tp=1" A=1 -- $bench "${big[@]}"
 row "1.3B tp=2 alone (rank 0's shard, no collectives)" A=1 -- $bench "${big[@]}" --tp-alone 2
