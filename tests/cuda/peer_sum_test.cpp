@@ -57,6 +57,10 @@ TEST(CudaPeerSum, GivesTheBitsOfSeparateAdds) {
           const Tensor rounded = clone(plain);  // the kernel's own rounded sum
           const Tensor want = add(reshape(add(reshape(rounded, {n / period, period}), bias), {n}), residual);
           EXPECT_EQ(values(fused), values(want)) << "with a bias and a residual";
+          Tensor capped = clone(plain);  // a grid of 3 blocks: more elements a thread, same bits
+          cuda_kernels::peer_sum(capped.data_ptr(), ptrs.data(), inputs, n, dtype, false, stream, bias.data_ptr(),
+                                 period, residual.data_ptr(), /*max_blocks=*/3);
+          EXPECT_EQ(values(capped), values(want)) << "with a capped grid";
           Tensor biased = clone(plain);
           cuda_kernels::peer_sum(biased.data_ptr(), ptrs.data(), inputs, n, dtype, false, stream, bias.data_ptr(),
                                  period);

@@ -1,6 +1,8 @@
 // The peer all-reduce's sum: one pass that reads every input once and writes the result once.
 #include "trireme/kernels/cuda/peer_sum.h"
 
+#include <algorithm>
+
 #include "trireme/kernels/cuda/vector_map.cuh"
 
 namespace trireme::cuda_kernels {
@@ -76,7 +78,7 @@ __global__ void peer_sum_kernel(int64_t n, D* out, PeerInputs<D> in, int k, bool
 
 template <class T>
 void launch(void* out, const void* const* inputs, int k, int64_t n, bool average, cudaStream_t stream,
-            const void* bias_in, int64_t period, const void* residual_in) {
+            const void* bias_in, int64_t period, const void* residual_in, int max_blocks) {
   using D = device_t<T>;
   constexpr int V = int(16 / sizeof(D));
   PeerInputs<D> in{};
@@ -88,12 +90,16 @@ void launch(void* out, const void* const* inputs, int k, int64_t n, bool average
     aligned = aligned && aligned16(inputs[j]);
   }
   D* o = static_cast<D*>(out);
+  auto grid = [&](int64_t items) {
+    const unsigned g = grid_for(items);
+    return max_blocks > 0 ? std::min<unsigned>(g, unsigned(max_blocks)) : g;
+  };
   if (aligned && k == 2) {  // two ranks: the case the peer path is on for by default
-    peer_sum_kernel<D, V, 2><<<grid_for((n + V - 1) / V), kBlock, 0, stream>>>(n, o, in, k, average, bias, period, residual);
+    peer_sum_kernel<D, V, 2><<<grid((n + V - 1) / V), kBlock, 0, stream>>>(n, o, in, k, average, bias, period, residual);
   } else if (aligned) {
-    peer_sum_kernel<D, V, 0><<<grid_for((n + V - 1) / V), kBlock, 0, stream>>>(n, o, in, k, average, bias, period, residual);
+    peer_sum_kernel<D, V, 0><<<grid((n + V - 1) / V), kBlock, 0, stream>>>(n, o, in, k, average, bias, period, residual);
   } else {
-    peer_sum_kernel<D, 1, 0><<<grid_for(n), kBlock, 0, stream>>>(n, o, in, k, average, bias, period, residual);
+    peer_sum_kernel<D, 1, 0><<<grid(n), kBlock, 0, stream>>>(n, o, in, k, average, bias, period, residual);
   }
   TRIREME_CUDA_CHECK_LAUNCH();
 }
@@ -105,17 +111,17 @@ bool peer_sum_supports(DType dtype) {
 }
 
 void peer_sum(void* out, const void* const* inputs, int n_inputs, int64_t numel, DType dtype, bool average,
-              cudaStream_t stream, const void* bias, int64_t bias_period, const void* residual) {
+              cudaStream_t stream, const void* bias, int64_t bias_period, const void* residual, int max_blocks) {
   TRIREME_CHECK(n_inputs >= 1 && n_inputs <= kMaxPeerSumInputs, "peer_sum: ", n_inputs, " inputs (1 to ",
                 kMaxPeerSumInputs, ")");
   TRIREME_CHECK(!bias || (bias_period > 0 && numel % bias_period == 0), "peer_sum: a bias of ", bias_period,
                 " values does not repeat along ", numel);
   if (numel == 0) return;
   switch (dtype) {
-    case DType::f64: return launch<double>(out, inputs, n_inputs, numel, average, stream, bias, bias_period, residual);
-    case DType::f32: return launch<float>(out, inputs, n_inputs, numel, average, stream, bias, bias_period, residual);
-    case DType::bf16: return launch<bf16_t>(out, inputs, n_inputs, numel, average, stream, bias, bias_period, residual);
-    case DType::f16: return launch<f16_t>(out, inputs, n_inputs, numel, average, stream, bias, bias_period, residual);
+    case DType::f64: return launch<double>(out, inputs, n_inputs, numel, average, stream, bias, bias_period, residual, max_blocks);
+    case DType::f32: return launch<float>(out, inputs, n_inputs, numel, average, stream, bias, bias_period, residual, max_blocks);
+    case DType::bf16: return launch<bf16_t>(out, inputs, n_inputs, numel, average, stream, bias, bias_period, residual, max_blocks);
+    case DType::f16: return launch<f16_t>(out, inputs, n_inputs, numel, average, stream, bias, bias_period, residual, max_blocks);
     default: TRIREME_FAIL("peer_sum: dtype ", dtype, " is not supported");
   }
 }

@@ -23,8 +23,10 @@ bool peer_sum_supports(DType dtype);
 // rows) it is then added as a separate add would: out[i] = round(round(sum) + bias[i % period]).
 // With a residual (numel elements: a residual stream's rows) it is added after that, as a
 // separate add again: out[i] = round(previous + residual[i]).
+// max_blocks > 0 caps the grid: a sum that runs beside a GEMM then takes fewer of its SMs, and
+// takes longer (each thread strides over more elements; the result is the same).
 void peer_sum(void* out, const void* const* inputs, int n_inputs, int64_t numel, DType dtype, bool average,
               cudaStream_t stream, const void* bias = nullptr, int64_t bias_period = 0,
-              const void* residual = nullptr);
+              const void* residual = nullptr, int max_blocks = 0);
 
 }  // namespace trireme::cuda_kernels
