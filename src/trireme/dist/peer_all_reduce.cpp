@@ -636,6 +636,17 @@ void PeerAllReduce::fill_staged_all_gather(const Tensor& output, const Tensor& i
   }
 }
 
+void PeerAllReduce::fill_staged_others(const Tensor& others, cudaStream_t stream) {
+  check_staged("all_gather");
+  const Options& o = impl_->o;
+  const size_t bytes = size_t(others.numel()) * dtype_size(others.dtype()) / size_t(o.size - 1);
+  char* out = static_cast<char*>(others.data_ptr());
+  for (int q = 0, slot = 0; q < o.size; ++q) {
+    if (q == o.rank) continue;
+    TRIREME_CUDA_CHECK(cudaMemcpyAsync(out + size_t(slot++) * bytes, staged_slot(q), bytes, cudaMemcpyDeviceToDevice, stream));
+  }
+}
+
 void PeerAllReduce::finish_staged_all_gather(cudaStream_t stream) {
   check_staged("all_gather");
   release_slots(*impl_, stream, impl_->staged_seq);

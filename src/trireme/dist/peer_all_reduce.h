@@ -119,6 +119,8 @@ class PeerAllReduce {
   void begin_staged_all_gather(const Tensor& input, cudaStream_t stream);
   void* staged_slot(int q) const;
   void fill_staged_all_gather(const Tensor& output, const Tensor& input, cudaStream_t stream);
+  // The other ranks' slots into `others`, in rank order without this rank's (keep_others).
+  void fill_staged_others(const Tensor& others, cudaStream_t stream);
   void finish_staged_all_gather(cudaStream_t stream);
   // After a failure: lets every wait queued on this rank's stream pass (Note [peer all-reduce]).
   void release() noexcept;

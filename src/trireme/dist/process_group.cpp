@@ -1,6 +1,11 @@
 // The backend-independent part of ProcessGroup: rank bookkeeping and "does not support" errors.
 #include "trireme/dist/process_group.h"
 
+#include <algorithm>
+
+#include "trireme/kernels/elementwise.h"
+#include "trireme/kernels/registry.h"
+
 namespace trireme::dist {
 
 const char* reduce_op_name(ReduceOp op) {
@@ -108,6 +113,17 @@ class AllGatherAtOnce : public StagedAllGather {
     work_->wait();
     const int64_t n = input_.numel();
     return output_.alias(input_.sizes(), input_.strides(), output_.offset() + int64_t(rank) * n);
+  }
+  void keep_others(const Tensor& others) override {
+    const int64_t n = input_.numel(), size = output_.numel() / std::max<int64_t>(n, 1);
+    TRIREME_CHECK(others.is_contiguous() && others.numel() == (size - 1) * n && others.dtype() == input_.dtype(),
+                  "all_gather_staged: keep_others needs a contiguous ", input_.dtype(), " tensor of ", (size - 1) * n,
+                  " elements, got ", others.sizes(), " ", others.dtype());
+    for (int q = 0, slot = 0; q < size; ++q) {
+      if (q == me_) continue;
+      Tensor to = others.alias(input_.sizes(), input_.strides(), others.offset() + int64_t(slot++) * n);
+      find_kernel<CopyKernel>("copy", to.device(), to.dtype())(arrived(q), to);
+    }
   }
   WorkPtr finish() override { return work_; }
 

@@ -113,11 +113,14 @@ class StagedReduceScatter {
 // no other collective of the group may be issued in between. arrived(rank) is `in` itself. A
 // backend without staging does the whole all-gather at once: arrived(q) is then out's chunk q.
 // `out` may be undefined when only the arrivals are wanted (a backend that needs a buffer
-// makes its own).
+// makes its own). keep_others(others) (before finish()) copies the other ranks' inputs into
+// `others` ((size - 1) input.numel() elements, in rank order without this rank's): for a caller
+// that keeps its own input anyway, half the copying of a whole output at tp = 2.
 class StagedAllGather {
  public:
   virtual ~StagedAllGather() = default;
   virtual Tensor arrived(int rank) = 0;
+  virtual void keep_others(const Tensor& others) = 0;
   virtual WorkPtr finish() = 0;
 };
 

@@ -834,6 +834,17 @@ class PeerStagedAllGather : public StagedAllGather {
     } catch (...) {
     }
   }
+  void keep_others(const Tensor& others) override {
+    TRIREME_CHECK(!s_.finished, "nccl ", s_.what, ": keep_others() after finish()");
+    const int64_t want = (s_.impl->global_ranks.size() - 1) * size_t(s_.input.numel());
+    TRIREME_CHECK(others.is_contiguous() && others.device() == s_.input.device() && others.dtype() == s_.input.dtype() &&
+                      others.numel() == want,
+                  "nccl ", s_.what, ": keep_others needs a contiguous ", s_.input.dtype(), " tensor of ", want,
+                  " elements on ", s_.input.device(), ", got ", others.sizes(), " ", others.dtype(), " on ",
+                  others.device());
+    issue_on_peer(s_.impl, str_cat(s_.what, " kept"), s_.timeout, {others},
+                  [&](PeerAllReduce& peer, cudaStream_t st) { peer.fill_staged_others(others, st); });
+  }
   Tensor arrived(int rank) override {
     TRIREME_CHECK(!s_.finished, "nccl ", s_.what, ": arrived() after finish()");
     if (rank == s_.impl->rank) return s_.input;

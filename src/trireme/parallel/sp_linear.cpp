@@ -70,10 +70,13 @@ Tensor transposed(const Tensor& w) { return w.alias({w.size(1), w.size(0)}, {w.s
 
 // out (n, cols) = every rank's rows times b (+ bias): this rank's rows first (`mine`, already
 // here), each other rank's as it arrives, read where it lands (Note [staged all-gather]).
-// `full` receives every rank's rows beside those GEMMs; the returned work says when it has them.
-dist::WorkPtr product_by_source(const Tensor& mine, const Tensor& full, const Tensor& b, const Tensor& bias,
-                                const TpGroup& tp, dist::ProcessGroup& group, Tensor& out) {
-  std::unique_ptr<dist::StagedAllGather> gather = group.all_gather_staged(full, mine);
+// `kept` receives, beside those GEMMs, the other ranks' rows (in rank order without this rank's;
+// Note [the weight gradient by source]) or, with keep_all, every rank's; the returned work says
+// when it has them.
+dist::WorkPtr product_by_source(const Tensor& mine, const Tensor& kept, bool keep_all, const Tensor& b,
+                                const Tensor& bias, const TpGroup& tp, dist::ProcessGroup& group, Tensor& out) {
+  std::unique_ptr<dist::StagedAllGather> gather = group.all_gather_staged(keep_all ? kept : Tensor(), mine);
+  if (!keep_all) gather->keep_others(kept);
   const int64_t rows = mine.size(0);
   gemm_into(mine, b, bias, rows_of(out, tp.rank, rows));
   for (int step = 1; step < tp.size; ++step) {
@@ -82,6 +85,24 @@ dist::WorkPtr product_by_source(const Tensor& mine, const Tensor& full, const Te
   }
   return gather->finish();
 }
+
+// Note [the weight gradient by source]
+// The column-parallel weight gradient needs every rank's input rows: gW = sum over q of
+// g_qᵀ x_q. This rank's own rows are its input, so the forward keeps only the other ranks'
+// (copied out of the staging memory beside its GEMMs) and the backward sums by source with
+// addmm_: at tp = 2 half the device copies of keeping the whole gathered input, the same memory.
+// TRIREME_SP_GATHERED_COPY=1 keeps the whole gathered input and does one GEMM (an experiment
+// switch, to measure one against the other).
+bool keep_gathered_copy() {
+  static const bool on = [] {
+    const char* v = std::getenv("TRIREME_SP_GATHERED_COPY");
+    return v && std::string(v) == "1";
+  }();
+  return on;
+}
+
+// Index of rank q's rows among the other ranks' (rank order without `me`).
+int64_t other_index(int q, int me) { return q < me ? q : q - 1; }
 
 // Note [staged backward reduce-scatter]
 // The column-parallel backward reduce-scatters its input gradient beside the weight-gradient
@@ -110,17 +131,19 @@ Tensor sp_column_parallel_linear(const Tensor& x_rows, const Tensor& weight, con
   dist::ProcessGroup& group = group_of(tp, "sp_column_parallel_linear");
   const int64_t rows = x_rows.size(0), in = weight.size(1), out_features = weight.size(0), n = rows * tp.size;
   Tensor out = Tensor::empty({n, out_features}, x_rows.dtype(), x_rows.device());
-  Tensor full = Tensor::empty({n, in}, x_rows.dtype(), x_rows.device());
-  dist::WorkPtr full_ready;  // the gathered input, kept for the weight gradient
+  // The input rows kept for the weight gradient (Note [the weight gradient by source]).
+  const bool keep_all = keep_gathered_copy();
+  Tensor kept = Tensor::empty({keep_all ? n : n - rows, in}, x_rows.dtype(), x_rows.device());
+  dist::WorkPtr kept_ready;
   {
     NoGradGuard no_grad;
     const Tensor mine = contiguous(x_rows.detach());
-    full_ready = product_by_source(mine, full, transposed(weight.detach()), bias.defined() ? bias.detach() : Tensor(),
-                                   tp, group, out);
+    kept_ready = product_by_source(mine, kept, keep_all, transposed(weight.detach()),
+                                   bias.defined() ? bias.detach() : Tensor(), tp, group, out);
   }
   if (any_requires_grad({&x_rows, &weight, &bias})) {
     const bool need_x = x_rows.requires_grad(), need_b = bias.defined() && bias.requires_grad();
-    SavedTensor sw(need_x ? weight : Tensor());
+    SavedTensor sw(need_x ? weight : Tensor()), sx(keep_all ? Tensor() : x_rows);
     record("sp_column_parallel_linear", {&x_rows, &weight, &bias}, {&out},
            [=](const TensorList& g) -> TensorList {
              NoGradGuard no_grad;
@@ -144,8 +167,17 @@ Tensor sp_column_parallel_linear(const Tensor& x_rows, const Tensor& weight, con
                  scatter = grp.reduce_scatter(gx, matmul(go, w));
                }
              }
-             full_ready->wait();
-             gw = matmul(transpose(go, 0, 1), full);  // gᵀ · gathered x
+             kept_ready->wait();
+             if (keep_all) {
+               gw = matmul(transpose(go, 0, 1), kept);  // gᵀ · gathered x
+             } else {  // sum over q of g_qᵀ x_q, this rank's x_q its own input
+               gw = matmul(transpose(rows_of(go, tp.rank, rows), 0, 1),
+                           contiguous(sx.unpack("sp_column_parallel_linear")));
+               for (int q = 0; q < tp.size; ++q) {
+                 if (q == tp.rank) continue;
+                 addmm_(gw, transpose(rows_of(go, q, rows), 0, 1), rows_of(kept, int(other_index(q, tp.rank)), rows));
+               }
+             }
              if (need_b) gb = sum(go, {0});
              if (staged) scatter = staged->finish();
              if (scatter) scatter->wait();

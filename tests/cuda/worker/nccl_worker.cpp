@@ -399,12 +399,14 @@ void peer_all_reduce(ProcessGroupNccl& world) {
       const int other = (r + 1) % W;
       Tensor sag_arrived = clone(sag->arrived(other));
       sag->finish()->wait();
-      auto arrivals_only = peer->all_gather_staged(Tensor(), ag_in);  // no output: nothing kept
+      auto arrivals_only = peer->all_gather_staged(Tensor(), ag_in);  // no output; the others' rows kept
+      Tensor kept = to_device(Tensor::empty({(W - 1) * c.n}, c.d), g_device);
+      arrivals_only->keep_others(kept);
       Tensor only_arrived = clone(arrivals_only->arrived(other));
       arrivals_only->finish()->wait();
       const Tensor ag_other = narrow(ag_nccl, 0, other * c.n, c.n);
-      peer_results.insert(peer_results.end(), {rs_peer, ag_peer, st_peer, sag_out, sag_arrived, only_arrived});
-      nccl_results.insert(nccl_results.end(), {rs_nccl, ag_nccl, st_want, ag_nccl, ag_other, ag_other});
+      peer_results.insert(peer_results.end(), {rs_peer, ag_peer, st_peer, sag_out, sag_arrived, only_arrived, kept});
+      nccl_results.insert(nccl_results.end(), {rs_nccl, ag_nccl, st_want, ag_nccl, ag_other, ag_other, ag_other});
       names.push_back(str_cat("reduce_scatter ", reduce_op_name(c.op), " of ", W, " x ", c.n, " ", c.d, ", round ", round));
       names.push_back(str_cat("all_gather of ", c.n, " ", c.d, " at offset ", c.offset, ", round ", round));
       names.push_back(str_cat("staged reduce_scatter ", reduce_op_name(c.op), " of ", W, " x ", c.n, " ", c.d,
@@ -415,6 +417,7 @@ void peer_all_reduce(ProcessGroupNccl& world) {
       names.push_back(str_cat("staged all_gather's arrival from rank ", other, " of ", c.n, " ", c.d, ", round ", round));
       names.push_back(str_cat("output-less staged all_gather's arrival from rank ", other, " of ", c.n, " ", c.d,
                               ", round ", round));
+      names.push_back(str_cat("staged all_gather's kept rows of the other rank, ", c.n, " ", c.d, ", round ", round));
     }
   }
   peer->barrier()->wait(20s);

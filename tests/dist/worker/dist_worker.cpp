@@ -146,7 +146,13 @@ void collectives(ProcessGroup& world) {
   auto arrivals_only = world.all_gather_staged(Tensor(), in);
   expect_values(arrivals_only->arrived(W - 1), [&](int64_t i) { return i == 0 ? W - 1 : 10 * (W - 1); },
                 "an output-less staged all_gather's arrival");
+  Tensor others = Tensor::empty({2 * (W - 1)}, in.dtype());  // the other ranks' inputs, this one's left out
+  arrivals_only->keep_others(others);
   arrivals_only->finish()->wait();
+  expect_values(others, [&](int64_t i) {
+    const int64_t q = i / 2 < r ? i / 2 : i / 2 + 1;
+    return i % 2 == 0 ? q : 10 * q;
+  }, "staged all_gather's kept rows of the other ranks");
 
   // reduce_scatter: element j of rank q's input is q + j; rank r keeps elements 3r..3r+2.
   Tensor rs_in = filled<float>(W * 3, DType::f32, [&](int64_t j) { return r + j; });
