@@ -20,6 +20,8 @@ TEST_P(TensorParallel, GPTLossAndGradientsMatchOneProcess) { expect_ok(GetParam(
 
 INSTANTIATE_TEST_SUITE_P(Parallel, TensorParallel, ::testing::Values(2, 4));
 
+TEST(TensorParallelDeferredSums, MatchOneProcessAndRefuseAStepThatMixesPaths) { expect_ok(2, "tp_defer_mixed"); }
+
 class LayoutEquivalence : public ::testing::TestWithParam<std::pair<int, const char*>> {};
 
 TEST_P(LayoutEquivalence, TwentyStepsMatchOneProcess) {

@@ -202,6 +202,42 @@ void tp_gpt(const std::shared_ptr<dist::ProcessGroup>& world) {
   }
 }
 
+// ---- tp_defer_mixed ----
+
+// Note [deferred gradient sums]: a step of sequence-parallel forwards only gives one process's
+// gradients once sum_deferred_grads() has run; a step whose forwards took both the sequence-
+// parallel path (partial gradients) and the replicated one (whole gradients) is refused.
+void tp_defer_mixed(const std::shared_ptr<dist::ProcessGroup>& world) {
+  ParallelContext ctx(world, {.tp = world->size(), .sequence_parallel = true});
+  models::GPT ref(tiny_config(true), 11);
+  TensorParallelGPT tp(tiny_config(true), ctx, 11);
+  tp.defer_grad_sums(true);
+  auto [x, y] = batch(0, 0, 4, 8, 61);  // 32 tokens: divisible by tp, the sequence-parallel path
+  ref.loss(x, y).backward();
+  tp.loss(x, y).backward();
+  tp.sum_deferred_grads();
+  std::map<std::string, Tensor> ref_grads;
+  for (auto& [n, p] : ref.named_parameters()) ref_grads[n] = p.grad();
+  for (auto& [n, p] : tp.named_parameters()) {
+    if (tp.shard_specs().count(n)) continue;  // the replicated ones carry the deferred sums
+    const double d = max_abs_diff(p.grad(), ref_grads.at(n));
+    WCHECK(d < 1e-5, n, " gradient after the deferred sum differs by ", d);
+  }
+  auto [x7, y7] = batch(1, 0, 1, 7, 61);  // 7 tokens: not divisible by tp, the replicated path
+  tp.loss(x, y).backward();
+  tp.loss(x7, y7).backward();
+  std::string error;
+  try {
+    tp.sum_deferred_grads();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  WCHECK(error.find("cannot be told apart") != std::string::npos && error.find("defer_grad_sums(false)") != std::string::npos,
+         "mixing the paths in one step should be a clear error, got '", error, "'");
+  tp.sum_deferred_grads();  // the count starts over: nothing pending, nothing done
+  log("tp_defer_mixed: deferred sums match one process; a mixed step is refused");
+}
+
 // ---- train:<layout> ----
 
 struct TrainLayout {
@@ -350,6 +386,7 @@ int run_worker(const std::string& scenario) {
     auto world = connect();
     if (scenario == "tp_layers") tp_layers(world);
     else if (scenario == "tp_gpt") tp_gpt(world);
+    else if (scenario == "tp_defer_mixed") tp_defer_mixed(world);
     else if (scenario.rfind("train:", 0) == 0) train(world, scenario.substr(6));
     else TRIREME_FAIL("unknown scenario ", scenario);
     log(scenario + " ok");
