@@ -91,8 +91,9 @@ dist::WorkPtr product_by_source(const Tensor& mine, const Tensor& kept, bool kee
 // g_qᵀ x_q. This rank's own rows are its input, so the forward keeps only the other ranks'
 // (copied out of the staging memory beside its GEMMs) and the backward sums by source with
 // addmm_: at tp = 2 half the device copies of keeping the whole gathered input, the same memory.
-// TRIREME_SP_GATHERED_COPY=1 keeps the whole gathered input and does one GEMM (an experiment
-// switch, to measure one against the other).
+// Measured on 2 H200s (bench/gpu/RESULTS.md, session 6): 78.53 ms a step against 78.74 with the
+// whole gathered input kept, which TRIREME_SP_GATHERED_COPY=1 still does (one GEMM; an
+// experiment switch).
 bool keep_gathered_copy() {
   static const bool on = [] {
     const char* v = std::getenv("TRIREME_SP_GATHERED_COPY");
@@ -111,8 +112,9 @@ int64_t other_index(int q, int me) { return q < me ? q : q - 1; }
 // group's stream, the GEMMs slower beside them). TRIREME_SP_STAGED_BACKWARD=1 makes it a staged
 // reduce-scatter instead: the input-gradient GEMM split by destination rows (the other ranks'
 // rows first, each sent once written), and the sum run on the compute stream after the weight-
-// gradient GEMM, alone. Off until measured on GPUs (it only changes where and when the same
-// numbers are summed: the same bits either way).
+// gradient GEMM, alone (the same bits either way). Measured on 2 H200s (bench/gpu/RESULTS.md,
+// session 6): 78.22 ms a step against 77.82, slower (the sum no longer hides behind the GEMM),
+// so it stays an experiment switch, off.
 bool staged_backward_reduce_scatter() {
   static const bool on = [] {
     const char* v = std::getenv("TRIREME_SP_STAGED_BACKWARD");
