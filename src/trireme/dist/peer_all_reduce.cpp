@@ -473,7 +473,9 @@ void sum_in_rank_order(void* out, const void* own, const void* const* slots, int
 
 // TRIREME_PEER_SUM_BLOCKS=N caps the grid of the sums that run on the group's own stream (the
 // all-reduces and plain reduce-scatters, which overlap the caller's GEMMs), so that they take
-// fewer SMs from them. An experiment switch; unset or 0: no cap.
+// fewer SMs from them. An experiment switch, unset or 0: no cap. Measured on 2 H200s (GPT 1.3B
+// tp=2, bench/gpu/RESULTS.md session 6): 32 blocks made the step 2.6 ms slower, 8 blocks 9.9 ms:
+// what waits for a longer sum loses more than the GEMMs beside it gain.
 int group_sum_blocks() {
   static const int blocks = [] {
     const char* v = std::getenv("TRIREME_PEER_SUM_BLOCKS");
