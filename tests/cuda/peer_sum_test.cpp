@@ -6,6 +6,9 @@
 #include <vector>
 
 #include "cuda_test_util.h"
+
+#ifdef TRIREME_WITH_CUDA  // the kernel's header needs the CUDA runtime's
+
 #include "trireme/cuda/stream.h"
 #include "trireme/kernels/cuda/peer_sum.h"
 #include "trireme/ops/elementwise.h"
@@ -74,3 +77,5 @@ TEST(CudaPeerSum, GivesTheBitsOfSeparateAdds) {
 
 }  // namespace
 }  // namespace trireme::testing
+
+#endif  // TRIREME_WITH_CUDA
