@@ -1,11 +1,12 @@
-// Where the host's main thread spends its CPU time, for steps that the host holds back (the
+// Where the host's main thread spends its time during steps that the host holds back (the
 // timelines of bench/gpu/trace_step.sh show the GPU waiting for launches; this says which code the
-// host was running instead). LD_PRELOAD it into a process with TRIREME_HOST_SAMPLES set to a
-// folder: a timer on the main thread's CPU clock interrupts it every TRIREME_HOST_SAMPLE_US
+// host was in instead). LD_PRELOAD it into a process with TRIREME_HOST_SAMPLES set to a folder: a
+// timer on the main thread's CPU clock (or on the wall clock with TRIREME_HOST_SAMPLE_CLOCK=wall,
+// which also catches where it is blocked) interrupts it every TRIREME_HOST_SAMPLE_US
 // microseconds (default 200) and records its stack; at exit the process writes
 // <folder>/host_<pid>.txt with the functions that were running (self) and on the stack
 // (inclusive), by share of the samples. Build (bench/gpu/host_profile.sh does):
-//   g++ -shared -fPIC -O2 -std=c++17 bench/gpu/host_sampler.cpp -o libhost_sampler.so -ldl -lrt
+//   g++ -shared -fPIC -O2 -std=c++17 bench/gpu/host_sampler.cpp -o libhost_sampler.so -ldl -lrt -lpthread
 #include <cxxabi.h>
 #include <dlfcn.h>
 #include <execinfo.h>
@@ -39,6 +40,7 @@ Sample* g_samples = nullptr;  // preallocated: the handler may not allocate
 std::atomic<size_t> g_count{0};
 timer_t g_timer;
 bool g_armed = false;
+bool g_wall = false;  // sampling on the wall clock (TRIREME_HOST_SAMPLE_CLOCK=wall)
 char g_out[4096];  // plain: no constructor or destructor racing ours
 
 void on_tick(int, siginfo_t*, void*) {
@@ -99,9 +101,14 @@ __attribute__((constructor)) void start_sampling() {
   sigemptyset(&sa.sa_mask);
   if (sigaction(SIGPROF, &sa, nullptr) != 0) return;
   // The main thread's own CPU clock, its signal delivered to it alone: other threads (the
-  // launcher's, NCCL's, the watchdog) neither count nor get interrupted.
-  clockid_t clock;
-  if (pthread_getcpuclockid(pthread_self(), &clock) != 0) return;
+  // launcher's, NCCL's, the watchdog) neither count nor get interrupted. With
+  // TRIREME_HOST_SAMPLE_CLOCK=wall the wall clock instead: the samples then also say where the
+  // thread waits (blocked in a launch, a lock, a synchronisation), not only where it computes.
+  clockid_t clock = CLOCK_MONOTONIC;
+  const char* which = std::getenv("TRIREME_HOST_SAMPLE_CLOCK");
+  const bool wall = which && std::strcmp(which, "wall") == 0;
+  if (!wall && pthread_getcpuclockid(pthread_self(), &clock) != 0) return;
+  g_wall = wall;
   struct sigevent ev {};
   ev.sigev_notify = SIGEV_THREAD_ID;
   ev.sigev_signo = SIGPROF;
@@ -146,7 +153,7 @@ __attribute__((destructor)) void report() {
     std::vector<std::pair<size_t, std::string>> v;
     for (const auto& [name, c] : counts) v.emplace_back(c, name);
     std::sort(v.rbegin(), v.rend());
-    std::fprintf(out, "== %s (%% of %zu samples of the main thread's CPU time)\n", title, n);
+    std::fprintf(out, "== %s (%% of %zu samples of the main thread's %s time)\n", title, n, g_wall ? "wall" : "CPU");
     for (size_t i = 0; i < v.size() && i < limit; ++i)
       std::fprintf(out, "%6.2f  %s\n", 100.0 * double(v[i].first) / double(std::max<size_t>(n, 1)), v[i].second.c_str());
   };
