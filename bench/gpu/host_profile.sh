@@ -7,10 +7,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/gpu_env.sh
 start=$(date +%s)
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRIREME_DEPS_PREFIX="$deps/usr" \
-  -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DTRIREME_BUILD_BENCH=ON > "$out/host_build.log" 2>&1 &&
-  ninja -C build-gpu trireme_cli gpt_parallel_step >> "$out/host_build.log" 2>&1 ||
-  { grep -E "error" "$out/host_build.log" | head -20; echo "BUILD FAILED"; exit 1; }
+build_bench host_build.log trireme_cli gpt_parallel_step
 g++ -shared -fPIC -O2 -std=c++17 bench/gpu/host_sampler.cpp -o build-gpu/libhost_sampler.so -ldl -lrt -lpthread ||
   { echo "host_sampler FAILED"; exit 1; }
 echo "build: $(($(date +%s) - start)) s"

@@ -16,10 +16,7 @@ cd "$(dirname "$0")/../.."
 source scripts/gpu_env.sh
 start=$(date +%s)
 deadline=$((start + ${DEADLINE_S:-540}))
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRIREME_DEPS_PREFIX="$deps/usr" \
-  -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DTRIREME_BUILD_BENCH=ON > "$out/peer_build.log" 2>&1 &&
-  ninja -C build-gpu trireme_cli gpt_parallel_step test_cuda nccl_worker >> "$out/peer_build.log" 2>&1 ||
-  { grep -E "error" "$out/peer_build.log" | head -20; tail -30 "$out/peer_build.log"; echo "BUILD FAILED"; exit 1; }
+build_bench peer_build.log trireme_cli gpt_parallel_step test_cuda nccl_worker
 echo "build: $(($(date +%s) - start)) s"
 
 timeout ${NCCL_TEST_TIMEOUT:-150} build-gpu/tests/test_cuda --gtest_filter="${TEST_FILTER:-Nccl*}" > "$out/peer_nccl_test.log" 2>&1

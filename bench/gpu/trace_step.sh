@@ -10,10 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/gpu_env.sh
 start=$(date +%s)
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRIREME_DEPS_PREFIX="$deps/usr" \
-  -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DTRIREME_BUILD_BENCH=ON > "$out/trace_build.log" 2>&1 &&
-  ninja -C build-gpu trireme_cli gpt_parallel_step >> "$out/trace_build.log" 2>&1 ||
-  { grep -E "error" "$out/trace_build.log" | head -20; echo "BUILD FAILED"; exit 1; }
+build_bench trace_build.log trireme_cli gpt_parallel_step
 cupti_lib=$(dirname "$(find /usr/local/cuda/ /usr/local/cuda/extras -name 'libcupti.so*' 2>/dev/null | head -1)")
 g++ -shared -fPIC -O2 -std=c++17 bench/gpu/cupti_trace.cpp -I/usr/local/cuda/include -I/usr/local/cuda/extras/CUPTI/include \
   -L"$cupti_lib" -lcupti -Wl,-rpath,"$cupti_lib" -o build-gpu/libcupti_trace.so || { echo "cupti_trace FAILED"; exit 1; }
