@@ -11,6 +11,9 @@
 # Carry .gpu_deps. DEADLINE_S (default 540) bounds the whole, build included; ROWS (an
 # extended regex) keeps only the rows whose label matches; TEST_FILTER picks the tests;
 # EXTRA_FLAGS go to every gpt_parallel_step (e.g. "--phases 3": forward/backward/optimizer ms).
+# SMI=1 samples each GPU's SM clock and power every 100 ms during each row (nvidia-smi) and
+# adds their medians over the samples under load (over 250 W) to the row: whether a slower
+# kernel beside the copy engines is a lower clock (the power cap) or contention.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/gpu_env.sh
@@ -40,7 +43,25 @@ row() {  # label, env assignments..., --, command...
     return
   fi
   local log="$out/peer_row_$(echo "$label" | tr -c 'A-Za-z0-9' _).log"
+  local smi_pid=""
+  if [ "${SMI:-0}" = 1 ]; then
+    nvidia-smi --query-gpu=index,clocks.sm,power.draw --format=csv,noheader,nounits -lms 100 > "$log.smi" 2>/dev/null &
+    smi_pid=$!
+  fi
   timeout $((left < 90 ? left : 90)) env "${envs[@]}" "$@" > "$log" 2>&1
+  local clocks=""
+  if [ -n "$smi_pid" ]; then
+    kill $smi_pid 2>/dev/null
+    wait $smi_pid 2>/dev/null
+    clocks=$(python3 -c '
+import sys, statistics as st
+rows = [l.split(",") for l in open(sys.argv[1]) if l.count(",") == 2]
+out = []
+for g in sorted({r[0].strip() for r in rows}):
+    busy = [(float(r[1]), float(r[2])) for r in rows if r[0].strip() == g and float(r[2]) > 250]
+    if busy: out.append("gpu%s %d MHz %d W (%d)" % (g, st.median(c for c, _ in busy), st.median(w for _, w in busy), len(busy)))
+print("; ".join(out))' "$log.smi" 2>/dev/null)
+  fi
   local line
   line=$(grep -oE '\{"impl".*\}' "$log" | tail -1)
   local ms tps peer
@@ -51,7 +72,7 @@ row() {  # label, env assignments..., --, command...
   for k in step_ms_unsynced fwd_ms bwd_ms opt_ms queue_fwd_ms queue_bwd_ms host_ms; do
     phases+="$(grep -oE "\"$k\": [0-9.]+" <<< "$line" | grep -oE '[0-9.]+$') "
   done
-  echo "| $label | ${ms:-failed: $(tail -c 300 "$log" | tr '\n' ' ')} | ${tps:-} | ${peer:-} | $phases|"
+  echo "| $label | ${ms:-failed: $(tail -c 300 "$log" | tr '\n' ' ')} | ${tps:-} | ${peer:-} | $phases| $clocks"
 }
 
 echo "| run | step ms | tokens/s | peer all-reduce | unsynced fwd bwd opt queue_fwd queue_bwd host (ms) |"
