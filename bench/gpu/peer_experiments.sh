@@ -86,7 +86,7 @@ row "1.3B tp=2, sequence parallel, peer reduce-scatter/all-gather" A=1 -- "${lau
 row "1.3B tp=2, sequence parallel, peer, whole gathered copy" TRIREME_SP_GATHERED_COPY=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --sp 1
 row "1.3B tp=2, sequence parallel, peer, group sums on 32 blocks" TRIREME_PEER_SUM_BLOCKS=32 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --sp 1
 row "1.3B tp=2, sequence parallel, peer, group sums on 8 blocks" TRIREME_PEER_SUM_BLOCKS=8 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --sp 1
-row "1.3B tp=2, sequence parallel, peer, staged backward reduce-scatter" TRIREME_SP_STAGED_BACKWARD=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --sp 1
+row "1.3B tp=2, sequence parallel, peer, backward reduce-scatter summed on the group stream" TRIREME_SP_BACKWARD_RS=group -- "${launch[@]}" $bench "${big[@]}" --tp 2 --sp 1
 row "1.3B tp=2, sequence parallel, peer, whole blocks sent" TRIREME_SP_SEND_PIECES=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --sp 1
 row "1.3B tp=2, sequence parallel, peer, gradient sums in the backward" A=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --sp 1 --defer-sums 0
 row "1.3B tp=2, sequence parallel, peer, slots freed on the compute stream" TRIREME_PEER_RELEASE_ON_CALLER=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --sp 1

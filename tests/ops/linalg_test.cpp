@@ -216,6 +216,27 @@ TEST(Addmm, AccumulatesIntoOutInEveryDtype) {
   EXPECT_TRUE(all_close(out, mul(naive_matmul(a, contiguous(transpose(b, 0, 1))), 2.0), 1e-12, 1e-12));
 }
 
+TEST(Addmm, IntoOutFromASeparateAddendInEveryDtype) {
+  // out = c + a · b with c apart from out (a peer's partial sum): c is read, never written; bf16
+  // rounds once, after the f32 sum, so it is as close to the f64 answer as one bf16 matmul.
+  Generator gen(6);
+  const Tensor a = randn({7, 9}, gen, DType::f64), b = randn({9, 4}, gen, DType::f64), c = randn({7, 4}, gen, DType::f64);
+  const Tensor want = add(c, naive_matmul(a, b));
+  for (DType dt : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor cd = to_dtype(c, dt), c_before = clone(cd);
+    Tensor out = full({7, 4}, 123.0, dt);  // whatever out held is not part of the answer
+    addmm_into(out, cd, to_dtype(a, dt), to_dtype(b, dt));
+    const double tol = dt == DType::f64 ? 1e-12 : dt == DType::f32 ? 1e-5 : 0.05;
+    EXPECT_TRUE(all_close(to_dtype(out, DType::f64), want, tol, tol));
+    EXPECT_EQ(to_dtype(cd, DType::f64).to_vector<double>(), to_dtype(c_before, DType::f64).to_vector<double>());
+  }
+  // An empty inner dimension leaves out = c.
+  Tensor out = zeros({7, 4}, DType::f64);
+  addmm_into(out, c, zeros({7, 0}, DType::f64), zeros({0, 4}, DType::f64));
+  EXPECT_EQ(out.to_vector<double>(), c.to_vector<double>());
+}
+
 TEST(Addmm, Errors) {
   Tensor out = zeros({2, 4}), a = zeros({2, 3}), b = zeros({3, 4});
   expect_error([&] { addmm_(out, a, zeros({5, 4})); }, {"addmm_", "[2, 4]", "[2, 3]", "[5, 4]"});
@@ -226,6 +247,13 @@ TEST(Addmm, Errors) {
   expect_error([&] { addmm_(wrong, a, b); }, {"addmm_", "dtype"});
   Tensor tracked = zeros({2, 4}).set_requires_grad(true);
   expect_error([&] { addmm_(tracked, a, b); }, {"addmm_", "require grad"});
+  Tensor into = zeros({2, 4});
+  expect_error([&] { addmm_into(into, zeros({4, 2}), a, b); }, {"addmm_into", "addend", "[4, 2]", "[2, 4]"});
+  expect_error([&] { addmm_into(into, zeros({2, 4}, DType::f64), a, b); }, {"addmm_into", "dtype"});
+  Tensor wide = zeros({3, 4});
+  Tensor overlapping = wide.alias({2, 4}, {4, 1}, 4);  // rows 1-2 of wide; the addend rows 0-1
+  Tensor addend = wide.alias({2, 4}, {4, 1}, 0);
+  expect_error([&] { addmm_into(overlapping, addend, a, b); }, {"addmm_into", "overlap"});
 }
 
 TEST(Matmul, Errors) {

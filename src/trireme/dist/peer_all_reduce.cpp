@@ -605,6 +605,34 @@ void PeerAllReduce::finish_staged_reduce_scatter(const Tensor& output, const Ten
   release_slots(s, release_stream, k);
 }
 
+const void* PeerAllReduce::staged_others_sum(const Tensor& input, const Tensor& scratch, cudaStream_t stream) {
+  Impl& s = *impl_;
+  check_staged("reduce_scatter");
+  for (int j = 0; j < s.o.size; ++j)
+    if (j != s.o.rank && !s.staged_sent[size_t(j)]) send_staged_chunk(input, j, stream);
+  const void* slots[kMaxRanks] = {};
+  wait_for_peers(s, stream, s.staged_seq, slots);
+  if (s.o.size == 2) return slots[1 - s.o.rank];
+  const int64_t n = input.numel() / s.o.size;
+  TRIREME_CHECK(scratch.defined() && scratch.numel() == n && scratch.dtype() == input.dtype() && scratch.is_contiguous(),
+                "peer reduce-scatter: the others' sum needs a contiguous ", input.dtype(), " scratch tensor of ", n,
+                " elements");
+  const void* others[kMaxRanks] = {};
+  int count = 0;
+  for (int q = 0; q < s.o.size; ++q)
+    if (q != s.o.rank) others[count++] = slots[q];
+  cuda_kernels::peer_sum(scratch.data_ptr(), others, count, n, input.dtype(), /*average=*/false, stream, nullptr, 0,
+                         nullptr, 0);
+  return scratch.data_ptr();
+}
+
+void PeerAllReduce::release_staged_reduce_scatter(cudaStream_t release_stream) {
+  check_staged("reduce_scatter");
+  const uint32_t k = impl_->staged_seq;
+  impl_->staged_seq = 0;
+  release_slots(*impl_, release_stream, k);
+}
+
 bool PeerAllReduce::can_stage_gather(const Tensor& input) const {
   return input.is_contiguous() && input.numel() * int64_t(dtype_size(input.dtype())) <= impl_->o.capacity;
 }

@@ -109,6 +109,13 @@ class PeerAllReduce {
   void finish_staged_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op, cudaStream_t stream,
                                     const Tensor& bias = Tensor(), const Tensor& residual = Tensor(),
                                     cudaStream_t release_stream = nullptr);
+  // For a caller that adds its own chunk itself (StagedReduceScatter::others_sum): sends what is
+  // left, makes `stream` wait for the peers' chunks and returns where their sum is: with two
+  // ranks the arrived chunk itself (its staging slot), else `scratch` (output's size), summed in
+  // rank order. release_staged_reduce_scatter then ends the op, queued after every read of it:
+  // it frees the slots on release_stream, which must already follow those reads.
+  const void* staged_others_sum(const Tensor& input, const Tensor& scratch, cudaStream_t stream);
+  void release_staged_reduce_scatter(cudaStream_t release_stream);
   // An all-gather whose arrivals are read where they land (ProcessGroup::all_gather_staged, Note
   // [staged all-gather]): begin pushes the input to every peer and makes `stream` wait until every
   // peer's has arrived, after which staged_slot(q) holds rank q's input; fill copies input and

@@ -89,9 +89,23 @@ class ReduceScatterAtFinish : public StagedReduceScatter {
       : group_(group), output_(std::move(output)), input_(std::move(input)), options_(options) {}
   bool sends_early() const override { return false; }
   void chunk_written(int) override {}
+  Tensor others_sum() override {
+    TRIREME_CHECK(!summed_, group_.backend_name(), " reduce_scatter_staged: others_sum() asked twice");
+    TRIREME_CHECK(options_.op == ReduceOp::sum, group_.backend_name(),
+                  " reduce_scatter_staged: others_sum() is for sums only");
+    summed_ = true;
+    // This rank's chunk, which the caller does not write, counts as zero: x + 0 is x exactly.
+    const int64_t n = output_.numel();
+    Tensor own = input_.alias({n}, {1}, input_.offset() + int64_t(group_.rank()) * n);
+    find_kernel<FillKernel>("fill", own.device(), own.dtype())(own, 0.0);
+    summed_work_ = group_.reduce_scatter(output_, input_, options_);
+    summed_work_->wait();
+    return output_;
+  }
   WorkPtr finish(const Tensor& bias, const Tensor& residual) override {
     TRIREME_CHECK(!bias.defined() && !residual.defined(), group_.backend_name(),
                   " reduce_scatter_staged: this backend does not add a bias or a residual");
+    if (summed_) return summed_work_;
     return group_.reduce_scatter(output_, input_, options_);
   }
 
@@ -99,6 +113,8 @@ class ReduceScatterAtFinish : public StagedReduceScatter {
   ProcessGroup& group_;
   Tensor output_, input_;
   ReduceScatterOptions options_;
+  bool summed_ = false;
+  WorkPtr summed_work_;  // others_sum()'s reduce-scatter, already waited for
 };
 }  // namespace
 

@@ -91,6 +91,13 @@ using WorkPtr = std::shared_ptr<Work>;
 // result's shape, each rounded as a separate add would be, in the same pass as the sum;
 // elsewhere both must be undefined. (The copy engines'
 // version runs that last step on the caller's stream, which needs its result next.)
+// A caller that adds its own chunk itself (inside a GEMM, as the GEMM's C operand: Note [the input
+// gradient's sum in the GEMM], parallel/sp_linear.cpp) writes only the other ranks' chunks, then
+// asks others_sum(): the sum of what the other ranks sent this rank, output's shape (with two
+// ranks the arrived chunk itself, in the collective's staging memory; by default output, filled
+// by a reduce-scatter in which this rank's chunk counts as zero), ready on the caller's stream.
+// It stays valid until finish(), which must follow every read of it, adds nothing (bias and
+// residual undefined) and leaves output to the caller.
 class StagedReduceScatter {
  public:
   virtual ~StagedReduceScatter() = default;
@@ -98,6 +105,7 @@ class StagedReduceScatter {
   virtual bool adds_bias() const { return false; }
   virtual void chunk_written(int rank) = 0;
   virtual void chunk_part_written(int /*rank*/, int64_t /*end*/) {}  // a backend that sends at finish ignores it
+  virtual Tensor others_sum() = 0;
   virtual WorkPtr finish(const Tensor& bias = Tensor(), const Tensor& residual = Tensor()) = 0;
 };
 

@@ -794,8 +794,32 @@ class PeerStagedReduceScatter : public StagedReduceScatter {
     issue_on_peer(s_.impl, str_cat(s_.what, " chunk ", j, " to ", end), s_.timeout, {s_.input},
                   [&](PeerAllReduce& peer, cudaStream_t st) { peer.send_staged_part(s_.input, j, end, st); });
   }
+  // The wait (and with more than two ranks the sum) on the caller's stream, which reads it next.
+  Tensor others_sum() override {
+    TRIREME_CHECK(!s_.finished && !summed_, "nccl ", s_.what, ": others_sum() after finish() or twice");
+    TRIREME_CHECK(reduce_ == ReduceOp::sum, "nccl ", s_.what, ": others_sum() is for sums only");
+    summed_ = true;
+    const bool two = s_.impl->global_ranks.size() == 2;
+    if (!two) scratch_ = Tensor::empty(s_.output.sizes(), s_.output.dtype(), s_.output.device());
+    const void* at = nullptr;
+    std::vector<Tensor> keep{s_.input};
+    if (!two) keep.push_back(scratch_);
+    s_.impl->issue_on_caller_stream(str_cat(s_.what, " others' sum"), s_.timeout, std::move(keep), [&](cudaStream_t st) {
+      at = s_.impl->peer->staged_others_sum(s_.input, scratch_, st);
+      return ncclSuccess;
+    });
+    return two ? Tensor::borrowed(const_cast<void*>(at), s_.output.sizes(), s_.output.dtype(), s_.output.device())
+               : scratch_;
+  }
   // The sum runs on the caller's stream, which needs it next (Impl::issue_on_caller_stream).
   WorkPtr finish(const Tensor& bias, const Tensor& residual) override {
+    if (summed_) {  // the caller summed: free the slots after its reads, on the group's stream
+      TRIREME_CHECK(!bias.defined() && !residual.defined(), "nccl ", s_.what,
+                    ": finish() after others_sum() adds no bias or residual");
+      s_.finished = true;
+      return issue_on_peer(s_.impl, str_cat(s_.what, " release"), s_.timeout, {s_.input},
+                           [&](PeerAllReduce& peer, cudaStream_t st) { peer.release_staged_reduce_scatter(st); });
+    }
     s_.finished = true;
     std::vector<Tensor> keep{s_.output, s_.input};
     if (bias.defined()) keep.push_back(bias);
@@ -811,6 +835,8 @@ class PeerStagedReduceScatter : public StagedReduceScatter {
  private:
   PeerStagedOp s_;
   ReduceOp reduce_;
+  bool summed_ = false;
+  Tensor scratch_;  // the others' sum with more than two ranks
 };
 
 // Note [staged all-gather] on the copy engines: the first op pushes this rank's input to every

@@ -11,7 +11,11 @@ namespace trireme {
 // out is contiguous. bias is undefined or a 1-D tensor of out's dtype. Registered by dtype;
 // bf16/f16 compute and accumulate in f32.
 using MatmulKernel = void (*)(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out);
-// The same family registered as "matmul_accumulate": out += a · b (BLAS's beta = 1, so a sum of
-// products needs no separate add pass); bias must be undefined.
+// out (M, N) = c + a · b for 2-D operands, registered as "matmul_add": BLAS's beta = 1 with c as
+// the C operand, so a sum of products (c = out) or a product plus a partial sum received from a
+// peer (Note [the input gradient's sum in the GEMM], parallel/sp_linear.cpp) needs no separate
+// add pass; bf16/f16 round once, after the f32 sum. c is contiguous, out's shape and dtype, and
+// either out itself or memory that does not overlap it.
+using MatmulAddKernel = void (*)(const Tensor& a, const Tensor& b, const Tensor& c, Tensor& out);
 
 }  // namespace trireme

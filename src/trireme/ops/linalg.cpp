@@ -120,16 +120,29 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-void addmm_(Tensor& out, const Tensor& a, const Tensor& b) {
-  check_operands("addmm_", "left operand", a, "right operand", b);
-  check_operands("addmm_", "output", out, "left operand", a);
+void addmm_(Tensor& out, const Tensor& a, const Tensor& b) { addmm_into(out, out, a, b); }
+
+void addmm_into(Tensor& out, const Tensor& c, const Tensor& a, const Tensor& b) {
+  const bool in_place = c.defined() && out.defined() && c.data_ptr() == out.data_ptr();
+  const char* op = in_place ? "addmm_" : "addmm_into";
+  check_operands(op, "left operand", a, "right operand", b);
+  check_operands(op, "output", out, "left operand", a);
+  check_operands(op, "addend", c, "output", out);
   TRIREME_CHECK(a.dim() == 2 && b.dim() == 2 && out.dim() == 2 && a.size(1) == b.size(0) && out.size(0) == a.size(0) &&
                     out.size(1) == b.size(1),
-                "addmm_: out ", out.sizes(), " += ", a.sizes(), " x ", b.sizes(), " does not match");
-  TRIREME_CHECK(out.is_contiguous(), "addmm_: out ", out.sizes(), " must be contiguous");
-  TRIREME_CHECK(!out.requires_grad() || !autograd::grad_enabled(),
-                "addmm_: records no autograd, so out may not require grad while grad mode is on");
-  find_kernel<MatmulKernel>("matmul_accumulate", a.device(), a.dtype())(a, b, Tensor(), out);
+                op, ": out ", out.sizes(), " += ", a.sizes(), " x ", b.sizes(), " does not match");
+  TRIREME_CHECK(out.is_contiguous(), op, ": out ", out.sizes(), " must be contiguous");
+  TRIREME_CHECK(c.sizes() == out.sizes() && c.is_contiguous(), op, ": the addend ", c.sizes(),
+                " must be contiguous and of out's shape ", out.sizes());
+  if (!in_place) {
+    const auto* c0 = static_cast<const char*>(c.data_ptr());
+    const auto* o0 = static_cast<const char*>(out.data_ptr());
+    const size_t bytes = size_t(out.numel()) * dtype_size(out.dtype());
+    TRIREME_CHECK(c0 + bytes <= o0 || o0 + bytes <= c0, op, ": the addend and out overlap without being the same memory");
+  }
+  TRIREME_CHECK(!out.requires_grad() || !autograd::grad_enabled(), op,
+                ": records no autograd, so out may not require grad while grad mode is on");
+  find_kernel<MatmulAddKernel>("matmul_add", a.device(), a.dtype())(a, b, c, out);
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) { return linear(x, weight, bias, nullptr); }

@@ -14,6 +14,10 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // 2-D a (M, K) and b (K, N) of any strides and a contiguous out (M, N). Records no autograd:
 // for sums of products inside a backward (a weight gradient summed over row blocks).
 void addmm_(Tensor& out, const Tensor& a, const Tensor& b);
+// out = c + a · b in one pass (c read as the GEMM's C operand), likewise without autograd; c is
+// contiguous, out's shape and dtype, and out itself or memory apart from it (a peer's partial
+// sum that landed in staging memory, say). bf16/f16 round once, after the f32 sum.
+void addmm_into(Tensor& out, const Tensor& c, const Tensor& a, const Tensor& b);
 // y = x · Wᵀ + b for x (..., in), weight (out, in), bias (out) or undefined.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 

@@ -105,20 +105,22 @@ bool keep_gathered_copy() {
 // Index of rank q's rows among the other ranks' (rank order without `me`).
 int64_t other_index(int q, int me) { return q < me ? q : q - 1; }
 
-// Note [staged backward reduce-scatter]
-// The column-parallel backward reduce-scatters its input gradient beside the weight-gradient
-// GEMM. As a plain reduce-scatter the copy-engine group sums it on its own stream, so the sum
-// kernel shares the SMs with that GEMM (the session 6 timeline: 3.9 ms a step of sums on the
-// group's stream, the GEMMs slower beside them). TRIREME_SP_STAGED_BACKWARD=1 makes it a staged
-// reduce-scatter instead: the input-gradient GEMM split by destination rows (the other ranks'
-// rows first, each sent once written), and the sum run on the compute stream after the weight-
-// gradient GEMM, alone (the same bits either way). Measured on 2 H200s (bench/gpu/RESULTS.md,
-// session 6): 78.22 ms a step against 77.82, slower (the sum no longer hides behind the GEMM),
-// so it stays an experiment switch, off.
-bool staged_backward_reduce_scatter() {
+// Note [the input gradient's sum in the GEMM]
+// The column-parallel backward reduce-scatters its input gradient gx = g · W (n rows, each rank
+// keeping its own rows summed over tp). As a plain reduce-scatter beside the weight-gradient GEMM
+// the copy-engine group sums on its own stream (the session 6 timeline: 1.4 ms a step of sum
+// kernels beside the GEMMs, on the SMs they want, and 2.5 GB of HBM traffic). Instead the GEMM
+// is split by destination rows: the other ranks' rows first, each sent once written
+// (StagedReduceScatter), then the weight-gradient GEMMs while they travel, then this rank's rows
+// as gx = others' sum + g_own · W, the sum read as the GEMM's C operand (addmm_into): no sum
+// kernel, no pass over the result. With two ranks the others' sum is the peer's block where it
+// landed. (A sum on the compute stream after the weight gradient, the same split without the
+// GEMM's C operand, was measured 0.4 ms a step slower than the group's sums, session 6.)
+// TRIREME_SP_BACKWARD_RS=group keeps the plain reduce-scatter (an experiment switch).
+bool backward_sum_in_gemm() {
   static const bool on = [] {
-    const char* v = std::getenv("TRIREME_SP_STAGED_BACKWARD");
-    return v && std::string(v) == "1";
+    const char* v = std::getenv("TRIREME_SP_BACKWARD_RS");
+    return !(v && std::string(v) == "group");
   }();
   return on;
 }
@@ -153,17 +155,17 @@ Tensor sp_column_parallel_linear(const Tensor& x_rows, const Tensor& weight, con
              Tensor gx, gw, gb;
              dist::WorkPtr scatter;
              std::unique_ptr<dist::StagedReduceScatter> staged;
+             const Tensor w = need_x ? sw.unpack("sp_column_parallel_linear") : Tensor();
              if (need_x) {  // (g · W) summed over tp, this rank's rows: beside the dW GEMM
-               const Tensor w = sw.unpack("sp_column_parallel_linear");
                dist::ProcessGroup& grp = group_of(tp, "sp_column_parallel_linear backward");
                gx = Tensor::empty({rows, in}, go.dtype(), go.device());
-               if (staged_backward_reduce_scatter()) {  // Note [staged backward reduce-scatter]
-                 const Tensor gx_full = Tensor::empty({n, in}, go.dtype(), go.device());
+               if (backward_sum_in_gemm()) {  // Note [the input gradient's sum in the GEMM]
+                 const Tensor gx_full = Tensor::empty({n, in}, go.dtype(), go.device());  // others' rows only
                  staged = grp.reduce_scatter_staged(gx, gx_full);
-                 for (int step = 1; step <= tp.size; ++step) {
-                   const int q = (tp.rank + step) % tp.size;  // this rank's own rows last
+                 for (int step = 1; step < tp.size; ++step) {
+                   const int q = (tp.rank + step) % tp.size;
                    gemm_into(rows_of(go, q, rows), w, Tensor(), rows_of(gx_full, q, rows));
-                   if (q != tp.rank) staged->chunk_written(q);
+                   staged->chunk_written(q);
                  }
                } else {
                  scatter = grp.reduce_scatter(gx, matmul(go, w));
@@ -181,7 +183,10 @@ Tensor sp_column_parallel_linear(const Tensor& x_rows, const Tensor& weight, con
                }
              }
              if (need_b) gb = sum(go, {0});
-             if (staged) scatter = staged->finish();
+             if (staged) {  // this rank's rows last: the others' sum read as the GEMM's C operand
+               addmm_into(gx, staged->others_sum(), rows_of(go, tp.rank, rows), w);
+               staged->finish();  // frees the staging memory after that read; nothing here waits for it
+             }
              if (scatter) scatter->wait();
              return {gx, gw, gb};
            });

@@ -405,6 +405,21 @@ void peer_all_reduce(ProcessGroupNccl& world) {
       Tensor only_arrived = clone(arrivals_only->arrived(other));
       arrivals_only->finish()->wait();
       const Tensor ag_other = narrow(ag_nccl, 0, other * c.n, c.n);
+      // StagedReduceScatter::others_sum: only the peer's chunk written; the peer's sum, plus this
+      // rank's chunk added here, gives NCCL's bits (two ranks: one add either way round).
+      if (c.op == ReduceOp::sum && W == 2) {
+        Tensor os_in = to_device(Tensor::empty({W * c.n}, c.d), g_device);
+        Tensor os_out = to_device(Tensor::empty({c.n}, c.d), g_device);
+        auto by_caller = peer->reduce_scatter_staged(os_out, os_in, {.op = c.op});
+        Tensor os_chunk = narrow(os_in, 0, other * c.n, c.n);
+        copy_(os_chunk, narrow(rs_in, 0, other * c.n, c.n));
+        by_caller->chunk_written(other);
+        Tensor os_sum = add(by_caller->others_sum(), narrow(rs_in, 0, r * c.n, c.n));
+        by_caller->finish();
+        peer_results.push_back(os_sum);
+        nccl_results.push_back(rs_nccl);
+        names.push_back(str_cat("staged reduce_scatter's others_sum + own chunk, ", c.n, " ", c.d, ", round ", round));
+      }
       peer_results.insert(peer_results.end(), {rs_peer, ag_peer, st_peer, sag_out, sag_arrived, only_arrived, kept});
       nccl_results.insert(nccl_results.end(), {rs_nccl, ag_nccl, st_want, ag_nccl, ag_other, ag_other, ag_other});
       names.push_back(str_cat("reduce_scatter ", reduce_op_name(c.op), " of ", W, " x ", c.n, " ", c.d, ", round ", round));

@@ -167,6 +167,25 @@ void collectives(ProcessGroup& world) {
   if (W > 1) staged->chunk_written((r + 1) % W);
   staged->finish()->wait();
   expect_values(rs_out, [&](int64_t k) { return rank_sum + W * (3.0 * r + k); }, "staged reduce_scatter sum");
+  // others_sum: only the other ranks' chunks written; their sum comes back, this rank's own chunk
+  // (left unwritten: here 1e6, which must not count) adding nothing.
+  Tensor os_in = filled<float>(W * 3, DType::f32, [&](int64_t j) { return j / 3 == r ? 1e6 : r + j; });
+  Tensor os_out = Tensor::empty({3}, DType::f32);
+  auto by_caller = world.reduce_scatter_staged(os_out, os_in, {.op = ReduceOp::sum});
+  for (int q = 0; q < W; ++q)
+    if (q != r) by_caller->chunk_written(q);
+  const Tensor others_sum = by_caller->others_sum();
+  by_caller->finish()->wait();
+  expect_values(others_sum, [&](int64_t k) { return rank_sum - r + (W - 1) * (3.0 * r + k); },
+                "staged reduce_scatter's others_sum");
+  auto by_max = world.reduce_scatter_staged(os_out, os_in, {.op = ReduceOp::max});
+  try {
+    by_max->others_sum();
+    EXPECT_TRUE(false, "others_sum of a max reduce_scatter should throw");
+  } catch (const Error& e) {
+    EXPECT_TRUE(std::string(e.what()).find("sums only") != std::string::npos, "unexpected error: ", e.what());
+  }
+  by_max->finish()->wait();
 
   // send/recv around a ring.
   if (W > 1) {

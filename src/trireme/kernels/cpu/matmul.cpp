@@ -99,9 +99,9 @@ bool fold_rows(const Tensor& a, int64_t nb, int64_t& row_stride) {
   return true;
 }
 
+// out = a · b (+ bias), or with Accumulate out = c + a · b (c: out itself or apart from it).
 template <class T, bool Accumulate>
-void matmul_cpu(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out) {
-  TRIREME_CHECK(!Accumulate || !bias.defined(), "matmul_accumulate: takes no bias");
+void matmul_cpu(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c_in, Tensor& out) {
   using U = acc_t<T>;  // the type BLAS computes in: float for bf16/f16
   const int64_t nd = out.dim(), nb = nd - 2;
   const int64_t m = out.sizes()[size_t(nd - 2)], n = out.sizes()[size_t(nd - 1)], k = a.sizes()[size_t(nd - 1)];
@@ -151,9 +151,13 @@ void matmul_cpu(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& ou
     } else {
       sc.resize(size_t(rows * n));
       cu = sc.data();
-      if (Accumulate) {  // the f32 sum starts from out's values
-        for (int64_t j = 0; j < rows * n; ++j) cu[j] = U(acc_t<T>(c[j]));
+      if (Accumulate) {  // the f32 sum starts from c's values
+        const T* from = c_in.data<T>() + i * rows * n;
+        for (int64_t j = 0; j < rows * n; ++j) cu[j] = U(acc_t<T>(from[j]));
       }
+    }
+    if constexpr (std::is_same_v<T, U>) {
+      if (Accumulate && c_in.data<T>() != po) std::copy_n(c_in.data<T>() + i * rows * n, rows * n, cu);
     }
     // The bias epilogue: C starts as the bias on every row and the GEMM adds into it (beta = 1).
     if (pbias) {
@@ -180,10 +184,16 @@ void matmul_cpu(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& ou
 }  // namespace
 
 TRIREME_REGISTER_KERNELS(cpu_matmul) {
-  registry.add_each<MatmulKernel, double, float, bf16_t, f16_t>("matmul", DeviceType::cpu,
-                                                                []<class T>() { return &matmul_cpu<T, false>; });
-  registry.add_each<MatmulKernel, double, float, bf16_t, f16_t>("matmul_accumulate", DeviceType::cpu,
-                                                                []<class T>() { return &matmul_cpu<T, true>; });
+  registry.add_each<MatmulKernel, double, float, bf16_t, f16_t>("matmul", DeviceType::cpu, []<class T>() {
+    return +[](const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out) {
+      matmul_cpu<T, false>(a, b, bias, Tensor(), out);
+    };
+  });
+  registry.add_each<MatmulAddKernel, double, float, bf16_t, f16_t>("matmul_add", DeviceType::cpu, []<class T>() {
+    return +[](const Tensor& a, const Tensor& b, const Tensor& c, Tensor& out) {
+      matmul_cpu<T, true>(a, b, Tensor(), c, out);
+    };
+  });
 }
 
 }  // namespace trireme::cpu

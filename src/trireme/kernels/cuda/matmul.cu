@@ -129,9 +129,10 @@ struct MatrixLayoutHandle {
   ~MatrixLayoutHandle() { cublasLtMatrixLayoutDestroy(h); }
 };
 
+// out = a · b (+ bias), or with Accumulate out = c + a · b (c: out itself or apart from it, read
+// as cuBLASLt's C operand with D's layout).
 template <class T, bool Accumulate>
-void matmul_cuda(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, Tensor& out) {
-  TRIREME_CHECK(!Accumulate || !bias.defined(), "matmul_accumulate: takes no bias");
+void matmul_cuda(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, const Tensor& c, Tensor& out) {
   const int64_t M = out.size(-2), N = out.size(-1), K = a_in.size(-1);
   const int64_t batch = shape_numel(Shape(out.sizes().begin(), out.sizes().end() - 2));
   if (out.numel() == 0) return;
@@ -139,7 +140,11 @@ void matmul_cuda(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, Ten
   const bool f64 = std::is_same_v<T, double>;
   const bool bias_in_epilogue = bias.defined() && !f64;  // cuBLASLt has no f64 bias epilogue
   if (K == 0) {
-    if (!Accumulate) find_kernel<FillKernel>("fill", out.device(), out.dtype())(out, 0.0);
+    if (!Accumulate) {
+      find_kernel<FillKernel>("fill", out.device(), out.dtype())(out, 0.0);
+    } else if (c.data_ptr() != out.data_ptr()) {
+      find_kernel<CopyKernel>("copy", out.device(), out.dtype())(c, out);
+    }
   } else {
     Tensor a = a_in, b = b_in;
     Layout la, lb;
@@ -203,7 +208,7 @@ void matmul_cuda(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, Ten
                                    int64_t(pointer_alignment(b.data_ptr())), int64_t(pointer_alignment(a.data_ptr())),
                                    int64_t(pointer_alignment(out.data_ptr())),
                                    int64_t(bias_in_epilogue ? pointer_alignment(bias_ptr) : 0), sm_target,
-                                   int64_t(Accumulate)};
+                                   int64_t(Accumulate), int64_t(Accumulate ? pointer_alignment(c.data_ptr()) : 0)};
       std::string key(reinterpret_cast<const char*>(key_parts), sizeof(key_parts));
       auto it = st.algos.find(key);
       if (it == st.algos.end()) {
@@ -217,7 +222,8 @@ void matmul_cuda(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, Ten
                  al_d = uint32_t(pointer_alignment(out.data_ptr()));
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a));
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof(al_b));
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof(al_d));
+        uint32_t al_c = Accumulate ? uint32_t(pointer_alignment(c.data_ptr())) : al_d;
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof(al_c));
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof(al_d));
         cublasLtMatmulHeuristicResult_t result{};
         int found = 0;
@@ -244,13 +250,14 @@ void matmul_cuda(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, Ten
       }
       algo = it->second;
     }
-    // beta = 1 reads out as C (the same memory as D, same layout): out += a · b.
+    // beta = 1 reads c as C (D's layout; out itself for out += a · b).
     const double alpha64 = 1.0, beta64 = Accumulate ? 1.0 : 0.0;
     const float alpha32 = 1.f, beta32 = Accumulate ? 1.f : 0.f;
     const void* alpha = f64 ? static_cast<const void*>(&alpha64) : static_cast<const void*>(&alpha32);
     const void* beta = f64 ? static_cast<const void*>(&beta64) : static_cast<const void*>(&beta32);
+    const void* c_ptr = Accumulate ? c.data_ptr() : out.data_ptr();
     TRIREME_CUBLAS_CHECK(cublasLtMatmul(handle, desc, alpha, b.data_ptr(), desc_a.h, a.data_ptr(), desc_b.h, beta,
-                                        out.data_ptr(), desc_d.h, out.data_ptr(), desc_d.h, &algo, workspace,
+                                        c_ptr, desc_d.h, out.data_ptr(), desc_d.h, &algo, workspace,
                                         kBlasWorkspaceBytes, ctx.stream));
   }
   if (bias.defined() && (!bias_in_epilogue || K == 0)) {
@@ -265,10 +272,16 @@ void matmul_cuda(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, Ten
 }  // namespace
 
 TRIREME_REGISTER_KERNELS(cuda_matmul) {
-  registry.add_each<MatmulKernel, double, float, bf16_t, f16_t>(
-      "matmul", DeviceType::cuda, []<class T>() { return &matmul_cuda<T, false>; });
-  registry.add_each<MatmulKernel, double, float, bf16_t, f16_t>(
-      "matmul_accumulate", DeviceType::cuda, []<class T>() { return &matmul_cuda<T, true>; });
+  registry.add_each<MatmulKernel, double, float, bf16_t, f16_t>("matmul", DeviceType::cuda, []<class T>() {
+    return +[](const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out) {
+      matmul_cuda<T, false>(a, b, bias, Tensor(), out);
+    };
+  });
+  registry.add_each<MatmulAddKernel, double, float, bf16_t, f16_t>("matmul_add", DeviceType::cuda, []<class T>() {
+    return +[](const Tensor& a, const Tensor& b, const Tensor& c, Tensor& out) {
+      matmul_cuda<T, true>(a, b, Tensor(), c, out);
+    };
+  });
 }
 
 }  // namespace trireme::cuda_kernels
