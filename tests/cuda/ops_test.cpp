@@ -140,7 +140,7 @@ TEST(CudaOps, MatmulAndLinear) {
       {"addmm_into", {{13, 37}, {37, 21}, {13, 21}},
        [](const std::vector<Tensor>& x) {
          Tensor out = Tensor::empty({13, 21}, x[2].dtype(), x[2].device());
-         addmm_into(out, x[2], x[0], transpose(contiguous(transpose(x[1], 0, 1)), 0, 1));
+         addmm_into(out, contiguous(x[2]), x[0], transpose(contiguous(transpose(x[1], 0, 1)), 0, 1));
          return out;
        },
        Domain::any, /*backward=*/false},
