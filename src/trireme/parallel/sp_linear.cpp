@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <string>
 
 #include "trireme/autograd/grad_mode.h"
@@ -12,6 +13,7 @@
 #include "trireme/ops/autocast_policy.h"
 #include "trireme/ops/copy.h"
 #include "trireme/ops/elementwise.h"
+#include "trireme/ops/factory.h"
 #include "trireme/ops/linalg.h"
 #include "trireme/ops/reduce.h"
 #include "trireme/ops/view.h"
@@ -71,12 +73,11 @@ Tensor transposed(const Tensor& w) { return w.alias({w.size(1), w.size(0)}, {w.s
 // out (n, cols) = every rank's rows times b (+ bias): this rank's rows first (`mine`, already
 // here), each other rank's as it arrives, read where it lands (Note [staged all-gather]).
 // `kept` receives, beside those GEMMs, the other ranks' rows (in rank order without this rank's;
-// Note [the weight gradient by source]) or, with keep_all, every rank's; the returned work says
-// when it has them.
-dist::WorkPtr product_by_source(const Tensor& mine, const Tensor& kept, bool keep_all, const Tensor& b,
-                                const Tensor& bias, const TpGroup& tp, dist::ProcessGroup& group, Tensor& out) {
-  std::unique_ptr<dist::StagedAllGather> gather = group.all_gather_staged(keep_all ? kept : Tensor(), mine);
-  if (!keep_all) gather->keep_others(kept);
+// Note [the weight gradient by source]); the returned work says when it has them.
+dist::WorkPtr product_by_source(const Tensor& mine, const Tensor& kept, const Tensor& b, const Tensor& bias,
+                                const TpGroup& tp, dist::ProcessGroup& group, Tensor& out) {
+  std::unique_ptr<dist::StagedAllGather> gather = group.all_gather_staged(Tensor(), mine);
+  gather->keep_others(kept);
   const int64_t rows = mine.size(0);
   gemm_into(mine, b, bias, rows_of(out, tp.rank, rows));
   for (int step = 1; step < tp.size; ++step) {
@@ -92,15 +93,7 @@ dist::WorkPtr product_by_source(const Tensor& mine, const Tensor& kept, bool kee
 // (copied out of the staging memory beside its GEMMs) and the backward sums by source with
 // addmm_: at tp = 2 half the device copies of keeping the whole gathered input, the same memory.
 // Measured on 2 H200s (bench/gpu/RESULTS.md, session 6): 78.53 ms a step against 78.74 with the
-// whole gathered input kept, which TRIREME_SP_GATHERED_COPY=1 still does (one GEMM; an
-// experiment switch).
-bool keep_gathered_copy() {
-  static const bool on = [] {
-    const char* v = std::getenv("TRIREME_SP_GATHERED_COPY");
-    return v && std::string(v) == "1";
-  }();
-  return on;
-}
+// whole gathered input kept for one GEMM (that path was dropped in session 7).
 
 // Index of rank q's rows among the other ranks' (rank order without `me`).
 int64_t other_index(int q, int me) { return q < me ? q : q - 1; }
@@ -125,116 +118,146 @@ bool backward_sum_in_gemm() {
   return on;
 }
 
-}  // namespace
+// A gradient for rank q's rows from the list an autograd node received: its own entry when the
+// node's outputs are the row blocks, else rows of the one output's gradient (zeros when none came).
+Tensor grad_rows(const TensorList& g, bool as_blocks, int q, int64_t rows, int64_t cols, const Tensor& like) {
+  const Tensor& gi = g[as_blocks ? size_t(q) : 0];
+  if (!gi.defined()) return zeros({rows, cols}, like.dtype(), like.device());
+  return as_blocks ? contiguous(gi) : rows_of(contiguous(gi), q, rows);
+}
 
-Tensor sp_column_parallel_linear(const Tensor& x_rows, const Tensor& weight, const Tensor& bias, const TpGroup& tp) {
+// The column-parallel layer behind both entry points: out (n, out_local) computed by source row
+// block; its autograd outputs are out itself, or with as_blocks its tp row blocks (rank q's rows,
+// each of which may then feed a consumer of its own: Note [attention by destination rows]).
+std::vector<Tensor> column_parallel(const Tensor& x_rows, const Tensor& weight, const Tensor& bias, const TpGroup& tp,
+                                    bool as_blocks) {
   if (auto c = autocast_low_args({x_rows, weight, bias}))  // Note [autocast policy]
-    return sp_column_parallel_linear((*c)[0], (*c)[1], (*c)[2], tp);
+    return column_parallel((*c)[0], (*c)[1], (*c)[2], tp, as_blocks);
   TRIREME_CHECK(x_rows.dim() == 2 && weight.dim() == 2 && x_rows.size(1) == weight.size(1),
                 "sp_column_parallel_linear: rows ", x_rows.sizes(), " and weight ", weight.sizes(), " do not match");
   dist::ProcessGroup& group = group_of(tp, "sp_column_parallel_linear");
   const int64_t rows = x_rows.size(0), in = weight.size(1), out_features = weight.size(0), n = rows * tp.size;
   Tensor out = Tensor::empty({n, out_features}, x_rows.dtype(), x_rows.device());
-  // The input rows kept for the weight gradient (Note [the weight gradient by source]).
-  const bool keep_all = keep_gathered_copy();
-  Tensor kept = Tensor::empty({keep_all ? n : n - rows, in}, x_rows.dtype(), x_rows.device());
+  // The other ranks' input rows, kept for the weight gradient (Note [the weight gradient by source]).
+  Tensor kept = Tensor::empty({n - rows, in}, x_rows.dtype(), x_rows.device());
   dist::WorkPtr kept_ready;
   {
     NoGradGuard no_grad;
-    const Tensor mine = contiguous(x_rows.detach());
-    kept_ready = product_by_source(mine, kept, keep_all, transposed(weight.detach()),
+    kept_ready = product_by_source(contiguous(x_rows.detach()), kept, transposed(weight.detach()),
                                    bias.defined() ? bias.detach() : Tensor(), tp, group, out);
   }
-  if (any_requires_grad({&x_rows, &weight, &bias})) {
-    const bool need_x = x_rows.requires_grad(), need_b = bias.defined() && bias.requires_grad();
-    SavedTensor sw(need_x ? weight : Tensor()), sx(keep_all ? Tensor() : x_rows);
-    record("sp_column_parallel_linear", {&x_rows, &weight, &bias}, {&out},
-           [=](const TensorList& g) -> TensorList {
-             NoGradGuard no_grad;
-             const Tensor go = contiguous(g[0]);
-             Tensor gx, gw, gb;
-             dist::WorkPtr scatter;
-             std::unique_ptr<dist::StagedReduceScatter> staged;
-             const Tensor w = need_x ? sw.unpack("sp_column_parallel_linear") : Tensor();
-             if (need_x) {  // (g · W) summed over tp, this rank's rows: beside the dW GEMM
-               dist::ProcessGroup& grp = group_of(tp, "sp_column_parallel_linear backward");
-               gx = Tensor::empty({rows, in}, go.dtype(), go.device());
-               if (backward_sum_in_gemm()) {  // Note [the input gradient's sum in the GEMM]
-                 const Tensor gx_full = Tensor::empty({n, in}, go.dtype(), go.device());  // others' rows only
-                 staged = grp.reduce_scatter_staged(gx, gx_full);
-                 for (int step = 1; step < tp.size; ++step) {
-                   const int q = (tp.rank + step) % tp.size;
-                   gemm_into(rows_of(go, q, rows), w, Tensor(), rows_of(gx_full, q, rows));
-                   staged->chunk_written(q);
-                 }
-               } else {
-                 scatter = grp.reduce_scatter(gx, matmul(go, w));
-               }
-             }
-             kept_ready->wait();
-             if (keep_all) {
-               gw = matmul(transpose(go, 0, 1), kept);  // gᵀ · gathered x
-             } else {  // sum over q of g_qᵀ x_q, this rank's x_q its own input
-               gw = matmul(transpose(rows_of(go, tp.rank, rows), 0, 1),
-                           contiguous(sx.unpack("sp_column_parallel_linear")));
-               for (int q = 0; q < tp.size; ++q) {
-                 if (q == tp.rank) continue;
-                 addmm_(gw, transpose(rows_of(go, q, rows), 0, 1), rows_of(kept, int(other_index(q, tp.rank)), rows));
-               }
-             }
-             if (need_b) gb = sum(go, {0});
-             if (staged) {  // this rank's rows last: the others' sum read as the GEMM's C operand
-               addmm_into(gx, staged->others_sum(), rows_of(go, tp.rank, rows), w);
-               staged->finish();  // frees the staging memory after that read; nothing here waits for it
-             }
-             if (scatter) scatter->wait();
-             return {gx, gw, gb};
-           });
+  std::vector<Tensor> outs;
+  if (as_blocks) {
+    for (int q = 0; q < tp.size; ++q) outs.push_back(rows_of(out, q, rows));
+  } else {
+    outs.push_back(out);
   }
-  return out;
+  if (!any_requires_grad({&x_rows, &weight, &bias})) return outs;
+  const bool need_x = x_rows.requires_grad(), need_b = bias.defined() && bias.requires_grad();
+  std::vector<Tensor*> out_ptrs;
+  for (Tensor& t : outs) out_ptrs.push_back(&t);
+  SavedTensor sw(need_x ? weight : Tensor()), sx(x_rows);
+  record("sp_column_parallel_linear", std::vector<Tensor>{x_rows, weight, bias}, out_ptrs,
+         [=](const TensorList& g) -> TensorList {
+           NoGradGuard no_grad;
+           std::vector<Tensor> go(size_t(tp.size));
+           for (int q = 0; q < tp.size; ++q) go[size_t(q)] = grad_rows(g, as_blocks, q, rows, out_features, kept);
+           Tensor gx, gw, gb;
+           dist::WorkPtr scatter;
+           std::unique_ptr<dist::StagedReduceScatter> staged;
+           const Tensor w = need_x ? sw.unpack("sp_column_parallel_linear") : Tensor();
+           if (need_x) {  // (g · W) summed over tp, this rank's rows: beside the dW GEMM
+             dist::ProcessGroup& grp = group_of(tp, "sp_column_parallel_linear backward");
+             gx = Tensor::empty({rows, in}, kept.dtype(), kept.device());
+             const Tensor gx_full = Tensor::empty({n, in}, kept.dtype(), kept.device());
+             if (backward_sum_in_gemm()) {  // Note [the input gradient's sum in the GEMM]: others' rows only
+               staged = grp.reduce_scatter_staged(gx, gx_full);
+               for (int step = 1; step < tp.size; ++step) {
+                 const int q = (tp.rank + step) % tp.size;
+                 gemm_into(go[size_t(q)], w, Tensor(), rows_of(gx_full, q, rows));
+                 staged->chunk_written(q);
+               }
+             } else {
+               for (int q = 0; q < tp.size; ++q) gemm_into(go[size_t(q)], w, Tensor(), rows_of(gx_full, q, rows));
+               scatter = grp.reduce_scatter(gx, gx_full);
+             }
+           }
+           kept_ready->wait();
+           // gW = sum over q of g_qᵀ x_q, this rank's x_q its own input.
+           gw = matmul(transpose(go[size_t(tp.rank)], 0, 1), contiguous(sx.unpack("sp_column_parallel_linear")));
+           for (int q = 0; q < tp.size; ++q) {
+             if (q == tp.rank) continue;
+             addmm_(gw, transpose(go[size_t(q)], 0, 1), rows_of(kept, int(other_index(q, tp.rank)), rows));
+           }
+           if (need_b) {
+             gb = sum(go[0], {0});
+             for (int q = 1; q < tp.size; ++q) add_(gb, sum(go[size_t(q)], {0}));
+           }
+           if (staged) {  // this rank's rows last: the others' sum read as the GEMM's C operand
+             addmm_into(gx, staged->others_sum(), go[size_t(tp.rank)], w);
+             staged->finish();  // frees the staging memory after that read; nothing here waits for it
+           }
+           if (scatter) scatter->wait();
+           return {gx, gw, gb};
+         });
+  return outs;
 }
 
-Tensor sp_row_parallel_linear_start(const Tensor& x, const Tensor& weight, const Tensor& bias, const TpGroup& tp,
-                                    dist::WorkPtr& work, const Tensor& residual) {
-  if (auto c = autocast_low_args({x, weight, bias}))  // Note [autocast policy]
-    return sp_row_parallel_linear_start((*c)[0], (*c)[1], (*c)[2], tp, work, residual);
-  TRIREME_CHECK(x.dim() == 2 && weight.dim() == 2 && x.size(1) == weight.size(1) && x.size(0) % tp.size == 0,
-                "sp_row_parallel_linear: input ", x.sizes(), " and weight ", weight.sizes(),
-                " do not match, or the rows are not divisible by tp = ", tp.size);
+// The row-parallel layer behind both entry points; x_block(q) gives rank q's rows of its input
+// (Note [attention by destination rows]), asked for in the order of the GEMMs that read them.
+Tensor row_parallel_start(const std::function<Tensor(int)>& x_block, int64_t rows, const Tensor& weight,
+                          const Tensor& bias, const TpGroup& tp, dist::WorkPtr& work, const Tensor& residual) {
+  if (auto c = autocast_low_args({weight, bias})) {  // Note [autocast policy]; each block is cast as it comes
+    return row_parallel_start(x_block, rows, (*c)[0], (*c)[1], tp, work, residual);
+  }
+  auto block = [&](int q) {
+    Tensor b = x_block(q);
+    if (auto c = autocast_low_args({b})) b = (*c)[0];
+    TRIREME_CHECK(b.dim() == 2 && b.size(0) == rows && b.size(1) == weight.size(1) && b.dtype() == weight.dtype(),
+                  "sp_row_parallel_linear: rank ", q, "'s rows of the input ", b.sizes(), " ", b.dtype(),
+                  " do not match the weight ", weight.sizes(), " ", weight.dtype(), " (expected [", rows, ", ",
+                  weight.size(1), "])");
+    return b;
+  };
   dist::ProcessGroup& group = group_of(tp, "sp_row_parallel_linear");
-  const int64_t n = x.size(0), rows = n / tp.size, out_features = weight.size(0), in_local = weight.size(1);
+  const int64_t n = rows * tp.size, out_features = weight.size(0), in_local = weight.size(1);
   if (residual.defined()) {
     TRIREME_CHECK(residual.dim() == 2 && residual.size(0) == rows && residual.size(1) == out_features, "sp_row_parallel_linear: the residual ",
                   residual.sizes(), " must be this rank's rows of the output, [", rows, ", ", out_features, "]");
-    if (residual.dtype() != x.dtype()) {  // autocast: a wider residual stream takes a separate add
-      Tensor out = sp_row_parallel_linear_start(x, weight, bias, tp, work);
+    if (residual.dtype() != weight.dtype()) {  // autocast: a wider residual stream takes a separate add
+      Tensor out = row_parallel_start(x_block, rows, weight, bias, tp, work, Tensor());
       if (work) work->wait();
       return residual + out;
     }
   }
-  Tensor mine = Tensor::empty({rows, out_features}, x.dtype(), x.device());
+  Tensor mine = Tensor::empty({rows, out_features}, weight.dtype(), weight.device());
+  std::vector<Tensor> xs(size_t(tp.size));
   {
-    NoGradGuard no_grad;
-    Tensor partial = Tensor::empty({n, out_features}, x.dtype(), x.device());
-    const Tensor xd = contiguous(x.detach()), wt = transposed(weight.detach());
+    Tensor partial = Tensor::empty({n, out_features}, weight.dtype(), weight.device());
+    const Tensor wt = transposed(weight.detach());
     // Split by destination rows: the other ranks' rows first, sent while this rank's compute.
     // (Split on every backend, so that the CPU tests run the GPU's code; a backend that cannot
-    // send early loses only the difference between one GEMM and tp of 1/tp the rows.)
+    // send early loses only the difference between one GEMM and tp of 1/tp the rows.) No
+    // collective of the group may come between here and finish(): x_block runs none.
     std::unique_ptr<dist::StagedReduceScatter> scatter = group.reduce_scatter_staged(mine, partial);
     const int pieces = send_pieces(rows);
     for (int step = 1; step <= tp.size; ++step) {
       const int q = (tp.rank + step) % tp.size;  // this rank's own rows last
+      xs[size_t(q)] = block(q);                  // recorded by autograd like any op of the caller's
+      NoGradGuard no_grad;
+      const Tensor xq = contiguous(xs[size_t(q)].detach());
       if (q == tp.rank) {
-        gemm_into(rows_of(xd, q, rows), wt, Tensor(), rows_of(partial, q, rows));
+        gemm_into(xq, wt, Tensor(), rows_of(partial, q, rows));
         continue;
       }
       for (int p = 0; p < pieces; ++p) {  // rows [r0, r1) of rank q's block, each part leaving once written
         const int64_t r0 = rows * p / pieces, r1 = rows * (p + 1) / pieces;
-        gemm_into(row_range(xd, q * rows + r0, r1 - r0), wt, Tensor(), row_range(partial, q * rows + r0, r1 - r0));
+        gemm_into(row_range(xq, r0, r1 - r0), wt, Tensor(), row_range(partial, q * rows + r0, r1 - r0));
         if (p + 1 < pieces) scatter->chunk_part_written(q, r1 * out_features);
       }
       scatter->chunk_written(q);
     }
+    NoGradGuard no_grad;
     const Tensor b = bias.defined() ? contiguous(bias.detach()) : Tensor();
     const Tensor r = residual.defined() ? contiguous(residual.detach()) : Tensor();
     // The bias and the residual added in the sum's pass where the group can (the same bits).
@@ -246,41 +269,82 @@ Tensor sp_row_parallel_linear_start(const Tensor& x, const Tensor& weight, const
       if (r.defined()) add_(mine, r);
     }
   }
-  if (any_requires_grad({&x, &weight, &bias, &residual})) {
-    const bool need_x = x.requires_grad(), need_w = weight.requires_grad(), need_b = bias.defined() && bias.requires_grad();
-    const bool need_r = residual.defined() && residual.requires_grad();
-    SavedTensor sx(need_w ? x : Tensor()), sw(need_x ? weight : Tensor());
-    record("sp_row_parallel_linear", {&x, &weight, &bias, &residual}, {&mine}, [=](const TensorList& g) -> TensorList {
-      NoGradGuard no_grad;
-      const Tensor g_rows = contiguous(g[0]);
-      // Every rank's rows of g by source, this rank's first, the others' read where they land
-      // (Note [split by source rows]): gx's row block q = g_q W and gW = sum over q of g_qᵀ x_q,
-      // so this rank's part of both runs while the others' rows travel, and g is never gathered
-      // into one tensor.
-      std::unique_ptr<dist::StagedAllGather> gather =
-          group_of(tp, "sp_row_parallel_linear backward").all_gather_staged(Tensor(), g_rows);
-      const Tensor w = need_x ? sw.unpack("sp_row_parallel_linear") : Tensor();
-      const Tensor x_all = need_w ? contiguous(sx.unpack("sp_row_parallel_linear")) : Tensor();
-      Tensor gx = need_x ? Tensor::empty({n, in_local}, g_rows.dtype(), g_rows.device()) : Tensor(), gw, gb;
-      for (int step = 0; step < tp.size; ++step) {
-        const int q = (tp.rank + step) % tp.size;
-        const Tensor g_q = step == 0 ? g_rows : gather->arrived(q);
-        if (need_x) gemm_into(g_q, w, Tensor(), rows_of(gx, q, rows));
-        if (need_w) {  // gW += g_qᵀ x_q, summed inside the GEMM
-          const Tensor g_qt = transpose(g_q, 0, 1), x_q = rows_of(x_all, q, rows);
-          if (gw.defined()) {
-            addmm_(gw, g_qt, x_q);
-          } else {
-            gw = matmul(g_qt, x_q);
-          }
+  std::vector<Tensor> inputs = xs;
+  inputs.insert(inputs.end(), {weight, bias, residual});
+  if (!any_requires_grad(inputs)) return mine;
+  bool need_x = false;
+  for (const Tensor& x : xs) need_x = need_x || x.requires_grad();
+  const bool need_w = weight.requires_grad(), need_b = bias.defined() && bias.requires_grad();
+  const bool need_r = residual.defined() && residual.requires_grad();
+  std::vector<SavedTensor> sx;
+  for (const Tensor& x : xs) sx.emplace_back(need_w ? x : Tensor());
+  SavedTensor sw(need_x ? weight : Tensor());
+  record("sp_row_parallel_linear", inputs, {&mine}, [=](const TensorList& g) -> TensorList {
+    NoGradGuard no_grad;
+    const Tensor g_rows = contiguous(g[0]);
+    // Every rank's rows of g by source, this rank's first, the others' read where they land
+    // (Note [split by source rows]): gx's row block q = g_q W and gW = sum over q of g_qᵀ x_q,
+    // so this rank's part of both runs while the others' rows travel, and g is never gathered
+    // into one tensor.
+    std::unique_ptr<dist::StagedAllGather> gather =
+        group_of(tp, "sp_row_parallel_linear backward").all_gather_staged(Tensor(), g_rows);
+    const Tensor w = need_x ? sw.unpack("sp_row_parallel_linear") : Tensor();
+    Tensor gx = need_x ? Tensor::empty({n, in_local}, g_rows.dtype(), g_rows.device()) : Tensor(), gw, gb;
+    for (int step = 0; step < tp.size; ++step) {
+      const int q = (tp.rank + step) % tp.size;
+      const Tensor g_q = step == 0 ? g_rows : gather->arrived(q);
+      if (need_x) gemm_into(g_q, w, Tensor(), rows_of(gx, q, rows));
+      if (need_w) {  // gW += g_qᵀ x_q, summed inside the GEMM
+        const Tensor g_qt = transpose(g_q, 0, 1), x_q = contiguous(sx[size_t(q)].unpack("sp_row_parallel_linear"));
+        if (gw.defined()) {
+          addmm_(gw, g_qt, x_q);
+        } else {
+          gw = matmul(g_qt, x_q);
         }
       }
-      gather->finish();  // frees the peers' rows after the GEMMs above; nothing here waits for it
-      if (need_b) gb = sum(g_rows, {0});  // this rank's rows: partial over tp (sum_grads_over_tp)
-      return {gx, gw, gb, need_r ? g_rows : Tensor()};  // the residual's: the output's own
-    });
-  }
+    }
+    gather->finish();  // frees the peers' rows after the GEMMs above; nothing here waits for it
+    if (need_b) gb = sum(g_rows, {0});  // this rank's rows: partial over tp (sum_grads_over_tp)
+    // Each input block's gradient: its rows of gx (views of one buffer, so a split of one input
+    // into blocks finds them in place).
+    TensorList grads;
+    for (int q = 0; q < tp.size; ++q) grads.push_back(need_x ? rows_of(gx, q, rows) : Tensor());
+    grads.insert(grads.end(), {gw, gb, need_r ? g_rows : Tensor()});  // the residual's: the output's own
+    return grads;
+  });
   return mine;
+}
+
+}  // namespace
+
+Tensor sp_column_parallel_linear(const Tensor& x_rows, const Tensor& weight, const Tensor& bias, const TpGroup& tp) {
+  return column_parallel(x_rows, weight, bias, tp, /*as_blocks=*/false)[0];
+}
+
+std::vector<Tensor> sp_column_parallel_linear_blocks(const Tensor& x_rows, const Tensor& weight, const Tensor& bias,
+                                                     const TpGroup& tp) {
+  return column_parallel(x_rows, weight, bias, tp, /*as_blocks=*/true);
+}
+
+Tensor sp_row_parallel_linear_start(const Tensor& x, const Tensor& weight, const Tensor& bias, const TpGroup& tp,
+                                    dist::WorkPtr& work, const Tensor& residual) {
+  TRIREME_CHECK(x.dim() == 2 && weight.dim() == 2 && x.size(1) == weight.size(1) && x.size(0) % tp.size == 0,
+                "sp_row_parallel_linear: input ", x.sizes(), " and weight ", weight.sizes(),
+                " do not match, or the rows are not divisible by tp = ", tp.size);
+  group_of(tp, "sp_row_parallel_linear");
+  const int64_t rows = x.size(0) / tp.size;
+  // One node splits x into the blocks; the blocks' gradients come back as rows of one buffer,
+  // which split's backward takes in place.
+  const std::vector<Tensor> blocks = split(x, rows, 0);
+  return row_parallel_start([&](int q) { return blocks[size_t(q)]; }, rows, weight, bias, tp, work, residual);
+}
+
+Tensor sp_row_parallel_linear_start_by_blocks(const std::function<Tensor(int)>& x_block, int64_t rows,
+                                              const Tensor& weight, const Tensor& bias, const TpGroup& tp,
+                                              dist::WorkPtr& work, const Tensor& residual) {
+  TRIREME_CHECK(weight.dim() == 2 && rows > 0, "sp_row_parallel_linear: weight ", weight.sizes(), " and ", rows,
+                " rows a rank");
+  return row_parallel_start(x_block, rows, weight, bias, tp, work, residual);
 }
 
 }  // namespace trireme::parallel

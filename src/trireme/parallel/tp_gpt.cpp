@@ -2,6 +2,8 @@
 #include "trireme/parallel/tp_gpt.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/nn/init.h"
@@ -43,19 +45,49 @@ PendingSum TensorParallelAttention::start(const Tensor& x) {
   return attend(c_attn->forward(x), /*sp=*/false, Tensor());  // (B, T, 3C): this rank's q | k | v
 }
 
+namespace {
+// TRIREME_SP_ATTENTION_BLOCKS=0: attention over the whole batch, then the projection (Note
+// [attention by destination rows] off; an experiment switch).
+bool attention_by_destination_rows() {
+  static const bool on = [] {
+    const char* v = std::getenv("TRIREME_SP_ATTENTION_BLOCKS");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
+}
+}  // namespace
+
 PendingSum TensorParallelAttention::start_sp(const Tensor& x_rows, int64_t B, int64_t T, const Tensor& proj_bias,
                                              const Tensor& residual) {
-  const Tensor qkv = sp_column_parallel_linear(x_rows, c_attn->weight, c_attn->bias, c_attn->tp);
+  const TpGroup& tp = c_attn->tp;
+  if (B % tp.size == 0 && attention_by_destination_rows()) {  // Note [attention by destination rows]
+    const std::vector<Tensor> blocks = sp_column_parallel_linear_blocks(x_rows, c_attn->weight, c_attn->bias, tp);
+    const int64_t Bq = B / tp.size;
+    PendingSum p;
+    p.partial = sp_row_parallel_linear_start_by_blocks(
+        [&](int q) {
+          const Tensor y = attention(reshape(blocks[size_t(q)], {Bq, T, blocks[size_t(q)].size(1)}));
+          return reshape(y, {Bq * T, y.size(2)});
+        },
+        Bq * T, c_proj->weight, proj_bias, c_proj->tp, p.work, residual);
+    return p;
+  }
+  const Tensor qkv = sp_column_parallel_linear(x_rows, c_attn->weight, c_attn->bias, tp);
   return attend(reshape(qkv, {B, T, qkv.size(1)}), /*sp=*/true, proj_bias, residual);
+}
+
+Tensor TensorParallelAttention::attention(const Tensor& qkv) const {
+  const int64_t B = qkv.size(0), T = qkv.size(1), H = n_head_local, hd = d_model / n_head, C = H * hd;
+  const std::vector<Tensor> parts = split(qkv, C, 2);  // one node: one gradient buffer for q, k, v
+  auto heads = [&](int64_t which) { return transpose(view(parts[size_t(which)], {B, T, H, hd}), 1, 2); };
+  const Tensor y = scaled_dot_product_attention(heads(0), heads(1), heads(2), /*causal=*/true);  // (B, H, T, hd)
+  return reshape(transpose(y, 1, 2), {B, T, C});
 }
 
 PendingSum TensorParallelAttention::attend(const Tensor& qkv, bool sp, const Tensor& proj_bias,
                                            const Tensor& residual) {
-  const int64_t B = qkv.size(0), T = qkv.size(1), H = n_head_local, hd = d_model / n_head, C = H * hd;
-  const std::vector<Tensor> parts = split(qkv, C, 2);  // one node: one gradient buffer for q, k, v
-  auto heads = [&](int64_t which) { return transpose(view(parts[size_t(which)], {B, T, H, hd}), 1, 2); };
-  Tensor y = scaled_dot_product_attention(heads(0), heads(1), heads(2), /*causal=*/true);  // (B, H, T, hd)
-  y = reshape(transpose(y, 1, 2), {B, T, C});
+  const int64_t B = qkv.size(0), T = qkv.size(1), C = n_head_local * (d_model / n_head);
+  const Tensor y = attention(qkv);
   PendingSum p;
   p.partial = sp ? sp_row_parallel_linear_start(reshape(y, {B * T, C}), c_proj->weight, proj_bias, c_proj->tp, p.work,
                                                 residual)

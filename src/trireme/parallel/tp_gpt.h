@@ -90,6 +90,8 @@ class TensorParallelAttention : public nn::Module {
  private:
   // qkv (B, T, 3C) -> attention -> c_proj's output, being summed (sp: reduce-scattered to rows).
   PendingSum attend(const Tensor& qkv, bool sp, const Tensor& proj_bias, const Tensor& residual = Tensor());
+  // qkv (B, T, 3C): this rank's q | k | v columns -> its heads' attention, (B, T, C).
+  Tensor attention(const Tensor& qkv) const;
 };
 
 class TensorParallelMLP : public nn::Module {
