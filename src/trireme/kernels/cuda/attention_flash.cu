@@ -241,8 +241,8 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(AttnArgs a) {
   constexpr int LD = HD + 8, KS = HD / 16, DT = HD / 8, NT = kTile / 8;
   extern __shared__ __align__(16) uint16_t smem[];  // launch_flash's sizes
   uint16_t *sq = smem, *sk_buf = sq + kTile * LD, *sv_buf = sk_buf + 2 * kTile * LD;
-  const int qt = int(gridDim.x) - 1 - int(blockIdx.x);  // heaviest causal tiles first
-  const int pair = blockIdx.y, b = pair / a.nh, h = pair % a.nh;
+  const int qt = int(gridDim.y) - 1 - int(blockIdx.y);  // heaviest causal tiles first (Note [tile order])
+  const int pair = blockIdx.x, b = pair / a.nh, h = pair % a.nh;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int q0 = qt * kTile;
   const float c = float(a.scale) * kLog2e;
@@ -332,8 +332,8 @@ __global__ void __launch_bounds__(kThreads) flash_backward_kv_kernel(AttnArgs a)
   uint16_t *sk = smem, *sv = sk + kTile * LD, *sq_buf = sv + kTile * LD, *sg_buf = sq_buf + 2 * kTile * LD;
   float* slse_buf = reinterpret_cast<float*>(sg_buf + 2 * kTile * LD);
   float* sdel_buf = slse_buf + 2 * kTile;
-  const int kt = blockIdx.x;  // causal: low key tiles see the most queries and go first
-  const int pair = blockIdx.y, b = pair / a.nh, h = pair % a.nh;
+  const int kt = blockIdx.y;  // causal: low key tiles see the most queries and go first (Note [tile order])
+  const int pair = blockIdx.x, b = pair / a.nh, h = pair % a.nh;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int k0 = kt * kTile;
   const float c = float(a.scale) * kLog2e;
@@ -412,8 +412,8 @@ __global__ void __launch_bounds__(kThreads) flash_backward_q_kernel(AttnArgs a) 
   constexpr int LD = HD + 8, KS = HD / 16, DT = HD / 8, NT = kTile / 8;
   extern __shared__ __align__(16) uint16_t smem[];
   uint16_t *sq = smem, *sg = sq + kTile * LD, *sk_buf = sg + kTile * LD, *sv_buf = sk_buf + 2 * kTile * LD;
-  const int qt = int(gridDim.x) - 1 - int(blockIdx.x);
-  const int pair = blockIdx.y, b = pair / a.nh, h = pair % a.nh;
+  const int qt = int(gridDim.y) - 1 - int(blockIdx.y);
+  const int pair = blockIdx.x, b = pair / a.nh, h = pair % a.nh;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int q0 = qt * kTile;
   const float c = float(a.scale) * kLog2e;
@@ -492,16 +492,24 @@ void launch_with_smem(Kernel kernel, dim3 grid, size_t bytes, cudaStream_t strea
   TRIREME_CUDA_CHECK_LAUNCH();
 }
 
+// Note [tile order]
+// Under a causal mask a tile's work grows with how many keys its queries see: the last query
+// tiles (and, in the key-side backward, the first key tiles) are the heaviest, up to T/kTile
+// times the lightest. The grid is (batch x head pairs, tiles) with the pairs varying fastest, and
+// the CTA scheduler hands out blocks in that order, so every pair's heaviest tile starts in the
+// first waves and the last wave holds only light tiles: the kernel ends with a short tail. (With
+// the tiles varying fastest, each pair's tiles ran heavy to light one pair after another, so the
+// last pairs' heavy tiles started in the last waves.)
 template <class D, int HD>
 void launch_flash(const AttnArgs& a, int nb, cudaStream_t stream, bool backward) {
   constexpr size_t tile_bytes = size_t(kTile) * (HD + 8) * sizeof(uint16_t);
   const int pairs = nb * a.nh;
-  const dim3 q_grid(unsigned((a.tq + kTile - 1) / kTile), unsigned(pairs));
+  const dim3 q_grid(unsigned(pairs), unsigned((a.tq + kTile - 1) / kTile));
   if (!backward) {
     launch_with_smem(flash_forward_kernel<D, HD>, q_grid, 5 * tile_bytes, stream, a);  // Q, 2 x (K, V)
     return;
   }
-  const dim3 k_grid(unsigned((a.tk + kTile - 1) / kTile), unsigned(pairs));
+  const dim3 k_grid(unsigned(pairs), unsigned((a.tk + kTile - 1) / kTile));
   // K, V, 2 x (Q, dO, lse, delta); and Q, dO, 2 x (K, V).
   launch_with_smem(flash_backward_kv_kernel<D, HD>, k_grid, 6 * tile_bytes + 4 * kTile * sizeof(float), stream, a);
   launch_with_smem(flash_backward_q_kernel<D, HD>, q_grid, 6 * tile_bytes, stream, a);
