@@ -174,10 +174,16 @@ TEST(CudaNn, RotaryEmbedding) {
 
 TEST(CudaNn, AdamWStepsMatchTheCpu) {
   TRIREME_REQUIRE_GPU();
-  for (DType dt : {DType::f32, DType::bf16, DType::f64}) {
+  // 37 x 41 elements: the vectorised kernel and its scalar tail; at an offset of one element
+  // (a contiguous view whose start is not 16-byte aligned), the one-element kernel.
+  for (DType dt : {DType::f32, DType::bf16, DType::f64})
+  for (int64_t offset : {0, 1}) {
+    SCOPED_TRACE(str_cat(dtype_name(dt), ", offset ", offset));
     Generator gen(8);
     Tensor p_cpu = to_dtype(randn({37, 41}, gen), dt).detach();
-    Tensor p_gpu = to_device(p_cpu, Device::cuda(0)).detach();
+    Tensor base = to_device(to_dtype(zeros({offset + 37 * 41}), dt), Device::cuda(0));
+    Tensor p_gpu = reshape(narrow(base, 0, offset, 37 * 41), {37, 41}).detach();
+    copy_(p_gpu, to_device(p_cpu, Device::cuda(0)));
     p_cpu = clone(p_cpu);
     p_cpu.set_requires_grad(true);
     p_gpu.set_requires_grad(true);
