@@ -85,7 +85,6 @@ row "1.3B tp=2, sequence parallel (NCCL reduce-scatter/all-gather)" TRIREME_PEER
 row "1.3B tp=2, sequence parallel, peer reduce-scatter/all-gather" A=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --sp 1
 row "1.3B tp=2, sequence parallel, peer, group sums on 32 blocks" TRIREME_PEER_SUM_BLOCKS=32 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --sp 1
 row "1.3B tp=2, sequence parallel, peer, group sums on 8 blocks" TRIREME_PEER_SUM_BLOCKS=8 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --sp 1
-row "1.3B tp=2, sequence parallel, peer, flag waits on the compute stream" TRIREME_PEER_WAIT_ON_CALLER=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --sp 1
 row "1.3B tp=2, sequence parallel, peer, attention by destination rows" TRIREME_SP_ATTENTION_BLOCKS=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --sp 1
 row "1.3B tp=2, sequence parallel, peer, backward reduce-scatter summed on the group stream" TRIREME_SP_BACKWARD_RS=group -- "${launch[@]}" $bench "${big[@]}" --tp 2 --sp 1
 row "1.3B tp=2, sequence parallel, peer, whole blocks sent" TRIREME_SP_SEND_PIECES=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --sp 1

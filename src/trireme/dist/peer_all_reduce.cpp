@@ -103,9 +103,6 @@ struct PeerAllReduce::Impl {
   // Recorded after a staged reduce-scatter's sum on the caller's stream, so that its slots are
   // freed from another stream (made on first use, reused: a wait takes the latest record).
   cudaEvent_t summed = nullptr;
-  // Recorded on the group's stream once the peers' chunks of a staged reduce-scatter are here,
-  // for the caller's stream to wait on (wait_for_peers_then); likewise reused.
-  cudaEvent_t arrived = nullptr;
 
   int64_t staging_bytes() const { return 2 * int64_t(o.size - 1) * o.capacity; }
   // Where rank `src`'s piece lands in rank `dst`'s region, for an op of parity p.
@@ -135,7 +132,6 @@ struct PeerAllReduce::Impl {
   ~Impl() {
     cuda::DeviceGuard guard(o.device);
     if (summed) cudaEventDestroy(summed);
-    if (arrived) cudaEventDestroy(arrived);
     if (opened) {
       for (int j = 0; j < o.size; ++j)
         if (j != o.rank && region[size_t(j)]) cudaIpcCloseMemHandle(region[size_t(j)]);
@@ -426,31 +422,6 @@ void wait_for_peers(PeerAllReduce::Impl& s, cudaStream_t stream, uint32_t k, con
   }
 }
 
-// wait_for_peers for a result the caller's stream reads next: the flag waits (host memory, read
-// across PCIe) held on `wait_stream` (the group's), and `stream` waiting on an event after them.
-// Measured on 2 H200s (bench/gpu/RESULTS.md, session 7): a flag wait on the compute stream cost
-// it ~5 us even when the peer's data had long arrived (48 such gaps a step before the backward's
-// addmm_into alone); an event between two streams of one GPU costs ~2. TRIREME_PEER_WAIT_ON_CALLER=1
-// waits on `stream` itself (an experiment switch).
-bool wait_on_caller() {
-  static const bool on = [] {
-    const char* v = std::getenv("TRIREME_PEER_WAIT_ON_CALLER");
-    return v && std::string(v) == "1";
-  }();
-  return on;
-}
-void wait_for_peers_then(PeerAllReduce::Impl& s, cudaStream_t wait_stream, cudaStream_t stream, uint32_t k,
-                         const void** slots) {
-  if (wait_stream == nullptr || wait_stream == stream || wait_on_caller()) {
-    wait_for_peers(s, stream, k, slots);
-    return;
-  }
-  wait_for_peers(s, wait_stream, k, slots);
-  if (!s.arrived) TRIREME_CUDA_CHECK(cudaEventCreateWithFlags(&s.arrived, cudaEventDisableTiming));
-  TRIREME_CUDA_CHECK(cudaEventRecord(s.arrived, wait_stream));
-  TRIREME_CUDA_CHECK(cudaStreamWaitEvent(stream, s.arrived, 0));
-}
-
 void release_slots(PeerAllReduce::Impl& s, cudaStream_t stream, uint32_t k) {
   const auto cu_stream = reinterpret_cast<CUstream>(stream);
   for (int j = 0; j < s.o.size; ++j) {
@@ -616,7 +587,7 @@ void PeerAllReduce::finish_staged_reduce_scatter(const Tensor& output, const Ten
   const int64_t n = output.numel();
   const char* own = static_cast<const char*>(input.data_ptr()) + s.o.rank * n * int64_t(dtype_size(input.dtype()));
   const void* slots[kMaxRanks] = {};
-  wait_for_peers_then(s, release_stream, stream, k, slots);
+  wait_for_peers(s, stream, k, slots);
   TRIREME_CHECK(!residual.defined() || (residual.numel() == n && residual.dtype() == output.dtype() &&
                                          residual.is_contiguous()),
                 "peer reduce-scatter: the residual ", residual.sizes(), " must be a contiguous ", output.dtype(),
@@ -634,14 +605,13 @@ void PeerAllReduce::finish_staged_reduce_scatter(const Tensor& output, const Ten
   release_slots(s, release_stream, k);
 }
 
-const void* PeerAllReduce::staged_others_sum(const Tensor& input, const Tensor& scratch, cudaStream_t stream,
-                                             cudaStream_t wait_stream) {
+const void* PeerAllReduce::staged_others_sum(const Tensor& input, const Tensor& scratch, cudaStream_t stream) {
   Impl& s = *impl_;
   check_staged("reduce_scatter");
   for (int j = 0; j < s.o.size; ++j)
     if (j != s.o.rank && !s.staged_sent[size_t(j)]) send_staged_chunk(input, j, stream);
   const void* slots[kMaxRanks] = {};
-  wait_for_peers_then(s, wait_stream, stream, s.staged_seq, slots);
+  wait_for_peers(s, stream, s.staged_seq, slots);
   if (s.o.size == 2) return slots[1 - s.o.rank];
   const int64_t n = input.numel() / s.o.size;
   TRIREME_CHECK(scratch.defined() && scratch.numel() == n && scratch.dtype() == input.dtype() && scratch.is_contiguous(),

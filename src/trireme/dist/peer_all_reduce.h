@@ -105,8 +105,7 @@ class PeerAllReduce {
   // bias (optional): added to the result's rows, rounded as a separate add would be; residual
   // (optional, output's shape): added after it, likewise.
   // release_stream (optional): where the slots are freed once the sum is done, so that `stream`
-  // goes straight on to its next kernel (the group's stream; by default `stream` itself); the
-  // waits for the peers' chunks are held there too, `stream` waiting on an event after them.
+  // goes straight on to its next kernel (the group's stream; by default `stream` itself).
   void finish_staged_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op, cudaStream_t stream,
                                     const Tensor& bias = Tensor(), const Tensor& residual = Tensor(),
                                     cudaStream_t release_stream = nullptr);
@@ -114,10 +113,8 @@ class PeerAllReduce {
   // left, makes `stream` wait for the peers' chunks and returns where their sum is: with two
   // ranks the arrived chunk itself (its staging slot), else `scratch` (output's size), summed in
   // rank order. release_staged_reduce_scatter then ends the op, queued after every read of it:
-  // it frees the slots on release_stream, which must already follow those reads. wait_stream
-  // (optional, the group's): where the flag waits are held, `stream` waiting on an event after them.
-  const void* staged_others_sum(const Tensor& input, const Tensor& scratch, cudaStream_t stream,
-                                cudaStream_t wait_stream = nullptr);
+  // it frees the slots on release_stream, which must already follow those reads.
+  const void* staged_others_sum(const Tensor& input, const Tensor& scratch, cudaStream_t stream);
   void release_staged_reduce_scatter(cudaStream_t release_stream);
   // An all-gather whose arrivals are read where they land (ProcessGroup::all_gather_staged, Note
   // [staged all-gather]): begin pushes the input to every peer and makes `stream` wait until every

@@ -805,7 +805,7 @@ class PeerStagedReduceScatter : public StagedReduceScatter {
     std::vector<Tensor> keep{s_.input};
     if (!two) keep.push_back(scratch_);
     s_.impl->issue_on_caller_stream(str_cat(s_.what, " others' sum"), s_.timeout, std::move(keep), [&](cudaStream_t st) {
-      at = s_.impl->peer->staged_others_sum(s_.input, scratch_, st, s_.impl->stream.handle());
+      at = s_.impl->peer->staged_others_sum(s_.input, scratch_, st);
       return ncclSuccess;
     });
     return two ? Tensor::borrowed(const_cast<void*>(at), s_.output.sizes(), s_.output.dtype(), s_.output.device())

@@ -189,9 +189,9 @@ std::vector<Tensor> column_parallel(const Tensor& x_rows, const Tensor& weight, 
              if (q == tp.rank) continue;
              addmm_(gw, transpose(go[size_t(q)], 0, 1), rows_of(kept, int(other_index(q, tp.rank)), rows));
            }
-           if (need_b) {
-             gb = sum(go[0], {0});
-             for (int q = 1; q < tp.size; ++q) add_(gb, sum(go[size_t(q)], {0}));
+           if (need_b) {  // one column sum over every row when they are one tensor
+             gb = as_blocks ? sum(go[0], {0}) : sum(contiguous(g[0]), {0});
+             for (int q = 1; as_blocks && q < tp.size; ++q) add_(gb, sum(go[size_t(q)], {0}));
            }
            if (staged) {  // this rank's rows last: the others' sum read as the GEMM's C operand
              addmm_into(gx, staged->others_sum(), go[size_t(tp.rank)], w);
