@@ -53,7 +53,11 @@ Tensor sp_row_parallel_linear_start(const Tensor& x, const Tensor& weight, const
 // rows sent as soon as written, then this rank's sequences' attention and projection while they
 // travel. So the QKV projection hands out its output as row blocks (each block's gradient comes
 // back from its own attention), and the projection takes its input block by block from a
-// callback.
+// callback. Measured on 2 H200s (GPT 1.3B, bench/gpu/RESULTS.md, session 7): 1.5 ms a step
+// slower at first (flash kernels over half the batch have longer tails), equal once the flash
+// grids ran their heaviest tiles first (76.36 against 76.43 ms). So TensorParallelAttention uses
+// it only with TRIREME_SP_ATTENTION_BLOCKS=1 (an experiment switch; layouts tp2.sp.attnblocks,
+// tp4.sp.attnblocks).
 // The same as sp_column_parallel_linear, its output handed out as tp row blocks (rank q's rows
 // of out, (n/tp, out_local) each, separate autograd outputs).
 std::vector<Tensor> sp_column_parallel_linear_blocks(const Tensor& x_rows, const Tensor& weight, const Tensor& bias,
