@@ -118,12 +118,9 @@ bool backward_sum_in_gemm() {
   return on;
 }
 
-// A gradient for rank q's rows from the list an autograd node received: its own entry when the
-// node's outputs are the row blocks, else rows of the one output's gradient (zeros when none came).
-Tensor grad_rows(const TensorList& g, bool as_blocks, int q, int64_t rows, int64_t cols, const Tensor& like) {
-  const Tensor& gi = g[as_blocks ? size_t(q) : 0];
-  if (!gi.defined()) return zeros({rows, cols}, like.dtype(), like.device());
-  return as_blocks ? contiguous(gi) : rows_of(contiguous(gi), q, rows);
+// A contiguous gradient of `shape` from what an autograd node received (zeros when none came).
+Tensor contiguous_grad(const Tensor& g, const Shape& shape, const Tensor& like) {
+  return g.defined() ? contiguous(g) : zeros(shape, like.dtype(), like.device());
 }
 
 // The column-parallel layer behind both entry points: out (n, out_local) computed by source row
@@ -160,8 +157,11 @@ std::vector<Tensor> column_parallel(const Tensor& x_rows, const Tensor& weight, 
   record("sp_column_parallel_linear", std::vector<Tensor>{x_rows, weight, bias}, out_ptrs,
          [=](const TensorList& g) -> TensorList {
            NoGradGuard no_grad;
+           // The output gradient's rows by source rank: each block's own gradient, or rows of the one.
+           const Tensor whole = as_blocks ? Tensor() : contiguous_grad(g[0], {n, out_features}, kept);
            std::vector<Tensor> go(size_t(tp.size));
-           for (int q = 0; q < tp.size; ++q) go[size_t(q)] = grad_rows(g, as_blocks, q, rows, out_features, kept);
+           for (int q = 0; q < tp.size; ++q)
+             go[size_t(q)] = as_blocks ? contiguous_grad(g[size_t(q)], {rows, out_features}, kept) : rows_of(whole, q, rows);
            Tensor gx, gw, gb;
            dist::WorkPtr scatter;
            std::unique_ptr<dist::StagedReduceScatter> staged;
@@ -190,7 +190,7 @@ std::vector<Tensor> column_parallel(const Tensor& x_rows, const Tensor& weight, 
              addmm_(gw, transpose(go[size_t(q)], 0, 1), rows_of(kept, int(other_index(q, tp.rank)), rows));
            }
            if (need_b) {  // one column sum over every row when they are one tensor
-             gb = as_blocks ? sum(go[0], {0}) : sum(contiguous(g[0]), {0});
+             gb = sum(as_blocks ? go[0] : whole, {0});
              for (int q = 1; as_blocks && q < tp.size; ++q) add_(gb, sum(go[size_t(q)], {0}));
            }
            if (staged) {  // this rank's rows last: the others' sum read as the GEMM's C operand
