@@ -47,7 +47,7 @@ PendingSum TensorParallelAttention::start(const Tensor& x) {
 
 namespace {
 // TRIREME_SP_ATTENTION_BLOCKS=1: Note [attention by destination rows] (an experiment switch, off:
-// measured slower, see the note).
+// measured no faster, see the note).
 bool attention_by_destination_rows() {
   static const bool on = [] {
     const char* v = std::getenv("TRIREME_SP_ATTENTION_BLOCKS");
