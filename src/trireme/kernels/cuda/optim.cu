@@ -77,7 +77,8 @@ void adamw_cuda(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_
   const D* g = dptr<T>(grad);
   A* m = exp_avg.data<A>();
   A* v = exp_avg_sq.data<A>();
-  // Four elements a thread: 16-byte state accesses (f32), 8-byte parameter ones for 16-bit types.
+  // 16-byte state accesses: four f32 states a thread (8-byte parameter accesses for 16-bit
+  // types), two for f64.
   constexpr int V = sizeof(A) == 8 ? 2 : 4;
   if (aligned16(p) && aligned16(g) && aligned16(m) && aligned16(v)) {
     adamw_kernel<D, V><<<grid_for((n + V - 1) / V), kBlock, 0, ctx.stream>>>(p, g, m, v, n, s);
