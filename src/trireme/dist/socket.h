@@ -12,7 +12,13 @@ namespace trireme::dist {
 using Clock = std::chrono::steady_clock;
 using Deadline = Clock::time_point;
 
-inline Deadline deadline_after(std::chrono::milliseconds timeout) { return Clock::now() + timeout; }
+// Negative timeouts count as 0 and huge ones as a century, so the sum never overflows.
+inline Deadline deadline_after(std::chrono::milliseconds timeout) {
+  constexpr std::chrono::milliseconds kCentury = std::chrono::hours(24 * 365 * 100);
+  if (timeout < std::chrono::milliseconds(0)) timeout = std::chrono::milliseconds(0);
+  if (timeout > kCentury) timeout = kCentury;
+  return Clock::now() + timeout;
+}
 
 // An owned file descriptor: closed when it goes out of scope.
 class Socket {

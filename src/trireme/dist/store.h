@@ -13,7 +13,19 @@
 // A connection that drops without a goodbye means the process died (killed, crashed, or
 // _exit'ed); the server records that rank as dead. A process group whose collective fails
 // asks the store for the dead ranks, so the error on the survivors can name the rank that
-// went away instead of only a socket error.
+// went away instead of only a socket error. This is why an authenticated connection that is
+// merely idle is never closed by the server.
+//
+// Note [store under abuse]
+// A multi-node job's store listens on every interface, so anyone on the network can connect.
+// The server is one thread running an epoll loop over non-blocking sockets with per-connection
+// buffers: no peer can block another. Before the handshake a connection may send only the
+// handshake (at most kStoreMaxHandshakeBytes, within handshake_timeout) or it is closed;
+// unauthenticated connections are capped per peer address and in total (the oldest is dropped
+// to make room). After the handshake, keys are capped at kStoreMaxKeyBytes and values at
+// kStoreMaxValueBytes; a message over the caps gets an error reply and the connection closes.
+// A message begun must finish, and a reply must be taken, within io_timeout. `add` refuses to
+// overflow and timeouts are clamped to [0, kStoreMaxTimeout].
 #pragma once
 
 #include <chrono>
@@ -37,6 +49,14 @@ class StoreTimeout : public Error {
   using Error::Error;
 };
 
+// Limits the server enforces (Note [store under abuse]); the client checks them before sending.
+inline constexpr size_t kStoreMaxKeyBytes = size_t(4) << 10;
+inline constexpr size_t kStoreMaxValueBytes = size_t(16) << 20;
+inline constexpr size_t kStoreMaxTokenBytes = 1024;
+inline constexpr size_t kStoreMaxHandshakeBytes = 4096;
+// Longer timeouts (e.g. milliseconds::max() meant as "forever") are treated as this.
+inline constexpr milliseconds kStoreMaxTimeout = std::chrono::hours(24 * 365);
+
 // A fresh random job token (32 hex digits from the OS's random source).
 std::string store_make_token();
 
@@ -47,6 +67,12 @@ struct StoreServerOptions {
   std::string host = "127.0.0.1";  // listening address: loopback for one node, "0.0.0.0" for many
   int port = 0;                    // 0: the OS picks a free port; read it with port()
   std::string token;               // required: connections that do not present it are refused
+  // Limits against hostile or broken peers (Note [store under abuse]).
+  int max_connections = 1024;          // in total; also kept below the process's open-file limit
+  int max_unauthenticated = 512;       // not yet past the handshake, in total
+  int max_unauthenticated_per_peer = 64;  // ... from one peer address
+  milliseconds handshake_timeout{2'000};  // from connect to a complete handshake
+  milliseconds io_timeout{60'000};        // to finish sending a message begun, or to take a reply
 };
 
 class StoreServer {
