@@ -22,6 +22,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "trireme/core/checked.h"
 #include "trireme/core/error.h"
 #include "trireme/dist/store.h"
 
@@ -71,6 +72,92 @@ std::string signal_name(int sig) {
   return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
 }
 
+// ---- Note [no orphans]
+// Each worker leads its own process group, so killpg reaches whatever it started, and has
+// PR_SET_PDEATHSIG so it dies with the launcher. Its children do not get that signal, and a
+// launcher killed with SIGKILL cannot killpg anything: the watchdog does. It is a process forked
+// when the launch starts that holds the read end of a pipe and is told each worker's group; when
+// the pipe reaches end-of-file without a "done" (the launcher died, however), it SIGKILLs every
+// group it was told about. The launcher is also a child subreaper, so a worker's children that
+// outlive it are re-parented to the launcher (not to init) and are reaped when the group stops.
+class Watchdog {
+ public:
+  static constexpr int kMaxGroups = 4096;
+
+  Watchdog() {
+    int fds[2];
+    TRIREME_CHECK(::pipe2(fds, O_CLOEXEC) == 0, "launch: pipe failed: ", std::strerror(errno));
+    pid_t pid = ::fork();
+    if (pid < 0) {
+      int err = errno;
+      ::close(fds[0]);
+      ::close(fds[1]);
+      TRIREME_FAIL("launch: fork failed: ", std::strerror(err));
+    }
+    if (pid == 0) run(fds[0]);  // never returns
+    ::close(fds[0]);
+    fd_ = fds[1];
+    pid_ = pid;
+  }
+
+  ~Watchdog() {
+    send(0);  // done: nothing to kill
+    ::close(fd_);
+    while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  void watch(pid_t group) { send(group); }
+  void forget(pid_t group) { send(-group); }
+
+ private:
+  void send(int32_t record) {
+    // 4 bytes to a pipe are written whole; the watchdog reads as fast as workers are spawned.
+    while (::write(fd_, &record, sizeof(record)) < 0 && errno == EINTR) {
+    }
+  }
+
+  // In the forked child of a possibly multi-threaded process: async-signal-safe calls only.
+  [[noreturn]] static void run(int read_fd) {
+    ::prctl(PR_SET_NAME, "trireme-watch");
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    // A Ctrl-C or SIGTERM meant for the launcher must not take its safety net away.
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE}) ::sigaction(sig, &ignore, nullptr);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    // Hold no descriptor of the launcher's (its store's port, pipes others wait on) but the pipe.
+    if (read_fd != 3) {
+      ::dup2(read_fd, 3);
+      ::close(read_fd);
+    }
+    ::close_range(4, ~0u, 0);
+    pid_t groups[kMaxGroups];
+    int count = 0;
+    while (true) {
+      int32_t record = 0;
+      ssize_t n = ::read(3, &record, sizeof(record));
+      if (n < 0 && errno == EINTR) continue;
+      if (n == static_cast<ssize_t>(sizeof(record))) {
+        if (record == 0) ::_exit(0);
+        if (record > 0 && count < kMaxGroups) groups[count++] = record;
+        for (int i = 0; record < 0 && i < count; ++i)
+          if (groups[i] == -record) groups[i--] = groups[--count];
+        continue;
+      }
+      for (int i = 0; i < count; ++i) ::kill(-groups[i], SIGKILL);  // the launcher is gone
+      ::_exit(0);
+    }
+  }
+
+  int fd_ = -1;
+  pid_t pid_ = -1;
+};
+
 // ---- one worker process and its output.
 struct Worker {
   int rank = 0;
@@ -82,6 +169,7 @@ struct Worker {
   std::string out_partial, err_partial;  // a line not yet ended by '\n'
   std::deque<std::string> tail;
   bool exited = false;
+  bool forgotten = false;  // its group is dead and reaped: the watchdog no longer guards it
   int status = 0;
   std::string log_path;
 };
@@ -111,8 +199,9 @@ int available_cpus() {
 
 class Group {
  public:
-  Group(const LaunchOptions& options, const std::string& token, int port, int attempt, const std::string& log_dir)
-      : options_(options) {
+  Group(const LaunchOptions& options, const std::string& token, int port, int attempt, const std::string& log_dir,
+        Watchdog& watchdog)
+      : options_(options), watchdog_(watchdog) {
     std::string program = resolve_program(options.command[0]);
     const char* omp = std::getenv("OMP_NUM_THREADS");
     std::string threads = omp && *omp ? omp : std::to_string(std::max(1, available_cpus() / options.nproc_per_node));
@@ -208,6 +297,8 @@ class Group {
     for (auto& s : args) argv.push_back(s.data());
     argv.push_back(nullptr);
 
+    // What the child says when exec fails, built here (no allocation after fork).
+    const std::string exec_failed = "trireme launch: exec '" + program + "' failed: ";
     int out[2], err[2];
     TRIREME_CHECK(::pipe2(out, O_CLOEXEC) == 0 && ::pipe2(err, O_CLOEXEC) == 0, "launch: pipe failed: ",
                   std::strerror(errno));
@@ -236,11 +327,15 @@ class Group {
       ::dup2(out[1], 1);
       ::dup2(err[1], 2);
       ::execve(program.c_str(), argv.data(), envp.data());
-      const char msg[] = "trireme launch: exec failed\n";
-      [[maybe_unused]] ssize_t ignored = ::write(2, msg, sizeof(msg) - 1);
+      const char* why = ::strerrordesc_np(errno);  // a static string: safe after fork
+      if (!why) why = "unknown error";
+      [[maybe_unused]] ssize_t a = ::write(2, exec_failed.data(), exec_failed.size());
+      [[maybe_unused]] ssize_t b = ::write(2, why, std::strlen(why));
+      [[maybe_unused]] ssize_t c = ::write(2, "\n", 1);
       ::_exit(127);
     }
     ::setpgid(pid, pid);  // also here, so killpg works even before the child ran
+    watchdog_.watch(pid);
     ::close(out[1]);
     ::close(err[1]);
     w.pid = pid;
@@ -329,6 +424,14 @@ class Group {
         }
         w.exited = true;
       }
+      // The worker's children that outlived it were re-parented to this launcher (a child
+      // subreaper) and have just been sent SIGKILL with their group: reap them.
+      while (::waitpid(-w.pid, nullptr, 0) > 0 || errno == EINTR) {
+      }
+      if (!w.forgotten) {
+        watchdog_.forget(w.pid);
+        w.forgotten = true;
+      }
     }
     drain();
   }
@@ -356,6 +459,7 @@ class Group {
   }
 
   const LaunchOptions& options_;
+  Watchdog& watchdog_;
   std::deque<Worker> workers_;  // deque: Worker addresses stay put
 };
 
@@ -377,17 +481,30 @@ int exit_code_of(const Worker& w) {
 
 }  // namespace
 
-LaunchResult launch(const LaunchOptions& options) {
+void launch_validate(const LaunchOptions& options) {
   TRIREME_CHECK(!options.command.empty(), "launch: no program given (usage: trireme launch [options] -- PROGRAM ARGS)");
-  TRIREME_CHECK(options.nnodes >= 1, "launch: --nnodes ", options.nnodes, " must be >= 1");
-  TRIREME_CHECK(options.nproc_per_node >= 1, "launch: --nproc-per-node ", options.nproc_per_node, " must be >= 1");
+  TRIREME_CHECK(options.nnodes >= 1 && options.nnodes <= kMaxNodes, "launch: --nnodes ", options.nnodes,
+                " must be in 1..", kMaxNodes);
+  TRIREME_CHECK(options.nproc_per_node >= 1 && options.nproc_per_node <= kMaxProcPerNode, "launch: --nproc-per-node ",
+                options.nproc_per_node, " must be in 1..", kMaxProcPerNode);
+  checked_mul(options.nnodes, options.nproc_per_node, "launch: the world size --nnodes x --nproc-per-node");
   TRIREME_CHECK(options.node_rank >= 0 && options.node_rank < options.nnodes, "launch: --node-rank ",
-                options.node_rank, " is outside ", options.nnodes, " node(s)");
-  TRIREME_CHECK(options.max_restarts >= 0, "launch: --max-restarts must be >= 0");
+                options.node_rank, " is outside ", options.nnodes, " node(s) (it must be in 0..", options.nnodes - 1, ")");
+  TRIREME_CHECK(options.max_restarts >= 0, "launch: --max-restarts ", options.max_restarts, " must be >= 0");
   TRIREME_CHECK(options.master_port >= 0 && options.master_port < 65536, "launch: --master-port ",
-                options.master_port, " is not a port");
+                options.master_port, " is not a port (0..65535)");
   TRIREME_CHECK(options.nnodes == 1 || options.master_port > 0,
                 "launch: a job over several nodes needs --master-port (every node must know it)");
+  TRIREME_CHECK(options.grace.count() >= 0, "launch: --grace-ms ", options.grace.count(),
+                " must be >= 0 (milliseconds between SIGTERM and SIGKILL)");
+  TRIREME_CHECK(!options.master_addr.empty(), "launch: --master-addr must not be empty");
+  TRIREME_CHECK(options.token.size() <= kStoreMaxTokenBytes, "launch: --token has ", options.token.size(),
+                " bytes; at most ", kStoreMaxTokenBytes, " are allowed");
+  TRIREME_CHECK(options.tail_lines >= 0, "launch: tail_lines must be >= 0");
+}
+
+LaunchResult launch(const LaunchOptions& options) {
+  launch_validate(options);
 
   LaunchResult result;
   std::string token = options.token;
@@ -410,6 +527,11 @@ LaunchResult launch(const LaunchOptions& options) {
     std::filesystem::create_directories(result.log_dir);
   }
 
+  // Before the store's thread exists, so the fork copies a single-threaded process
+  // (Note [no orphans]).
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  Watchdog watchdog;
+
   std::unique_ptr<StoreServer> server;
   int port = options.master_port;
   if (options.node_rank == 0) {
@@ -430,7 +552,7 @@ LaunchResult launch(const LaunchOptions& options) {
   for (int attempt = 0;; ++attempt) {
     if (server) server->clear();
     int signal = 0;
-    Group group(options, token, port, attempt, result.log_dir);
+    Group group(options, token, port, attempt, result.log_dir, watchdog);
     const Worker* failed = group.watch(&signal);
     if (signal) {
       result.exit_code = 128 + signal;
@@ -512,6 +634,7 @@ LaunchOptions launch_parse_args(const std::vector<std::string>& args) {
     else TRIREME_FAIL("launch: unknown option ", flag, "\n", launch_usage());
   }
   o.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+  launch_validate(o);
   return o;
 }
 

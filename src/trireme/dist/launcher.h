@@ -19,7 +19,10 @@
 // whatever it started goes too); the launcher prints which rank failed, how, and the tail of
 // its log, and returns non-zero (the worker's exit code, or 128 + the signal). Ctrl-C (SIGINT)
 // or SIGTERM to the launcher stops everything the same way. With max_restarts N, a failed group
-// is restarted up to N times (the store is cleared in between).
+// is restarted up to N times (the store is cleared in between). Even when the launcher itself is
+// killed with SIGKILL, a small watchdog process it started kills every worker's process group,
+// so no worker or anything a worker started is left behind (Note [no orphans] in launcher.cpp).
+// A program that cannot be executed fails its rank with "exec 'PROGRAM' failed: <reason>".
 #pragma once
 
 #include <chrono>
@@ -60,9 +63,18 @@ LaunchResult launch(const LaunchOptions& options);
 // launch(), printing failure messages to stderr; returns the exit code.
 int launch_main(const LaunchOptions& options);
 
+// Bounds launch_validate enforces.
+inline constexpr int kMaxNodes = 1 << 16;
+inline constexpr int kMaxProcPerNode = 1024;
+
+// Throws trireme::Error naming the flag when an option is out of range (a negative --grace-ms,
+// --node-rank outside --nnodes, no program, ...). launch() and launch_parse_args() call it.
+void launch_validate(const LaunchOptions& options);
+
 // Parses the torchrun-style flags (both "--flag value" and "--flag=value"; underscores work
 // as dashes: --nproc_per_node). Everything after "--" (or from the first argument that is not
-// a flag) is the command. Throws trireme::Error on an unknown flag or a bad value.
+// a flag) is the command. Throws trireme::Error on an unknown flag or a bad value (the CLI
+// exits 2).
 LaunchOptions launch_parse_args(const std::vector<std::string>& args);
 
 // The help text for `trireme launch --help`.
