@@ -15,7 +15,7 @@
 namespace trireme::parallel::testing {
 
 // d_model 32, 4 layers, block 8, batch 8, constant lr, 12 steps: evaluation, checkpoint and log
-// line every 6.
+// line every 6; data-parallel replicas checked for equal parameters after every step.
 inline const char* kConfig = R"(
 [model]
 d_model = 32
@@ -40,6 +40,8 @@ eval_batches = 2
 checkpoint_interval = 6
 log_interval = 6
 threads = 1
+[parallel]
+replica_check_interval = 1
 )";
 
 struct Result {

@@ -17,6 +17,7 @@
 #include "trireme/parallel/grad_norm.h"
 #include "trireme/parallel/optimizer_reshard.h"
 #include "trireme/parallel/pipeline_executor.h"
+#include "trireme/parallel/replica_check.h"
 #include "trireme/parallel/tp_gpt.h"
 #include "trireme/parallel/zero.h"
 
@@ -152,6 +153,13 @@ class ParallelRunnerBase : public StepRunner {
     if (zero) zero->load_unsharded_state(mine);
     else optimizer->load_state_dict(mine);
   }
+  // Every parallel.replica_check_interval steps: the dp replicas' parameters still agree
+  // (parallel/replica_check.h). `step` is the step just taken (0-based).
+  void check_replicas(int64_t step, const nn::NamedTensors& params) const {
+    const int64_t every = cfg_.parallel.replica_check_interval;
+    if (every > 0 && (step + 1) % every == 0) parallel::check_replicas_agree(params, ctx(), step + 1);
+  }
+
   io::TrainConfig cfg_;
   int64_t vocab_;
   std::shared_ptr<ParallelJob> job_;
@@ -243,6 +251,7 @@ class TensorDataRunner : public ParallelRunnerBase {
       optimizer_->zero_grad();
     }
     add_precision(r);
+    check_replicas(step, model_->named_parameters());
     return r;
   }
 
@@ -361,6 +370,7 @@ class PipelineRunner : public ParallelRunnerBase {
       optimizer_->zero_grad(true);
     }
     add_precision(r);
+    check_replicas(step, stage_->named_parameters());
     return r;
   }
 
