@@ -2,8 +2,8 @@
 // in one layout and resumed in another logs, for steps 7-12, the losses and the final validation
 // loss of a run trained in the new layout from the start (1e-4 relative, the equivalence suite's
 // tolerance), for dp=2 -> one process (with dropout: the RNG carries over), one process -> tp=2,
-// pp=2 -> dp=2 with ZeRO-1 (the stages' files reassembled, then sharded over dp), and ZeRO-1 on ->
-// off.
+// pp=2 -> dp=2 with ZeRO-1 (the stages' files reassembled, then sharded over dp), ZeRO-1 on ->
+// off, and dp=2 x tp=2 with ZeRO-1 -> pp=2 (ZeRO-1 ranges of tp shards, the padded vocabulary).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -95,4 +95,11 @@ TEST_F(ParallelRelayout, ZeroOnToOff) {
   expect_resume_matches("dp2_zero_to_dp2",
                         "--nproc 2 --set parallel.dp=2 --set parallel.zero=true --set parallel.bucket_mb=0.05",
                         "--nproc 2 --set parallel.dp=2");
+}
+
+TEST_F(ParallelRelayout, TensorParallelZeroToPipeline) {
+  expect_resume_matches("dp2_tp2_zero_to_pp2",
+                        "--nproc 4 --set parallel.dp=2 --set parallel.tp=2 --set parallel.zero=true "
+                        "--set parallel.bucket_mb=0.05",
+                        "--nproc 2 --set parallel.pp=2 --set parallel.micro_batches=2");
 }
