@@ -250,6 +250,9 @@ std::vector<ConfigKey> build_schema() {
                "tp > 1, pp = 1: shard the layer norms, residual adds and dropouts by tokens over tp "
                "(less memory and replicated work; the same training)",
                field(&T::parallel, &ParallelConfig::sequence_parallel)),
+      integer_key("parallel.replica_check_interval", 100, at_least(0),
+                  "steps between checks that the data-parallel replicas' parameters are bit-identical (0 = off)",
+                  field(&T::parallel, &ParallelConfig::replica_check_interval)),
   };
 }
 

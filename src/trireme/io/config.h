@@ -79,6 +79,7 @@ struct ParallelConfig {
   bool zero = false;           // ZeRO-1: shard AdamW's state over dp
   double bucket_mb = 25;       // data-parallel gradient bucket size
   bool sequence_parallel = false;  // tp > 1: shard activations between tp regions by tokens
+  int64_t replica_check_interval = 100;  // steps between dp replicas' parameter-hash checks (0 = off)
   int64_t world_size() const { return dp * tp * pp; }
   std::string describe() const;  // "dp=2 tp=1 pp=2"
 };

@@ -30,7 +30,7 @@ ZeroOptimizer::ZeroOptimizer(Reducer& reducer, const optim::AdamWOptions& option
       master.set_requires_grad(true);
       master.set_grad(reducer.shard_grad(b).alias({end - begin}, {1}, reducer.shard_grad(b).offset() + (a - lo)));
       std::string name = str_cat(params[slot.param].first, "[", begin, ":", end, "]");
-      pieces_.push_back({slot.param, name, master});
+      pieces_.push_back({slot.param, name, begin, end, master});
       named.emplace_back(name, master);
     }
   }
@@ -123,6 +123,28 @@ void ZeroOptimizer::load_state_dict(const std::map<std::string, Tensor>& state) 
   rest.erase("zero.dp_rank");
   rest.erase("zero.dp_size");
   adamw_->load_state_dict(rest);
+}
+
+void ZeroOptimizer::load_unsharded_state(const std::map<std::string, Tensor>& state) {
+  NoGradGuard no_grad;
+  std::map<std::string, Tensor> mine;
+  for (const char* key : {"step", "lr"}) {
+    if (auto it = state.find(key); it != state.end()) mine[key] = it->second;
+  }
+  for (const Piece& piece : pieces_) {
+    const std::string prefix = "state." + reducer_.params()[piece.param].first + ".";
+    for (auto it = state.lower_bound(prefix); it != state.end() && it->first.rfind(prefix, 0) == 0; ++it) {
+      const std::string key = it->first.substr(prefix.size());
+      if (key.find('.') != std::string::npos) continue;  // another parameter's, named with this one as prefix
+      const Tensor& t = it->second;
+      TRIREME_CHECK(t.numel() == reducer_.params()[piece.param].second.numel(), "ZeroOptimizer::load_unsharded_state: '",
+                    it->first, "' has ", t.numel(), " elements but the parameter has ",
+                    reducer_.params()[piece.param].second.numel());
+      mine["state." + piece.name + "." + key] =
+          contiguous(narrow(reshape(contiguous(t), {-1}), 0, piece.begin, piece.end - piece.begin));
+    }
+  }
+  adamw_->load_state_dict(mine);
 }
 
 }  // namespace trireme::parallel

@@ -60,11 +60,16 @@ class ZeroOptimizer {
 
   std::vector<std::pair<std::string, Tensor>> state_dict() const;
   void load_state_dict(const std::map<std::string, Tensor>& state);
+  // Loads this rank's shard from an unsharded AdamW state of the parameters as this process
+  // holds them ("step", "lr", "state.<param>.<key>" of tp-shard shape; what an AdamW over the
+  // Reducer's parameters saves): a checkpoint of another layout (optimizer_reshard.h).
+  void load_unsharded_state(const std::map<std::string, Tensor>& state);
 
  private:
   struct Piece {
     size_t param;
     std::string name;   // "<param>[begin:end]"
+    int64_t begin, end; // the parameter's flat elements [begin, end)
     Tensor master;      // 1-D view of the parameter's elements [begin, end), a leaf for AdamW
   };
   Reducer& reducer_;

@@ -15,7 +15,9 @@
 #include "trireme/optim/adamw.h"
 #include "trireme/parallel/data_parallel.h"
 #include "trireme/parallel/grad_norm.h"
+#include "trireme/parallel/optimizer_reshard.h"
 #include "trireme/parallel/pipeline_executor.h"
+#include "trireme/parallel/replica_check.h"
 #include "trireme/parallel/tp_gpt.h"
 #include "trireme/parallel/zero.h"
 
@@ -92,7 +94,8 @@ std::map<std::string, Tensor> as_map(const NamedTensors& v) { return {v.begin(),
 // Common to both runners: config, job, layout description.
 class ParallelRunnerBase : public StepRunner {
  public:
-  ParallelRunnerBase(const io::TrainConfig& cfg, std::shared_ptr<ParallelJob> job) : cfg_(cfg), job_(std::move(job)) {}
+  ParallelRunnerBase(const io::TrainConfig& cfg, int64_t vocab, std::shared_ptr<ParallelJob> job)
+      : cfg_(cfg), vocab_(vocab), job_(std::move(job)) {}
   int rank() const override { return job_->ctx->world_rank(); }
   Device device() const override { return job_->device; }
   std::string describe_layout() const override {
@@ -132,7 +135,33 @@ class ParallelRunnerBase : public StepRunner {
     if (precision_.has_scaler()) r.loss_scale = precision_.loss_scale(), r.skipped_steps = precision_.skipped_steps();
   }
 
+  // Loads this rank's optimizer state (into `zero` when not null, else `optimizer`) from
+  // checkpoint `dir`: its own file when the checkpoint has this run's layout (bit-identical
+  // resume), else its part of the whole state reassembled from every rank's file (Note [resuming
+  // in another layout]). `params` and `specs`: the parameters as this rank holds them.
+  void load_optimizer_state(const std::filesystem::path& dir, const Checkpoint& ckpt, const optim::NamedParams& params,
+                            const std::map<std::string, parallel::ShardSpec>& specs, parallel::ZeroOptimizer* zero,
+                            optim::Optimizer* optimizer) {
+    if (!optimizer_layout_differs(ckpt, layout_json())) {
+      auto own = precision_.take_state(as_map(load_checkpoint_optimizer(dir, rank())));
+      if (zero) zero->load_state_dict(own);
+      else optimizer->load_state_dict(own);
+      return;
+    }
+    auto whole = precision_.take_state(load_whole_optimizer_state(dir, ckpt, gpt_config(cfg_, vocab_)));
+    auto mine = parallel::shard_optimizer_state(whole, params, specs);
+    if (zero) zero->load_unsharded_state(mine);
+    else optimizer->load_state_dict(mine);
+  }
+  // Every parallel.replica_check_interval steps: the dp replicas' parameters still agree
+  // (parallel/replica_check.h). `step` is the step just taken (0-based).
+  void check_replicas(int64_t step, const nn::NamedTensors& params) const {
+    const int64_t every = cfg_.parallel.replica_check_interval;
+    if (every > 0 && (step + 1) % every == 0) parallel::check_replicas_agree(params, ctx(), step + 1);
+  }
+
   io::TrainConfig cfg_;
+  int64_t vocab_;
   std::shared_ptr<ParallelJob> job_;
   TrainPrecision precision_{cfg_};
 };
@@ -142,7 +171,7 @@ class ParallelRunnerBase : public StepRunner {
 class TensorDataRunner : public ParallelRunnerBase {
  public:
   TensorDataRunner(const io::TrainConfig& cfg, int64_t vocab, std::shared_ptr<ParallelJob> job)
-      : ParallelRunnerBase(cfg, std::move(job)) {
+      : ParallelRunnerBase(cfg, vocab, std::move(job)) {
     const auto& L = ctx().layout();
     model_ = std::make_shared<parallel::TensorParallelGPT>(gpt_config(cfg, vocab), ctx(), uint64_t(cfg.train.seed));
     // On the device before the Reducer and the optimizers: their buckets and state live there.
@@ -222,6 +251,7 @@ class TensorDataRunner : public ParallelRunnerBase {
       optimizer_->zero_grad();
     }
     add_precision(r);
+    check_replicas(step, model_->named_parameters());
     return r;
   }
 
@@ -248,9 +278,7 @@ class TensorDataRunner : public ParallelRunnerBase {
 
   void load(const std::filesystem::path& dir, const Checkpoint& ckpt) override {
     model_->load_full_state_dict(as_map(ckpt.model));
-    auto opt = precision_.take_state(as_map(load_checkpoint_optimizer(dir, rank())));
-    if (zero_) zero_->load_state_dict(opt);
-    else optimizer_->load_state_dict(opt);
+    load_optimizer_state(dir, ckpt, model_->named_parameters(), model_->shard_specs(), zero_.get(), optimizer_.get());
   }
 
  private:
@@ -265,7 +293,7 @@ class TensorDataRunner : public ParallelRunnerBase {
 class PipelineRunner : public ParallelRunnerBase {
  public:
   PipelineRunner(const io::TrainConfig& cfg, int64_t vocab, std::shared_ptr<ParallelJob> job)
-      : ParallelRunnerBase(cfg, std::move(job)) {
+      : ParallelRunnerBase(cfg, vocab, std::move(job)) {
     const auto& L = ctx().layout();
     stage_ = parallel::PipelineStage::build(gpt_config(cfg, vocab), ctx(), uint64_t(cfg.train.seed));
     // On the device before the executor (its buffers follow the parameters) and the optimizers.
@@ -342,6 +370,7 @@ class PipelineRunner : public ParallelRunnerBase {
       optimizer_->zero_grad(true);
     }
     add_precision(r);
+    check_replicas(step, stage_->named_parameters());
     return r;
   }
 
@@ -405,9 +434,7 @@ class PipelineRunner : public ParallelRunnerBase {
       TRIREME_CHECK(full.count(name), "checkpoint '", dir.string(), "': model.safetensors has no '", name, "'");
     }
     stage_->load_full_state_dict(full);  // each tp rank its slices
-    auto opt = precision_.take_state(as_map(load_checkpoint_optimizer(dir, rank())));
-    if (zero_) zero_->load_state_dict(opt);
-    else optimizer_->load_state_dict(opt);
+    load_optimizer_state(dir, ckpt, stage_->named_parameters(), stage_->shard_specs(), zero_.get(), optimizer_.get());
   }
 
  private:

@@ -8,6 +8,7 @@
 #include "trireme/optim/adamw.h"
 #include "trireme/optim/clip_grad.h"
 #include "trireme/optim/sgd.h"
+#include "trireme/parallel/optimizer_reshard.h"
 
 namespace trireme::train {
 
@@ -38,10 +39,46 @@ double host_value(const Tensor& t) {
 
 namespace {
 
+// The layout a checkpoint was written in (what state.json records; one process when absent).
+nlohmann::json saved_layout(const Checkpoint& ckpt) {
+  nlohmann::json one{{"dp", 1}, {"tp", 1}, {"pp", 1}, {"virtual_stages", 1}, {"zero", false}};
+  return ckpt.state.contains("layout") && ckpt.state["layout"].is_object() ? ckpt.state["layout"] : one;
+}
+
+int64_t layout_int(const nlohmann::json& layout, const char* key) {
+  return layout.contains(key) && layout[key].is_number_integer() ? layout[key].get<int64_t>() : 1;
+}
+
+}  // namespace
+
+bool optimizer_layout_differs(const Checkpoint& ckpt, const nlohmann::json& layout) {
+  const nlohmann::json saved = saved_layout(ckpt);
+  for (const char* key : {"dp", "tp", "pp", "virtual_stages"}) {
+    if (layout_int(saved, key) != layout_int(layout, key)) return true;
+  }
+  return saved.value("zero", false) != layout.value("zero", false);
+}
+
+std::map<std::string, Tensor> load_whole_optimizer_state(const std::filesystem::path& dir, const Checkpoint& ckpt,
+                                                         const models::GPTConfig& model) {
+  const nlohmann::json saved = saved_layout(ckpt);
+  const parallel::SavedLayout old{.dp = int(layout_int(saved, "dp")), .tp = int(layout_int(saved, "tp")),
+                                  .pp = int(layout_int(saved, "pp")), .zero = saved.value("zero", false)};
+  const int64_t files = ckpt.state.value("world_size", int64_t(1));
+  TRIREME_CHECK(files == old.world_size(), "checkpoint '", dir.string(), "': state.json says ", files,
+                " ranks wrote it, but its layout ", saved.dump(), " has ", old.world_size());
+  std::map<std::string, Shape> shapes;
+  for (const auto& [name, t] : ckpt.model) shapes[name] = t.sizes();
+  return parallel::whole_optimizer_state([&](int rank) { return load_checkpoint_optimizer(dir, rank); }, old,
+                                         parallel::gpt_shard_rule(model, old.tp), shapes);
+}
+
+namespace {
+
 class SingleProcessRunner : public StepRunner {
  public:
   SingleProcessRunner(const io::TrainConfig& cfg, int64_t vocab, Device device)
-      : cfg_(cfg), device_(device),
+      : cfg_(cfg), device_(device), vocab_(vocab),
         model_(std::make_unique<models::GPT>(gpt_config(cfg, vocab), uint64_t(cfg.train.seed))) {
     if (!device_.is_cpu()) model_->to(device_);
     // After the move: the optimizer keeps the parameters (and creates its state) where they are.
@@ -100,6 +137,10 @@ class SingleProcessRunner : public StepRunner {
 
   void load(const std::filesystem::path& dir, const Checkpoint& ckpt) override {
     model_->load_state_dict(ckpt.model);
+    if (optimizer_layout_differs(ckpt, layout_json())) {
+      optimizer_->load_state_dict(precision_.take_state(load_whole_optimizer_state(dir, ckpt, gpt_config(cfg_, vocab_))));
+      return;
+    }
     NamedTensors opt = ckpt.optimizer.empty() ? load_checkpoint_optimizer(dir, 0) : ckpt.optimizer;
     optimizer_->load_state_dict(precision_.take_state(std::map<std::string, Tensor>(opt.begin(), opt.end())));
   }
@@ -112,6 +153,7 @@ class SingleProcessRunner : public StepRunner {
 
   io::TrainConfig cfg_;
   Device device_;
+  int64_t vocab_;
   std::unique_ptr<models::GPT> model_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   TrainPrecision precision_{cfg_};

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -69,6 +70,17 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const io::TrainConfig& cfg, con
 // `device`; batches go there step by step, losses come back as host copies.
 std::unique_ptr<StepRunner> make_single_process_runner(const io::TrainConfig& cfg, int64_t vocab,
                                                        Device device = Device::cpu());
+
+// Whether checkpoint `ckpt`'s optimizer files were cut for another layout than `layout` (a
+// runner's layout_json(): dp, tp, pp, virtual_stages or zero differ). Such a checkpoint loads
+// through load_whole_optimizer_state (Note [resuming in another layout],
+// parallel/optimizer_reshard.h); the same layout loads each rank's own file, bit for bit.
+bool optimizer_layout_differs(const Checkpoint& ckpt, const nlohmann::json& layout);
+// The optimizer state of checkpoint folder `dir` (read into `ckpt`) as whole single-process
+// tensors, reassembled from every rank's file by the layout state.json records; `model` is the
+// run's model config (for the tensor-parallel cuts).
+std::map<std::string, Tensor> load_whole_optimizer_state(const std::filesystem::path& dir, const Checkpoint& ckpt,
+                                                         const models::GPTConfig& model);
 
 // A scalar tensor's value on any device (Tensor::item() reads CPU tensors only).
 double host_value(const Tensor& t);

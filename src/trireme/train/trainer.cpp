@@ -209,14 +209,14 @@ Trainer::Trainer(const io::Config& config, TrainOptions options) : s_(std::make_
   if (options.resume) {
     if (auto latest = find_latest_checkpoint(s.out_dir / "checkpoints")) {
       Checkpoint ck = load_checkpoint(*latest);
-      // Optimizer state is per rank, so resuming needs the layout that wrote it.
-      const nlohmann::json saved = ck.state.contains("layout") ? ck.state["layout"]
-                                                               : nlohmann::json{{"dp", 1}, {"tp", 1}, {"pp", 1},
-                                                                                {"virtual_stages", 1}, {"zero", false}};
-      const nlohmann::json now = s.runner->layout_json();
-      TRIREME_CHECK(saved == now, "resume: checkpoint ", latest->string(), " was written with layout ", saved.dump(),
-                    " but this run has ", now.dump(), "; resume with the same [parallel] dp, tp, pp, virtual_stages ",
-                    "and zero (micro_batches and schedule may change), or start a new train.out_dir");
+      // Another layout resumes too: the runner reassembles the per-rank optimizer state
+      // (Note [resuming in another layout], parallel/optimizer_reshard.h); batches and dropout
+      // masks are keyed by the step and the global sample, so they carry over by themselves.
+      if (optimizer_layout_differs(ck, s.runner->layout_json())) {
+        log_line(s.options, str_cat("resume: ", latest->string(), " was written with layout ",
+                                  ck.state.value("layout", nlohmann::json()).dump(), "; this run has ",
+                                  s.runner->layout_json().dump(), ", so its optimizer state is re-cut for it"));
+      }
       s.runner->load(*latest, ck);
       s.start_step = ck.step;
       if (ck.state.contains("best_val_loss") && ck.state["best_val_loss"].is_number()) {
