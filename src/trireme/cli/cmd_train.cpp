@@ -38,6 +38,15 @@ std::string self_exe() {
 // --nproc N: the same command minus --nproc on N local ranks.
 int launch_ranks(const Options& opt, const io::TrainConfig& tc) {
   const io::ParallelConfig& par = tc.parallel;
+  // Refused here too (rank 0 would refuse as well), so the answer is one line, not a failed job.
+  const std::filesystem::path out_dir = tc.train.out_dir;
+  if (auto pid = train::run_lock_holder(out_dir)) {
+    throw train::RunRefused(str_cat("train.out_dir '", out_dir.string(), "' is in use by another trainer (pid ", *pid,
+                                    "); wait for it to finish, stop it, or use another train.out_dir"));
+  }
+  if (!opt.resume && !opt.overwrite) {
+    if (auto what = train::earlier_run(out_dir)) throw train::RunRefused(train::earlier_run_refusal(out_dir, *what));
+  }
   std::vector<std::string> overrides = opt.overrides;
   if (par.world_size() == 1 && opt.nproc > 1) {
     overrides.push_back(str_cat("parallel.dp=", opt.nproc));
@@ -57,15 +66,6 @@ int launch_ranks(const Options& opt, const io::TrainConfig& tc) {
   for (const auto& o : overrides) launch.command.insert(launch.command.end(), {"--set", o});
   if (opt.resume) launch.command.push_back("--resume");
   if (opt.overwrite) launch.command.push_back("--overwrite");
-  // Refused here too (rank 0 would refuse as well), so the answer is one line, not a failed job.
-  const std::filesystem::path out_dir = tc.train.out_dir;
-  if (auto pid = train::run_lock_holder(out_dir)) {
-    throw train::RunRefused(str_cat("train.out_dir '", out_dir.string(), "' is in use by another trainer (pid ", *pid,
-                                    "); wait for it to finish, stop it, or use another train.out_dir"));
-  }
-  if (!opt.resume && !opt.overwrite) {
-    if (auto what = train::earlier_run(out_dir)) throw train::RunRefused(train::earlier_run_refusal(out_dir, *what));
-  }
   return dist::launch_main(launch);
 }
 

@@ -287,7 +287,7 @@ Trainer::Trainer(const io::Config& config, TrainOptions options) : s_(std::make_
       if (ck.state.contains("best_val_loss") && ck.state["best_val_loss"].is_number()) {
         s.best_val_loss = ck.state["best_val_loss"].get<double>();
       }
-      log_line(options, str_cat("resume: from ", latest->string(), " at step ", ck.step));
+      log_line(s.options, str_cat("resume: from ", latest->string(), " at step ", ck.step));
       if (ck.step >= s.cfg.train.steps) {
         s.finished_message = str_cat("the run in ", s.out_dir.string(), " already finished at step ", ck.step,
                                      ck.step > s.cfg.train.steps ? str_cat(" (train.steps = ", s.cfg.train.steps, ")") : "",
