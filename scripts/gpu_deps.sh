@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Packs what the build needs and the GPU machine lacks into .gpu_deps/deps.tar.xz, taken from
-# this (Debian 12) machine's packages: headers of nlohmann-json, CLI11, toml++, fmt and Gloo,
+# this (Debian 12) machine's packages: headers of nlohmann-json, CLI11, toml++, fmt, xxHash and Gloo,
 # the shared libraries of OpenBLAS (OpenMP flavour), fmt and Gloo with the libraries they pull in that
 # Ubuntu 24.04 may lack, GoogleTest (prebuilt, plus its sources as a fallback), and the CMake
 # package files. Laid out like /usr, so after `tar -xJf .gpu_deps/deps.tar.xz -C .gpu_deps` the
@@ -25,6 +25,7 @@ copy /usr/include/nlohmann /usr/share/cmake/nlohmann_json \
      /usr/include/CLI /usr/share/cmake/CLI11 \
      /usr/include/toml++ $ml/cmake/tomlplusplus $ml/libtomlplusplus.so* \
      /usr/include/fmt $ml/cmake/fmt $ml/libfmt.so* \
+     /usr/include/xxhash.h \
      /usr/include/gloo /usr/lib/libgloo.so* \
      /usr/include/x86_64-linux-gnu/openblas-openmp \
      $ml/openblas-openmp/libopenblas.so $ml/openblas-openmp/libopenblas.so.0 \

@@ -14,6 +14,7 @@ packages=(
   libtomlplusplus-dev        # configs
   libcli11-dev               # command line
   nlohmann-json3-dev libfmt-dev
+  libxxhash-dev              # checkpoint checksums (header-only)
   fortunes-zh                # the default corpus: Tang and Song poems
   time                       # bench/: peak memory of each side
   iproute2                   # tests/dist: two "hosts" as network namespaces

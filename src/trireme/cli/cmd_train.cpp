@@ -1,9 +1,11 @@
-// `trireme train --config FILE [--set key=value ...] [--resume] [--nproc N]`: train a GPT from a
-// TOML config. With --nproc N it starts N copies of itself through the launcher (as `trireme
-// launch --nproc-per-node N -- trireme train ...` would), each a rank of the [parallel] layout.
+// `trireme train --config FILE [--set key=value ...] [--resume | --overwrite] [--nproc N]`: train a
+// GPT from a TOML config. With --nproc N it starts N copies of itself through the launcher (as
+// `trireme launch --nproc-per-node N -- trireme train ...` would), each a rank of the [parallel]
+// layout; with no layout configured, --nproc N means data parallelism over N processes.
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
 #include "trireme/cli/commands.h"
@@ -11,6 +13,7 @@
 #include "trireme/dist/launcher.h"
 #include "trireme/io/config.h"
 #include "trireme/train/progress.h"
+#include "trireme/train/run_dir.h"
 #include "trireme/train/trainer.h"
 
 namespace trireme::cli {
@@ -21,6 +24,7 @@ struct Options {
   std::string config;
   std::vector<std::string> overrides;
   bool resume = false;
+  bool overwrite = false;
   bool print_config = false;
   int nproc = 0;
 };
@@ -34,7 +38,21 @@ std::string self_exe() {
 // --nproc N: the same command minus --nproc on N local ranks.
 int launch_ranks(const Options& opt, const io::TrainConfig& tc) {
   const io::ParallelConfig& par = tc.parallel;
-  if (opt.nproc != par.world_size()) {
+  // Refused here too (rank 0 would refuse as well), so the answer is one line, not a failed job.
+  const std::filesystem::path out_dir = tc.train.out_dir;
+  if (auto pid = train::run_lock_holder(out_dir)) {
+    throw train::RunRefused(str_cat("train.out_dir '", out_dir.string(), "' is in use by another trainer (pid ", *pid,
+                                    "); wait for it to finish, stop it, or use another train.out_dir"));
+  }
+  if (!opt.resume && !opt.overwrite) {
+    if (auto what = train::earlier_run(out_dir)) throw train::RunRefused(train::earlier_run_refusal(out_dir, *what));
+  }
+  std::vector<std::string> overrides = opt.overrides;
+  if (par.world_size() == 1 && opt.nproc > 1) {
+    overrides.push_back(str_cat("parallel.dp=", opt.nproc));
+    std::fprintf(stderr, "parallel: no [parallel] layout given, so --nproc %d means data parallel: dp = %d\n", opt.nproc,
+                 opt.nproc);
+  } else if (opt.nproc != par.world_size()) {
     throw io::ConfigError(str_cat("parallel: --nproc ", opt.nproc, " but the layout ", par.describe(),
                                   " needs dp x tp x pp = ", par.world_size(), " processes; use --nproc ",
                                   par.world_size(), ", or set [parallel] so that dp x tp x pp = ", opt.nproc,
@@ -45,16 +63,23 @@ int launch_ranks(const Options& opt, const io::TrainConfig& tc) {
   launch.log_dir = tc.train.out_dir + "/logs";  // rank_<r>.log beside the run's metrics
   launch.command = {self_exe(), "train"};
   if (!opt.config.empty()) launch.command.insert(launch.command.end(), {"--config", opt.config});
-  for (const auto& o : opt.overrides) launch.command.insert(launch.command.end(), {"--set", o});
+  for (const auto& o : overrides) launch.command.insert(launch.command.end(), {"--set", o});
   if (opt.resume) launch.command.push_back("--resume");
+  if (opt.overwrite) launch.command.push_back("--overwrite");
   return dist::launch_main(launch);
 }
 
 int run_training(const Options& opt, const io::Config& cfg) {
   if (opt.nproc > 0) return launch_ranks(opt, cfg.resolve());
-  train::Trainer trainer(cfg, {.resume = opt.resume, .interactive = train::Progress::stderr_is_terminal()});
+  train::Trainer trainer(cfg, {.resume = opt.resume,
+                               .overwrite = opt.overwrite,
+                               .interactive = train::Progress::stderr_is_terminal()});
   train::TrainSummary s = trainer.run();
   if (dist::dist_env_from_environment().rank != 0) return kExitOk;  // rank 0 reports for the job
+  if (s.already_finished) {
+    std::printf("%s\n", s.message.c_str());
+    return kExitOk;
+  }
   std::printf(
       "summary: %lld steps, %lld tokens in %.1f s (%.0f tokens/s); loss %.4f -> %.4f; best validation "
       "loss %.4f nats/token vs unigram baseline %.4f (vocabulary %lld, %lld parameters)\n"
@@ -73,10 +98,16 @@ Command add_train_command(CLI::App& root) {
   app->add_option("-c,--config", opt->config, "TOML config file (default: every key at its default)")
       ->check(CLI::ExistingFile);
   app->add_option("--set", opt->overrides, "override a config key, e.g. --set optim.lr=3e-4 (repeatable)");
-  app->add_flag("--resume", opt->resume, "continue from the latest checkpoint in train.out_dir");
+  app->add_flag("--resume", opt->resume,
+                "continue from the newest complete checkpoint in train.out_dir (the one checkpoints/latest "
+                "names, else found by scanning the folder)");
+  app->add_flag("--overwrite", opt->overwrite,
+                "start over in a train.out_dir that holds an earlier run: remove its checkpoints and metrics "
+                "(without it such a run is refused)");
   app->add_flag("--print-config", opt->print_config, "print the resolved config as TOML and exit");
   app->add_option("--nproc", opt->nproc,
-                  "run N processes on this machine, one per rank of the [parallel] layout (N = dp x tp x pp); "
+                  "run N processes on this machine, one per rank of the [parallel] layout (N = dp x tp x pp; "
+                  "with no layout given, dp = N); "
                   "a shortcut for trireme launch --nproc-per-node N -- trireme train ...")
       ->check(CLI::Range(1, 4096));
   app->footer("Config keys:\n" + io::config_help());
@@ -89,7 +120,15 @@ Command add_train_command(CLI::App& root) {
                 std::printf("%s", cfg.to_toml().c_str());
                 return kExitOk;
               }
+              if (opt->resume && opt->overwrite) {
+                std::fprintf(stderr, "trireme train: --resume continues the run in train.out_dir and --overwrite "
+                                     "removes it; give one of them\n");
+                return kExitUsage;
+              }
               return run_training(*opt, cfg);
+            } catch (const train::RunRefused& e) {  // one line: what is in the way and what to do
+              std::fprintf(stderr, "trireme train: %s\n", e.what());
+              return kExitUsage;
             } catch (const io::ConfigError& e) {  // also found at run time: the world size
               std::fprintf(stderr, "trireme train: config error:\n%s\n", e.what());
               return kExitUsage;

@@ -1,7 +1,10 @@
 // JSON-lines metrics writer and reader.
 #include "trireme/train/metrics.h"
 
+#include <fstream>
+
 #include "trireme/core/error.h"
+#include "trireme/io/file_write.h"
 
 namespace trireme::train {
 
@@ -16,14 +19,12 @@ nlohmann::json StepMetrics::to_json() const {
 }
 
 MetricsWriter::MetricsWriter(const std::string& path, bool append)
-    : path_(path), out_(path, append ? std::ios::app : std::ios::trunc) {
-  TRIREME_CHECK(out_.good(), "cannot open metrics file '", path, "' for writing");
-}
+    : path_(path),
+      out_(std::make_unique<io::AppendFile>(path, append ? io::AppendFile::Mode::kAppend : io::AppendFile::Mode::kTruncate)) {}
 
-void MetricsWriter::write(const StepMetrics& m) {
-  out_ << m.to_json().dump() << '\n';
-  out_.flush();
-}
+MetricsWriter::~MetricsWriter() = default;
+
+void MetricsWriter::write(const StepMetrics& m) { out_->write_line(m.to_json().dump()); }
 
 std::vector<nlohmann::json> read_metrics(const std::string& path) {
   std::ifstream in(path);

@@ -1,14 +1,19 @@
 // Training metrics: one JSON object per line (step, loss, val_loss when measured, lr,
 // grad_norm, tokens_per_s, elapsed_s, peak_memory_bytes; loss_scale and skipped_steps for f16
-// training), appended and flushed as they come.
+// training), each line written whole by one checked write as it comes: a full disk stops the
+// run with an error naming the file instead of a silently cut file.
 #pragma once
 
-#include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+namespace trireme::io {
+class AppendFile;
+}
 
 namespace trireme::train {
 
@@ -30,12 +35,13 @@ class MetricsWriter {
  public:
   // Appends when resuming (the old lines up to the resumed step stay), else truncates.
   MetricsWriter(const std::string& path, bool append);
+  ~MetricsWriter();
   void write(const StepMetrics& m);
   const std::string& path() const { return path_; }
 
  private:
   std::string path_;
-  std::ofstream out_;
+  std::unique_ptr<io::AppendFile> out_;
 };
 
 // Reads a metrics file; lines that are not JSON objects are an error naming the line number.

@@ -3,10 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <sstream>
 
 #include "trireme/core/error.h"
+#include "trireme/io/file_write.h"
 #include "trireme/train/metrics.h"
 
 namespace trireme::train {
@@ -97,9 +97,7 @@ std::string loss_curve_svg(const std::vector<nlohmann::json>& rows, const std::s
 
 void plot_metrics_file(const std::string& metrics_path, const std::string& svg_path) {
   std::string svg = loss_curve_svg(read_metrics(metrics_path), "trireme: " + metrics_path);
-  std::ofstream out(svg_path);
-  TRIREME_CHECK(out.good(), "plot: cannot write '", svg_path, "'");
-  out << svg;
+  io::write_file_atomic(svg_path, svg);
 }
 
 }  // namespace trireme::train

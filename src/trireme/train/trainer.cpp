@@ -19,6 +19,7 @@
 #include "trireme/cuda/device.h"
 #include "trireme/dist/env.h"
 #include "trireme/io/data_loader.h"
+#include "trireme/io/file_write.h"
 #include "trireme/io/prepare.h"
 #include "trireme/io/tokenizer.h"
 #include "trireme/kernels/cpu/loops.h"
@@ -28,6 +29,7 @@
 #include "trireme/train/parallel_runner.h"
 #include "trireme/train/plot.h"
 #include "trireme/train/progress.h"
+#include "trireme/train/run_dir.h"
 #include "trireme/train/step_runner.h"
 
 namespace fs = std::filesystem;
@@ -57,6 +59,9 @@ struct Trainer::State {
   std::unique_ptr<optim::LrSchedule> schedule;
   int64_t start_step = 0;
   double best_val_loss = INFINITY;
+  std::string finished_message;  // resuming a run that already reached train.steps
+  // Declared last so it is released last: rank 0 owns out_dir until everything is written.
+  std::unique_ptr<RunLock> lock;
 };
 
 namespace {
@@ -146,17 +151,60 @@ std::string precision_description(const io::TrainConfig& cfg) {
   return "f32";
 }
 
-// Keeps the metrics lines up to `step` (what the checkpoint being resumed had seen).
+// Keeps the metrics lines up to `step` (what the checkpoint being resumed had seen); a line cut
+// short by a crash is dropped. Replaced atomically: a failure leaves the old file.
 void truncate_metrics(const fs::path& path, int64_t step) {
-  if (!fs::exists(path)) return;
-  std::ifstream in(path);
-  std::string line, kept;
-  while (std::getline(in, line)) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return;
+  const std::string text = io::read_file(path);
+  std::string kept;
+  size_t begin = 0;
+  while (begin < text.size()) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string::npos) break;  // no newline: the write was cut off
+    const std::string line = text.substr(begin, end - begin);
+    begin = end + 1;
     auto j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_discarded() && j.is_object() && j.value("step", int64_t(0)) <= step) kept += line + "\n";
+    if (!j.is_discarded() && j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
+        j["step"].get<int64_t>() <= step) {
+      kept += line + "\n";
+    }
   }
-  in.close();
-  std::ofstream(path, std::ios::trunc) << kept;
+  io::write_file_atomic(path, kept);
+}
+
+// The checkpoint a resume continues from, chosen by rank 0 (the others follow its choice, so a
+// file changing under the job cannot split it). nullopt: no checkpoint at all, start at step 0.
+std::optional<fs::path> choose_resume_checkpoint(Trainer::State& s) {
+  const fs::path root = s.out_dir / "checkpoints";
+  const bool main_rank = !s.job || s.job->env.rank == 0;
+  int64_t chosen = -1;  // -1: none, -2: refused
+  std::string refusal;
+  if (main_rank) {
+    ResumePoint rp = find_resume_checkpoint(root);
+    if (rp.dir) {
+      for (const std::string& n : rp.notes) log_line(s.options, "resume: " + n);
+      chosen = rp.step;
+    } else if (rp.found_any) {
+      chosen = -2;
+      refusal = str_cat("resume: no complete checkpoint under ", root.string(), " (");
+      for (size_t i = 0; i < rp.notes.size(); ++i) refusal += (i ? "; " : "") + rp.notes[i];
+      refusal += "); nothing was changed. Repair or remove the damaged checkpoints, or use --overwrite to start over";
+    }
+  }
+  if (s.job) {
+    Tensor t = Tensor::empty({1}, DType::i64);
+    t.data<int64_t>()[0] = chosen;
+    Tensor on_device = to_device(t, s.device);
+    s.job->world->broadcast(on_device, {.root = 0})->wait();
+    chosen = to_device(on_device, Device::cpu()).data<int64_t>()[0];
+  }
+  if (chosen == -2) {
+    if (main_rank) throw RunRefused(refusal);
+    TRIREME_FAIL("resume: rank 0 found no complete checkpoint under ", root.string());
+  }
+  if (chosen == -1) return std::nullopt;
+  return root / checkpoint_folder_name(chosen);
 }
 
 }  // namespace
@@ -179,6 +227,23 @@ Trainer::Trainer(const io::Config& config, TrainOptions options) : s_(std::make_
   const io::ParallelConfig& par = s.cfg.parallel;
   const bool parallel = env.world_size > 1 || par.world_size() > 1;
   s.device = resolve_device(s.cfg, parallel);
+  // Rank 0 alone owns the folder: it is the only process that writes the run's shared files
+  // (metrics, plot, `latest`, rotation, renames); the other ranks only write into the temporary
+  // checkpoint folder rank 0 made, and a refused job's other ranks never get that far.
+  if (env.rank == 0) {
+    fs::create_directories(s.out_dir);
+    s.lock = std::make_unique<RunLock>(s.out_dir);
+    if (options.resume && options.overwrite) {
+      throw RunRefused("--resume continues the run in train.out_dir and --overwrite removes it; give one of them");
+    }
+    if (!options.resume) {
+      if (auto what = earlier_run(s.out_dir)) {
+        if (!options.overwrite) throw RunRefused(earlier_run_refusal(s.out_dir, *what));
+        remove_earlier_run(s.out_dir);
+        log_line(options, str_cat("overwrite: removed the earlier run's ", *what, " from ", s.out_dir.string()));
+      }
+    }
+  }
   if (parallel) {
     s.job = ParallelJob::connect(par, env, s.device.type);
     s.device = s.job->device;
@@ -207,7 +272,7 @@ Trainer::Trainer(const io::Config& config, TrainOptions options) : s_(std::make_
   }
 
   if (options.resume) {
-    if (auto latest = find_latest_checkpoint(s.out_dir / "checkpoints")) {
+    if (auto latest = choose_resume_checkpoint(s)) {
       Checkpoint ck = load_checkpoint(*latest);
       // Another layout resumes too: the runner reassembles the per-rank optimizer state
       // (Note [resuming in another layout], parallel/optimizer_reshard.h); batches and dropout
@@ -222,10 +287,15 @@ Trainer::Trainer(const io::Config& config, TrainOptions options) : s_(std::make_
       if (ck.state.contains("best_val_loss") && ck.state["best_val_loss"].is_number()) {
         s.best_val_loss = ck.state["best_val_loss"].get<double>();
       }
-      log_line(options, str_cat("resume: from ", latest->string(), " at step ", ck.step));
+      log_line(s.options, str_cat("resume: from ", latest->string(), " at step ", ck.step));
+      if (ck.step >= s.cfg.train.steps) {
+        s.finished_message = str_cat("the run in ", s.out_dir.string(), " already finished at step ", ck.step,
+                                     ck.step > s.cfg.train.steps ? str_cat(" (train.steps = ", s.cfg.train.steps, ")") : "",
+                                     "; raise train.steps to continue");
+      }
     } else {
       log_line(options, str_cat("resume: no checkpoint under ", (s.out_dir / "checkpoints").string(),
-                                ", starting from step 0"));
+                                " yet, starting from step 0"));
     }
   }
 }
@@ -241,6 +311,13 @@ TrainSummary Trainer::run() {
 
   TrainSummary sum;
   sum.out_dir = s.out_dir.string();
+  if (!s.finished_message.empty()) {
+    sum.already_finished = true;
+    sum.message = s.finished_message;
+    sum.steps = s.start_step;
+    if (auto latest = find_latest_checkpoint(s.out_dir / "checkpoints")) sum.checkpoint_path = latest->string();
+    return sum;
+  }
   sum.vocab_size = s.tokenizer->vocab_size();
   sum.num_parameters = s.runner->num_parameters();
   sum.unigram_entropy = unigram_entropy(s.train_tokens, sum.vocab_size);

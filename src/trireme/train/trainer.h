@@ -3,6 +3,9 @@
 //
 //   io::Config cfg = io::Config::load("train.toml", {"train.steps=200"});
 //   train::TrainSummary s = train::Trainer(cfg, {.resume = true}).run();
+//
+// The trainer holds out_dir/.lock while it exists (rank 0 of a parallel run); a fresh run into a
+// folder holding another run throws RunRefused unless options.overwrite (see run_dir.h).
 #pragma once
 
 #include <cstdint>
@@ -10,11 +13,16 @@
 #include <string>
 
 #include "trireme/io/config.h"
+#include "trireme/train/run_dir.h"
 
 namespace trireme::train {
 
 struct TrainOptions {
-  bool resume = false;          // continue from out_dir/checkpoints/latest when present
+  bool resume = false;          // continue from the newest complete checkpoint in out_dir (the
+                                // one `latest` names, else found by scanning); never from step 0
+                                // over existing checkpoints
+  bool overwrite = false;       // a fresh run into an out_dir holding another run: remove that
+                                // run's checkpoints and metrics (without it: RunRefused)
   bool interactive = false;     // draw a live progress bar (default: plain log lines)
   bool quiet = false;           // no progress output (tests)
   int64_t stop_after = 0;       // end this invocation after this global step (0 = train.steps),
@@ -34,6 +42,9 @@ struct TrainSummary {
   int64_t num_parameters = 0;
   std::string out_dir, metrics_path, plot_path, checkpoint_path;
   std::vector<double> losses;    // per step of this invocation, for resume-equality checks
+  // A resume of a run that had reached train.steps: nothing was trained; `message` says so.
+  bool already_finished = false;
+  std::string message;
 };
 
 class Trainer {
