@@ -174,6 +174,55 @@ TEST(PrepareWriteSafety, FullDiskFailsWithNoSpaceAndLeavesNoPartialFile) {
   EXPECT_EQ(left, " LEFT: NO-TRAIN") << "no file, final or temporary, is left";
 }
 
+// The same, deterministically: a child is killed right after each step of rewriting set A as set
+// B in turn (after staging each file, removing tokenizer.json, each rename).
+TEST(PrepareWriteSafety, KilledAfterEachWriteStepLeavesACompleteSetOrNoTokenizer) {
+  auto root = testing::scratch_dir();
+  const std::string text_a = distinct_characters(300) + std::string(4000, 'a');
+  const std::string text_b = distinct_characters(200) + std::string(3000, 'b');
+  CharTokenizer tok_a = CharTokenizer::train(text_a), tok_b = CharTokenizer::train(text_b);
+  prepare_dataset(text_b, tok_b, (root / "b").string(), 0.1);
+  const size_t b_split = split_point(text_b, 0.1);
+  auto set_of = [](const fs::path& d) {
+    return testing::read_file(d / "train.bin") + "|" + testing::read_file(d / "val.bin") + "|" +
+           testing::read_file(d / "tokenizer.json");
+  };
+  const fs::path dir = root / "data";
+  prepare_dataset(text_a, tok_a, dir.string(), 0.1);
+  const std::string set_a = set_of(dir), set_b = set_of(root / "b");
+  std::vector<std::string> steps;
+  prepare_dataset_split(text_b.substr(0, b_split), text_b.substr(b_split), tok_b, (root / "count").string(),
+                        [&](const std::string& step) { steps.push_back(step); });
+  ASSERT_EQ(steps.size(), 7u);
+  int without_tokenizer = 0;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      size_t calls = 0;
+      prepare_dataset_split(std::string_view(text_b).substr(0, b_split), std::string_view(text_b).substr(b_split),
+                            tok_b, dir.string(), [&](const std::string&) {
+                              if (calls++ == k) ::raise(SIGKILL);
+                            });
+      ::_exit(0);
+    }
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+    ASSERT_TRUE(WIFSIGNALED(st)) << steps[k];
+    expect_complete_or_absent(dir);
+    if (fs::exists(dir / "tokenizer.json")) {
+      const std::string now = set_of(dir);
+      EXPECT_TRUE(now == set_a || now == set_b) << "killed after '" << steps[k] << "': a mixed set";
+    } else {
+      EXPECT_THROW(load_prepared_dataset(dir.string()), Error) << steps[k];
+      ++without_tokenizer;
+    }
+    prepare_dataset(text_a, tok_a, dir.string(), 0.1);  // back to set A for the next step
+    ASSERT_EQ(set_of(dir), set_a);
+  }
+  EXPECT_EQ(without_tokenizer, 3);  // after the removal and the two shard renames
+  expect_no_empty_or_temporary_files(dir);
+}
+
 // Two different preparations, A and B, are written into one folder over and over by a child
 // process that is killed at a different moment each round. Afterwards every file is absent or
 // whole, and when tokenizer.json is there the three files are exactly set A or exactly set B.

@@ -221,6 +221,7 @@ class StagedSet {
     std::error_code ec;
     for (const auto& f : files_) fs::remove(staging_path(f), ec);  // whatever was not committed
   }
+  explicit StagedSet(const WriteStepHook& after_step) : after_step_(after_step) {}
   void stage(const fs::path& final_path, std::string_view bytes) {
     files_.push_back(final_path);
     try {
@@ -228,6 +229,7 @@ class StagedSet {
     } catch (const Error& e) {
       TRIREME_FAIL("prepare: '", final_path.string(), "' not written (the folder keeps its previous files): ", e.what());
     }
+    step("staged " + final_path.filename().string());
   }
   // tokenizer.json (the last file staged) goes first and comes back last, so a folder that holds a
   // tokenizer.json holds one preparation's complete set, even after a crash between the renames.
@@ -236,22 +238,29 @@ class StagedSet {
     fs::remove(files_.back(), ec);
     TRIREME_CHECK(!ec, "prepare: cannot remove the old '", files_.back().string(), "': ", ec.message());
     fsync_path(dir, /*directory=*/true);
+    step("removed " + files_.back().filename().string());
     for (const auto& f : files_) {
       fs::rename(staging_path(f), f, ec);
       TRIREME_CHECK(!ec, "prepare: cannot rename '", staging_path(f).string(), "' to '", f.string(), "': ", ec.message());
+      step("renamed " + f.filename().string());
     }
     files_.clear();
     fsync_path(dir, /*directory=*/true);
   }
 
  private:
+  void step(const std::string& what) {
+    if (after_step_) after_step_(what);
+  }
+  const WriteStepHook& after_step_;
   std::vector<fs::path> files_;
 };
 
 }  // namespace
 
 PreparedDataset prepare_dataset_split(std::string_view train_text, std::string_view val_text,
-                                      const Tokenizer& tokenizer, const std::string& out_dir) {
+                                      const Tokenizer& tokenizer, const std::string& out_dir,
+                                      const WriteStepHook& after_step) {
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   TRIREME_CHECK(!ec, "prepare: cannot create '", out_dir, "': ", ec.message());
@@ -263,7 +272,7 @@ PreparedDataset prepare_dataset_split(std::string_view train_text, std::string_v
   remove_stale_temporaries(out_dir, {"train.bin", "val.bin", "tokenizer.json"});
   // Everything is written to temporaries first: a full disk or any other failure leaves the
   // folder's previous set as it was.
-  StagedSet staged;
+  StagedSet staged(after_step);
   for (auto [text, path, count] : {std::tuple{train_text, &d.train_path, &d.train_tokens},
                                    std::tuple{val_text, &d.val_path, &d.val_tokens}}) {
     std::vector<int32_t> ids = tokenizer.encode(text);

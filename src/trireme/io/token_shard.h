@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -70,7 +71,11 @@ size_t split_point(std::string_view text, double val_fraction);
 PreparedDataset prepare_dataset(std::string_view text, const Tokenizer& tokenizer,
                                 const std::string& out_dir, double val_fraction);
 // The same with the split given: train and validation texts tokenized and written separately.
+// `after_step`, when given, is called after each step of the write ("staged train.bin", "removed
+// tokenizer.json", "renamed val.bin", ...): crash tests stop the process there.
+using WriteStepHook = std::function<void(const std::string& step)>;
 PreparedDataset prepare_dataset_split(std::string_view train_text, std::string_view val_text,
-                                      const Tokenizer& tokenizer, const std::string& out_dir);
+                                      const Tokenizer& tokenizer, const std::string& out_dir,
+                                      const WriteStepHook& after_step = {});
 
 }  // namespace trireme::io
