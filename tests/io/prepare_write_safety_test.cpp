@@ -273,3 +273,50 @@ TEST(PrepareWriteSafety, KilledAtAnyMomentLeavesACompleteSetOrNoTokenizer) {
 
 }  // namespace
 }  // namespace trireme::io
+
+namespace trireme::io {
+namespace {
+
+// The single-file writers used outside prepare: a failure names the file and the reason, and the
+// file under its final name stays as it was.
+TEST(PrepareWriteSafety, TokenizerSaveAndShardWriteFailNamingTheFile) {
+  auto dir = testing::scratch_dir();
+  CharTokenizer tok = CharTokenizer::train(distinct_characters(3000));
+  try {
+    tok.save((dir / "missing" / "tokenizer.json").string());
+    ADD_FAILURE() << "saved into a missing folder";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tokenizer '" + (dir / "missing" / "tokenizer.json").string() + "' not written"),
+              std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("No such file or directory"), std::string::npos) << e.what();
+  }
+  testing::write_file(dir / "tokenizer.json", "old");
+  testing::write_file(dir / "train.bin", "old");
+  ChildResult r = in_child([&] {
+    ::signal(SIGXFSZ, SIG_IGN);
+    rlimit lim{4096, 4096};
+    ::setrlimit(RLIMIT_FSIZE, &lim);
+    try {
+      tok.save((dir / "tokenizer.json").string());
+    } catch (const Error& e) {
+      std::vector<int32_t> ids(5000, 1);
+      try {
+        write_token_shard((dir / "train.bin").string(), ids, tok.vocab_size());
+      } catch (const Error& e2) {
+        throw Error(std::string(e.what()) + "\n" + e2.what());
+      }
+    }
+  });
+  EXPECT_EQ(r.status, 1) << r.message;
+  EXPECT_NE(r.message.find("tokenizer '" + (dir / "tokenizer.json").string() + "' not written"), std::string::npos)
+      << r.message;
+  EXPECT_NE(r.message.find("token shard '" + (dir / "train.bin").string() + "' not written"), std::string::npos)
+      << r.message;
+  EXPECT_NE(r.message.find("File too large"), std::string::npos) << r.message;
+  EXPECT_EQ(testing::read_file(dir / "tokenizer.json"), "old");
+  EXPECT_EQ(testing::read_file(dir / "train.bin"), "old");
+  expect_no_empty_or_temporary_files(dir);
+}
+
+}  // namespace
+}  // namespace trireme::io
