@@ -126,7 +126,8 @@ TEST(Prepare, FromConfigIsDeterministicAndLoadsBack) {
   }
   PreparedData loaded = load_prepared_dataset((dir / "one").string());
   EXPECT_EQ(int64_t(loaded.train.tokens.size()), p1.train_tokens);
-  std::string text = loaded.tokenizer->decode(loaded.train.tokens) + loaded.tokenizer->decode(loaded.val.tokens);
+  // Two documents: one is held out whole (b.txt with this seed), joined back by the blank line.
+  std::string text = loaded.tokenizer->decode(loaded.train.tokens) + "\n" + loaded.tokenizer->decode(loaded.val.tokens);
   EXPECT_EQ(text, load_corpus(data.corpus).text());
   EXPECT_TRUE(loaded.tokenizer->decode(loaded.val.tokens).starts_with("The quick"));
 

@@ -1,33 +1,61 @@
-// `trireme prepare`: tokenize a corpus into train/validation token shards and a tokenizer.
+// `trireme prepare`: tokenize a corpus into train/validation token shards and a tokenizer, and say
+// how to train on them (data.dir).
+#include <cctype>
 #include <cstdio>
 #include <memory>
+#include <string>
+#include <string_view>
 
 #include "trireme/cli/commands.h"
 #include "trireme/io/prepare.h"
 
 namespace trireme::cli {
 
+namespace {
+
+// `s` as one shell word: as it is when it holds only safe characters, else single-quoted.
+std::string shell_word(const std::string& s) {
+  bool safe = !s.empty();
+  for (char c : s) {
+    safe = safe && (std::isalnum(static_cast<unsigned char>(c)) || std::string_view("_-./=:+,@%").find(c) != std::string_view::npos);
+  }
+  if (safe) return s;
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+}  // namespace
+
 Command add_prepare_command(CLI::App& root) {
   struct Options {
-    std::vector<std::string> corpus{"tang"};
-    std::string tokenizer = "char", out = "out/data";
-    int64_t vocab = 2000;
-    double val_fraction = 0.1;
+    io::DataConfig data = io::Config().resolve().data;  // the same defaults as `trireme train`
+    std::string out = "out/data";
   };
   auto opt = std::make_shared<Options>();
-  CLI::App* app = root.add_subcommand("prepare", "Tokenize text into token shards (train.bin, val.bin, tokenizer.json)");
-  app->add_option("--corpus", opt->corpus, "\"tang\" (the Tang and Song poems of fortunes-zh), or UTF-8 files/folders");
-  app->add_option("--tokenizer", opt->tokenizer, "char or bpe")->check(CLI::IsMember({"char", "bpe"}));
-  app->add_option("--vocab", opt->vocab, "BPE vocabulary size")->check(CLI::Range(257, 1 << 20));
-  app->add_option("--val-fraction", opt->val_fraction, "share of the text for validation")->check(CLI::Range(0.0, 0.5));
-  app->add_option("-o,--out", opt->out, "output folder");
+  CLI::App* app = root.add_subcommand(
+      "prepare", "Tokenize text into token shards (train.bin, val.bin, tokenizer.json) for `trireme train --set data.dir=FOLDER`");
+  app->add_option("--corpus", opt->data.corpus, "\"tang\" (the Tang and Song poems of fortunes-zh), or UTF-8 files/folders")
+      ->capture_default_str();
+  app->add_option("--tokenizer", opt->data.tokenizer, "char or bpe")->check(CLI::IsMember({"char", "bpe"}))->capture_default_str();
+  app->add_option("--vocab", opt->data.bpe_vocab_size, "BPE vocabulary size")->check(CLI::Range(257, 1 << 20))->capture_default_str();
+  app->add_option("--val-fraction", opt->data.val_fraction,
+                  "share of the documents held out for validation, spread over the corpus (at least one; a "
+                  "one-document corpus is split inside, near its end)")
+      ->check(CLI::Range(0.0, 0.5))
+      ->capture_default_str();
+  app->add_option("--split-seed", opt->data.split_seed, "seed that picks the validation documents")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app->add_option("-o,--out", opt->out, "output folder")->capture_default_str();
   return {app, [opt] {
-            io::DataConfig data{.corpus = opt->corpus, .tokenizer = opt->tokenizer, .bpe_vocab_size = opt->vocab,
-                                .val_fraction = opt->val_fraction};
-            io::PreparedDataset d = io::prepare_from_config(data, opt->out);
-            std::printf("%lld train + %lld validation tokens (%s tokenizer)\nwrote %s, %s, %s\n",
-                        (long long)d.train_tokens, (long long)d.val_tokens, opt->tokenizer.c_str(), d.train_path.c_str(),
-                        d.val_path.c_str(), d.tokenizer_path.c_str());
+            io::PreparedDataset d = io::prepare_from_config(opt->data, opt->out);
+            std::printf("%s\n%lld train + %lld validation tokens (%s tokenizer)\nwrote %s, %s, %s\n",
+                        d.split.c_str(), (long long)d.train_tokens, (long long)d.val_tokens, opt->data.tokenizer.c_str(),
+                        d.train_path.c_str(), d.val_path.c_str(), d.tokenizer_path.c_str());
+            std::printf("train on it with:\n  trireme train %s\n(or dir = \"%s\" under [data] in the --config file, "
+                        "with no other [data] keys)\n",
+                        ("--set " + shell_word("data.dir=" + opt->out)).c_str(), opt->out.c_str());
             return kExitOk;
           }};
 }

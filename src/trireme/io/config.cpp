@@ -165,6 +165,21 @@ const Check corpus_check{[](const ConfigValue& v) {
                          },
                          "\"tang\" or a path, or a non-empty array of them"};
 
+// data.dir trains on what `trireme prepare` wrote, so the keys that say how to prepare data would
+// be ignored: set to anything but their defaults, they are refused rather than dropped silently.
+std::string data_dir_conflicts(const Config& c) {
+  if (c.get_string("data.dir").empty()) return "";
+  std::string set;
+  for (const auto& k : train_config_schema()) {
+    if (!k.path.starts_with("data.") || k.path == "data.dir" || c.get(k.path) == k.default_value) continue;
+    set += (set.empty() ? "" : ", ") + k.path + " = " + format_value(c.get(k.path));
+  }
+  if (set.empty()) return "";
+  return str_cat("data.dir: is mutually exclusive with data.corpus and the other keys that say how to prepare data ",
+                 "(the folder's shards and tokenizer are used as they are), got ", set,
+                 "; remove those keys, or remove data.dir to prepare data.corpus in this run");
+}
+
 std::vector<ConfigKey> build_schema() {
   using T = TrainConfig;
   return {
@@ -185,8 +200,16 @@ std::vector<ConfigKey> build_schema() {
                  field(&T::data, &DataConfig::tokenizer)),
       integer_key("data.bpe_vocab_size", 2000, closed(256, 1 << 20), "target BPE vocabulary size (256 byte tokens + merges)",
                   field(&T::data, &DataConfig::bpe_vocab_size)),
-      float_key("data.val_fraction", 0.1, closed(0, 0.5), "share of the text held out for validation (the tail)",
+      float_key("data.val_fraction", 0.1, closed(0, 0.5),
+                "share of the documents held out for validation: whole documents spread over the corpus, picked "
+                "with data.split_seed (at least one; a one-document corpus is split inside, near its end)",
                 field(&T::data, &DataConfig::val_fraction)),
+      integer_key("data.split_seed", 1337, at_least(0), "seed that picks the validation documents",
+                  field(&T::data, &DataConfig::split_seed)),
+      string_key("data.dir", ConfigType::string, std::string(),
+                 "a folder written by `trireme prepare` (train.bin, val.bin, tokenizer.json) to train on as it is, "
+                 "instead of data.corpus and the other data keys; \"\" = prepare data.corpus into train.out_dir/data",
+                 field(&T::data, &DataConfig::dir), Check{}),
 
       choice_key("optim.name", "adamw", {"adamw", "sgd"}, "optimizer", field(&T::optim, &OptimConfig::name)),
       float_key("optim.lr", 1e-3, above(0), "peak learning rate", field(&T::optim, &OptimConfig::lr)),
@@ -270,6 +293,7 @@ std::string divisors(int64_t n) {
 using CrossCheck = std::function<std::string(const Config&)>;
 const std::vector<CrossCheck>& cross_checks() {
   static const std::vector<CrossCheck> checks = {
+      data_dir_conflicts,
       [](const Config& c) -> std::string {
         int64_t d = c.get_int("model.d_model"), h = c.get_int("model.n_head");
         return d % h == 0 ? "" : str_cat("model.n_head: expected a divisor of model.d_model = ", d, ", got ", h);

@@ -46,7 +46,9 @@ struct DataConfig {
   std::vector<std::string> corpus;  // "tang" = the default poems; else files or folders
   std::string tokenizer;            // "char" | "bpe"
   int64_t bpe_vocab_size = 0;
-  double val_fraction = 0;
+  double val_fraction = 0;          // share of the documents held out (io/corpus.h split_corpus)
+  int64_t split_seed = 0;           // picks the validation documents
+  std::string dir;                  // a folder `trireme prepare` wrote; "" = prepare from corpus
 };
 
 struct OptimConfig {

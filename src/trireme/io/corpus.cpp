@@ -2,12 +2,14 @@
 #include "trireme/io/corpus.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "trireme/core/error.h"
+#include "trireme/io/token_shard.h"
 #include "trireme/io/utf8.h"
 
 namespace trireme::io {
@@ -30,6 +32,20 @@ std::string_view trim(std::string_view s) {
   while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
   while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
   return s;
+}
+
+// SplitMix64: a fixed generator, so a seed picks the same documents with every standard library.
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+std::string percent(size_t part, size_t whole) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", whole ? 100.0 * double(part) / double(whole) : 0.0);
+  return buf;
 }
 
 }  // namespace
@@ -109,6 +125,62 @@ void check_utf8(std::string_view text, const std::string& what) {
   TRIREME_FAIL(what, ": invalid UTF-8 at byte ", bad, " (line ", line, ", byte 0x", std::hex,
                int(static_cast<unsigned char>(text[bad])), std::dec,
                "); the corpus must be UTF-8 text (convert other encodings with iconv first)");
+}
+
+std::vector<size_t> choose_validation_documents(size_t n_documents, double val_fraction, uint64_t seed) {
+  TRIREME_CHECK(val_fraction >= 0.0 && val_fraction < 1.0, "validation split: val_fraction must be in [0, 1), got ",
+                val_fraction);
+  if (n_documents < 2 || val_fraction == 0.0) return {};
+  const size_t k = std::clamp<size_t>(size_t(std::llround(val_fraction * double(n_documents))), 1, n_documents - 1);
+  std::vector<size_t> chosen;
+  chosen.reserve(k);
+  uint64_t state = seed;
+  for (size_t i = 0; i < k; ++i) {
+    // Stretch i is [i*n/k, (i+1)*n/k): k equal consecutive stretches covering every document.
+    const size_t lo = size_t((unsigned __int128)i * n_documents / k);
+    const size_t hi = size_t((unsigned __int128)(i + 1) * n_documents / k);
+    chosen.push_back(lo + size_t(splitmix64(state) % (hi - lo)));
+  }
+  return chosen;
+}
+
+CorpusSplit split_corpus(const Corpus& corpus, double val_fraction, uint64_t seed) {
+  CorpusSplit s;
+  const size_t n = corpus.documents.size();
+  if (n == 1 && val_fraction > 0.0) {
+    const Document& d = corpus.documents[0];
+    const std::string text = d.text + "\n";  // as Corpus::text() ends it
+    const size_t cut = split_point(text, val_fraction);
+    s.train_text = text.substr(0, cut);
+    s.val_text = text.substr(cut);
+    s.inside_document = true;
+    s.description = str_cat("validation: the last ", percent(s.val_text.size(), text.size()), " of the only document, '",
+                            d.source, "' (a one-document corpus is split inside the document, at a line break ",
+                            "where there is one; give several files to validate on whole documents)");
+    return s;
+  }
+  s.val_documents = choose_validation_documents(n, val_fraction, seed);
+  // Both texts joined as Corpus::text() joins documents, without copying the documents first.
+  auto append = [](std::string& out, const std::string& doc) {
+    if (!out.empty()) out += '\n';  // a blank line between documents
+    out += doc;
+    out += '\n';
+  };
+  size_t next_val = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const bool is_val = next_val < s.val_documents.size() && s.val_documents[next_val] == i;
+    next_val += is_val;
+    append(is_val ? s.val_text : s.train_text, corpus.documents[i].text);
+  }
+  if (s.val_documents.empty()) {
+    s.description = "validation: none (val_fraction = 0)";
+  } else {
+    const size_t k = s.val_documents.size();
+    s.description = str_cat("validation: ", k, " of ", n, " documents (", percent(s.val_text.size(),
+                            s.train_text.size() + s.val_text.size()), " of the text), one drawn with seed ", seed,
+                            " from each of ", k, " equal stretches of the corpus");
+  }
+  return s;
 }
 
 Corpus load_poem_corpus(const std::string& fortunes_dir) {

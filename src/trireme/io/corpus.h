@@ -9,8 +9,10 @@
 //   Corpus poems = load_poem_corpus();                 // 409 documents
 //   Corpus mine = load_corpus({"notes/", "book.txt"}); // folders are read recursively, sorted
 //   std::string text = poems.text();                   // poems separated by one blank line
+//   CorpusSplit s = split_corpus(mine, 0.1, 1337);      // whole documents for validation
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,6 +56,26 @@ Corpus load_text_corpus(const std::vector<std::string>& paths);
 
 // A corpus from config specs: "tang" is the default poem corpus; anything else is a path.
 Corpus load_corpus(const std::vector<std::string>& specs);
+
+// The train/validation split, the same for `trireme prepare` and `trireme train`.
+//
+// Validation takes whole documents: round(val_fraction x documents), at least one and at most all
+// but one. The document list is cut into that many equal consecutive stretches and one document is
+// drawn from each with `seed`, so validation spans the whole corpus: a folder of two kinds of text
+// (sorted by path, so one kind after the other) is validated on both kinds, and a split by tail
+// would have validated on the last kind only. A one-document corpus is split inside the document
+// instead (its tail, at a blank line or line break: split_point in token_shard.h); val_fraction 0
+// holds out nothing. Deterministic for a seed on every platform.
+struct CorpusSplit {
+  std::string train_text, val_text;   // each as Corpus::text() joins its documents
+  std::vector<size_t> val_documents;  // indices into the corpus, ascending; empty when split inside
+  bool inside_document = false;       // a one-document corpus, split inside it
+  std::string description;            // one line for the log: what was held out and how
+};
+CorpusSplit split_corpus(const Corpus& corpus, double val_fraction, uint64_t seed);
+
+// Which of `n_documents` documents are held out (ascending), as split_corpus chooses them.
+std::vector<size_t> choose_validation_documents(size_t n_documents, double val_fraction, uint64_t seed);
 
 // Throws trireme::Error naming `what`, the byte offset and line when `text` is not valid UTF-8.
 void check_utf8(std::string_view text, const std::string& what);

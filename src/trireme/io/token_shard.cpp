@@ -1,13 +1,19 @@
 // Token shard reader and writer, and dataset preparation (format in token_shard.h).
 #include "trireme/io/token_shard.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
+#include <cerrno>
+#include <tuple>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "trireme/core/error.h"
+#include "trireme/io/file_write.h"
 #include "trireme/io/utf8.h"
 
 namespace trireme::io {
@@ -59,18 +65,12 @@ std::string serialize_token_shard(std::span<const int32_t> tokens, int64_t vocab
 }
 
 void write_token_shard(const std::string& path, std::span<const int32_t> tokens, int64_t vocab_size) {
-  std::string bytes = serialize_token_shard(tokens, vocab_size);
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    TRIREME_CHECK(out, "token shard: cannot write '", tmp, "'");
-    out.write(bytes.data(), std::streamsize(bytes.size()));
-    out.flush();
-    TRIREME_CHECK(out.good(), "token shard: error writing '", tmp, "'");
+  const std::string bytes = serialize_token_shard(tokens, vocab_size);
+  try {
+    write_file_atomic(path, bytes);
+  } catch (const Error& e) {
+    TRIREME_FAIL("token shard '", path, "' not written: ", e.what());
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  TRIREME_CHECK(!ec, "token shard: cannot rename '", tmp, "' to '", path, "': ", ec.message());
 }
 
 namespace {
@@ -189,24 +189,98 @@ PreparedDataset prepare_dataset(std::string_view text, const Tokenizer& tokenize
   return d;
 }
 
+namespace {
+
+namespace fs = std::filesystem;
+
+// Where a file of the prepared set is written before the set is committed: the name that
+// write_file_atomic uses too, so remove_stale_temporaries finds either.
+fs::path staging_path(const fs::path& final_path) {
+  return final_path.parent_path() / ("." + final_path.filename().string() + ".tmp." + std::to_string(::getpid()));
+}
+
+// Removes the temporaries that a killed process left in `dir` (".train.bin.tmp.<pid>", the pid no
+// longer running), so they do not pile up.
+void remove_stale_temporaries(const fs::path& dir, std::initializer_list<std::string_view> names) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string f = entry.path().filename().string();
+    for (std::string_view name : names) {
+      const std::string prefix = "." + std::string(name) + ".tmp.";
+      if (!f.starts_with(prefix)) continue;
+      const long pid = std::strtol(f.c_str() + prefix.size(), nullptr, 10);
+      if (pid > 0 && ::kill(pid_t(pid), 0) != 0 && errno == ESRCH) fs::remove(entry.path(), ec);
+    }
+  }
+}
+
+// The three files of a prepared set, written beside their final names and then renamed together.
+class StagedSet {
+ public:
+  ~StagedSet() {
+    std::error_code ec;
+    for (const auto& f : files_) fs::remove(staging_path(f), ec);  // whatever was not committed
+  }
+  explicit StagedSet(const WriteStepHook& after_step) : after_step_(after_step) {}
+  void stage(const fs::path& final_path, std::string_view bytes) {
+    files_.push_back(final_path);
+    try {
+      write_file(staging_path(final_path), bytes, /*durable=*/true);
+    } catch (const Error& e) {
+      TRIREME_FAIL("prepare: '", final_path.string(), "' not written (the folder keeps its previous files): ", e.what());
+    }
+    step("staged " + final_path.filename().string());
+  }
+  // tokenizer.json (the last file staged) goes first and comes back last, so a folder that holds a
+  // tokenizer.json holds one preparation's complete set, even after a crash between the renames.
+  void commit(const fs::path& dir) {
+    std::error_code ec;
+    fs::remove(files_.back(), ec);
+    TRIREME_CHECK(!ec, "prepare: cannot remove the old '", files_.back().string(), "': ", ec.message());
+    fsync_path(dir, /*directory=*/true);
+    step("removed " + files_.back().filename().string());
+    for (const auto& f : files_) {
+      fs::rename(staging_path(f), f, ec);
+      TRIREME_CHECK(!ec, "prepare: cannot rename '", staging_path(f).string(), "' to '", f.string(), "': ", ec.message());
+      step("renamed " + f.filename().string());
+    }
+    files_.clear();
+    fsync_path(dir, /*directory=*/true);
+  }
+
+ private:
+  void step(const std::string& what) {
+    if (after_step_) after_step_(what);
+  }
+  const WriteStepHook& after_step_;
+  std::vector<fs::path> files_;
+};
+
+}  // namespace
+
 PreparedDataset prepare_dataset_split(std::string_view train_text, std::string_view val_text,
-                                      const Tokenizer& tokenizer, const std::string& out_dir) {
-  namespace fs = std::filesystem;
+                                      const Tokenizer& tokenizer, const std::string& out_dir,
+                                      const WriteStepHook& after_step) {
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   TRIREME_CHECK(!ec, "prepare: cannot create '", out_dir, "': ", ec.message());
   PreparedDataset d;
   d.split_byte = train_text.size();
-  std::vector<int32_t> train = tokenizer.encode(train_text);
-  std::vector<int32_t> val = tokenizer.encode(val_text);
   d.train_path = (fs::path(out_dir) / "train.bin").string();
   d.val_path = (fs::path(out_dir) / "val.bin").string();
   d.tokenizer_path = (fs::path(out_dir) / "tokenizer.json").string();
-  write_token_shard(d.train_path, train, tokenizer.vocab_size());
-  write_token_shard(d.val_path, val, tokenizer.vocab_size());
-  tokenizer.save(d.tokenizer_path);
-  d.train_tokens = int64_t(train.size());
-  d.val_tokens = int64_t(val.size());
+  remove_stale_temporaries(out_dir, {"train.bin", "val.bin", "tokenizer.json"});
+  // Everything is written to temporaries first: a full disk or any other failure leaves the
+  // folder's previous set as it was.
+  StagedSet staged(after_step);
+  for (auto [text, path, count] : {std::tuple{train_text, &d.train_path, &d.train_tokens},
+                                   std::tuple{val_text, &d.val_path, &d.val_tokens}}) {
+    std::vector<int32_t> ids = tokenizer.encode(text);
+    *count = int64_t(ids.size());
+    staged.stage(*path, serialize_token_shard(ids, tokenizer.vocab_size()));
+  }
+  staged.stage(d.tokenizer_path, tokenizer.to_json().dump(1) + "\n");
+  staged.commit(out_dir);
   return d;
 }
 

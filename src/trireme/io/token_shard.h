@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -39,7 +40,8 @@ struct TokenShard {
 // Bytes of a shard; u16 when vocab_size <= 65536, else u32. Throws if a token is out of
 // [0, vocab_size).
 std::string serialize_token_shard(std::span<const int32_t> tokens, int64_t vocab_size);
-// Writes through a temporary file and a rename, so a crash never leaves a half-written shard.
+// Writes through a temporary file, fsync and a rename (write_file_atomic), so a crash never leaves
+// a half-written shard; a failure throws naming the shard and the system's reason.
 void write_token_shard(const std::string& path, std::span<const int32_t> tokens, int64_t vocab_size);
 
 // Errors (each prefixed by `what`, the file name for read_token_shard): "not a trireme token
@@ -52,6 +54,7 @@ struct PreparedDataset {
   std::string train_path, val_path, tokenizer_path;
   size_t split_byte = 0;  // the text before this byte is train, the rest validation
   int64_t train_tokens = 0, val_tokens = 0;
+  std::string split;  // how validation was chosen, for the log (prepare_from_config)
 };
 
 // Where the text is split so that about `val_fraction` of its bytes are validation: the blank
@@ -60,11 +63,19 @@ struct PreparedDataset {
 size_t split_point(std::string_view text, double val_fraction);
 
 // Tokenizes text[0, split) and text[split, end) separately (so no token spans the split) and
-// writes out_dir/train.bin, out_dir/val.bin and out_dir/tokenizer.json (creating out_dir).
+// writes out_dir/train.bin, out_dir/val.bin and out_dir/tokenizer.json (creating out_dir). All
+// three are written to temporaries first, so a failed write (a full disk) leaves the old set as
+// it was, naming the file and the reason; then tokenizer.json is removed and the three renamed
+// into place, tokenizer.json last: after a crash the folder holds one complete set, or no
+// tokenizer.json (which load_prepared_dataset refuses), and never a partial file.
 PreparedDataset prepare_dataset(std::string_view text, const Tokenizer& tokenizer,
                                 const std::string& out_dir, double val_fraction);
 // The same with the split given: train and validation texts tokenized and written separately.
+// `after_step`, when given, is called after each step of the write ("staged train.bin", "removed
+// tokenizer.json", "renamed val.bin", ...): crash tests stop the process there.
+using WriteStepHook = std::function<void(const std::string& step)>;
 PreparedDataset prepare_dataset_split(std::string_view train_text, std::string_view val_text,
-                                      const Tokenizer& tokenizer, const std::string& out_dir);
+                                      const Tokenizer& tokenizer, const std::string& out_dir,
+                                      const WriteStepHook& after_step = {});
 
 }  // namespace trireme::io

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "trireme/core/error.h"
+#include "trireme/io/file_write.h"
 #include "trireme/io/tokenizer_bpe.h"
 #include "trireme/io/tokenizer_char.h"
 
@@ -16,10 +17,11 @@ void Tokenizer::check_id(int32_t id) const {
 }
 
 void Tokenizer::save(const std::string& path) const {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  TRIREME_CHECK(out, "tokenizer: cannot write '", path, "'");
-  out << to_json().dump(1) << '\n';
-  TRIREME_CHECK(out.good(), "tokenizer: error writing '", path, "'");
+  try {
+    write_file_atomic(path, to_json().dump(1) + "\n");
+  } catch (const Error& e) {
+    TRIREME_FAIL("tokenizer '", path, "' not written: ", e.what());
+  }
 }
 
 std::unique_ptr<Tokenizer> tokenizer_from_json(const nlohmann::json& j) {

@@ -35,7 +35,9 @@ class Tokenizer {
   virtual std::string token_to_string(int32_t id) const = 0;
   virtual nlohmann::json to_json() const = 0;
 
-  void save(const std::string& path) const;  // to_json() written to a file
+  // to_json() written atomically (write_file_atomic): the old file or the new one, never part of
+  // one; a failure throws naming the file and the system's reason.
+  void save(const std::string& path) const;
 
  protected:
   void check_id(int32_t id) const;

@@ -70,31 +70,50 @@ void log_line(const TrainOptions& o, const std::string& line) {
   if (!o.quiet) std::fprintf(stderr, "%s\n", line.c_str());
 }
 
-// Tokenizes the corpus into out/data once; later runs (and resumes) reuse the shards when the
-// data section of the config is unchanged.
+// The data to train on: the folder `trireme prepare` wrote (data.dir), read as it is; or the corpus
+// tokenized into out/data once, reused by later runs (and resumes) while the data section of the
+// config is unchanged (spec.txt records it, written after the shards).
 void prepare_data(Trainer::State& s) {
-  const fs::path data_dir = s.out_dir / "data";
-  std::ostringstream spec_os;
-  for (const auto& c : s.cfg.data.corpus) spec_os << c << '\n';
-  spec_os << s.cfg.data.tokenizer << '\n' << s.cfg.data.bpe_vocab_size << '\n' << s.cfg.data.val_fraction << '\n';
-  const std::string spec = spec_os.str();
-  std::string old_spec;
-  if (std::ifstream f(data_dir / "spec.txt"); f) {
-    std::stringstream ss;
-    ss << f.rdbuf();
-    old_spec = ss.str();
-  }
+  const io::DataConfig& dc = s.cfg.data;
   const bool main_rank = !s.job || s.job->env.rank == 0;
-  if (main_rank && (old_spec != spec || !fs::exists(data_dir / "train.bin") || !fs::exists(data_dir / "val.bin") ||
-                    !fs::exists(data_dir / "tokenizer.json"))) {
-    io::PreparedDataset d = io::prepare_from_config(s.cfg.data, data_dir.string());
-    std::ofstream(data_dir / "spec.txt") << spec;
-    log_line(s.options, str_cat("data: ", d.train_tokens, " train and ", d.val_tokens, " validation tokens in ",
-                                data_dir.string()));
+  fs::path data_dir = s.out_dir / "data";
+  if (!dc.dir.empty()) {
+    data_dir = dc.dir;
+  } else {
+    std::ostringstream spec_os;
+    for (const auto& c : dc.corpus) spec_os << c << '\n';
+    spec_os << dc.tokenizer << '\n' << dc.bpe_vocab_size << '\n' << dc.val_fraction << '\n'
+            << "documents, seed " << dc.split_seed << '\n';
+    const std::string spec = spec_os.str();
+    std::string old_spec;
+    if (fs::exists(data_dir / "spec.txt")) old_spec = io::read_file(data_dir / "spec.txt");
+    if (main_rank && (old_spec != spec || !fs::exists(data_dir / "train.bin") || !fs::exists(data_dir / "val.bin") ||
+                      !fs::exists(data_dir / "tokenizer.json"))) {
+      // The old spec goes first, so a preparation cut short is redone by the next run.
+      std::error_code ec;
+      fs::remove(data_dir / "spec.txt", ec);
+      TRIREME_CHECK(!ec, "data: cannot remove '", (data_dir / "spec.txt").string(), "': ", ec.message());
+      io::PreparedDataset d = io::prepare_from_config(dc, data_dir.string());
+      io::write_file_atomic(data_dir / "spec.txt", spec);
+      log_line(s.options, str_cat("data: ", d.train_tokens, " train and ", d.val_tokens, " validation tokens in ",
+                                  data_dir.string(), "; ", d.split));
+    }
+    // The other ranks read what rank 0 prepared (a long wait: tokenizing can take minutes).
+    if (s.job) s.job->world->barrier({.timeout = std::chrono::hours(1)})->wait();
   }
-  // The other ranks read what rank 0 prepared (a long wait: tokenizing can take minutes).
-  if (s.job) s.job->world->barrier({.timeout = std::chrono::hours(1)})->wait();
-  io::PreparedData data = io::load_prepared_dataset(data_dir.string());
+  io::PreparedData data;
+  if (dc.dir.empty()) {
+    data = io::load_prepared_dataset(data_dir.string());
+  } else {
+    try {
+      data = io::load_prepared_dataset(data_dir.string());
+    } catch (const Error& e) {
+      throw io::ConfigError(str_cat("data.dir = \"", dc.dir, "\": ", e.what()));
+    }
+    log_line(s.options, str_cat("data: ", data.train.tokens.size(), " train and ", data.val.tokens.size(),
+                                " validation tokens from ", dc.dir, " (", data.tokenizer->type(), " tokenizer, vocabulary ",
+                                data.tokenizer->vocab_size(), ")"));
+  }
   s.tokenizer = std::move(data.tokenizer);
   s.train_tokens = std::move(data.train.tokens);
   s.val_tokens = std::move(data.val.tokens);
@@ -102,7 +121,8 @@ void prepare_data(Trainer::State& s) {
   TRIREME_CHECK(int64_t(s.train_tokens.size()) > T + 1, "data: the training split has ", s.train_tokens.size(),
                 " tokens, fewer than model.block_size + 2 = ", T + 2, "; use more text or a smaller block_size");
   TRIREME_CHECK(int64_t(s.val_tokens.size()) > T + 1, "data: the validation split has ", s.val_tokens.size(),
-                " tokens, fewer than model.block_size + 2 = ", T + 2, "; raise data.val_fraction or lower block_size");
+                " tokens, fewer than model.block_size + 2 = ", T + 2, "; ",
+                dc.dir.empty() ? "raise data.val_fraction" : "prepare with a larger --val-fraction", " or lower block_size");
 }
 
 // train.device as a Device this process can use, or a ConfigError saying why not (no GPU, a
