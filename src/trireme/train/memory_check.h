@@ -2,14 +2,16 @@
 // has: a run that cannot fit is refused at once with the estimate, what is available and which
 // keys to change, instead of allocating until the OOM killer ends it.
 //
-// The estimate is deliberately simple and on the low side (it leaves out allocator slack,
-// temporaries and autocast copies), so a refusal is never a false alarm; passing the check does
-// not promise that the run fits. TRIREME_SKIP_MEMORY_CHECK=1 skips the check.
+// The estimate is deliberately simple (weights, optimizer state, and the larger of the
+// gradients and the activations; no allocator slack, temporaries or autocast copies): within
+// about 10% of measured peaks, so a refusal means the run cannot fit, while passing does not
+// promise that it does. TRIREME_SKIP_MEMORY_CHECK=1 skips the check.
 //
 //   train::check_training_memory(cfg, /*vocab_size=*/0, Device::cpu(), /*processes_on_host=*/1);
 //   train::check_inference_memory(gpt_config, Device::cuda(0));   // before building the model
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -27,7 +29,9 @@ struct MemoryEstimate {
   double gradient_bytes = 0;    // f32 gradients
   double optimizer_bytes = 0;   // AdamW m and v, or SGD momentum
   double activation_bytes = 0;  // what the forward keeps for the backward, plus the logits
-  double total() const { return weight_bytes + gradient_bytes + optimizer_bytes + activation_bytes; }
+  // The peak: the backward frees activations as it makes gradients, so the two mostly take
+  // turns (see layer_activation_bytes_per_token for how this compares with measured peaks).
+  double total() const { return weight_bytes + optimizer_bytes + std::max(gradient_bytes, activation_bytes); }
 };
 
 // One process's share of a training run of `cfg`. vocab_size <= 0 means not known yet (before
