@@ -75,7 +75,7 @@ TEST(MemoryCheck, AModelTooLargeForTheMachineIsAConfigErrorNamingTheKeys) {
   // A batch too large for the machine names the batch keys.
   tc = config_with({"train.batch_size=16777216", "model.block_size=4096"});
   e = config_error_of([&] { train::check_training_memory(tc, 0, Device::cpu()); });
-  EXPECT_CONTAINS(e, "lower train.batch_size or model.block_size");
+  EXPECT_CONTAINS(e, "lower train.batch_size, model.block_size");
   // The defaults fit.
   EXPECT_NO_THROW(train::check_training_memory(config_with({}), 0, Device::cpu()));
   // So does the inference of a small model, not that of a huge one.

@@ -152,7 +152,8 @@ std::string memory_refusal(const MemoryEstimate& e, double needed, double availa
   parts += e.gradient_bytes > 0 ? str_cat(" + the larger of ", format_bytes(e.activation_bytes), " activations and ",
                                           format_bytes(e.gradient_bytes), " gradients")
                                 : str_cat(" + ", format_bytes(e.activation_bytes), " activations");
-  return str_cat("memory: ", what, " needs about ", format_bytes(needed), " (", parts, ", ", e.parameters,
+  const std::string params = e.parameters < 1e18 ? std::to_string(int64_t(e.parameters)) : str_cat(e.parameters);
+  return str_cat("memory: ", what, " needs about ", format_bytes(needed), " (", parts, ", ", params,
                  " parameters), but ", device_words(device), " ", format_bytes(available), " available; ", advice,
                  " (TRIREME_SKIP_MEMORY_CHECK=1 skips this check)");
 }
@@ -169,7 +170,8 @@ void check_training_memory(const io::TrainConfig& cfg, int64_t vocab_size, Devic
   const bool model_heavy = e.activation_bytes < e.weight_bytes + e.optimizer_bytes;
   const std::string advice =
       model_heavy ? "lower model.n_layer or model.d_model (or spread the model with parallel.tp / parallel.pp)"
-                  : "lower train.batch_size or model.block_size (or raise parallel.micro_batches)";
+                  : "lower train.batch_size, model.block_size, model.n_layer or model.d_model (or raise "
+                    "parallel.micro_batches)";
   const std::string why = memory_refusal(e, needed, *available, device, what, advice);
   if (!why.empty()) throw io::ConfigError(why);
 }
