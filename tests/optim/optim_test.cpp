@@ -169,7 +169,7 @@ TEST(LrSchedule, ConstantAndWarmupCosineAtKeySteps) {
   optim::WarmupCosineLr no_warmup({.max_lr = 2.0, .min_lr = 0.0, .warmup_steps = 0, .total_steps = 4});
   EXPECT_DOUBLE_EQ(no_warmup.lr(0), 2.0);
   EXPECT_DOUBLE_EQ(no_warmup.lr(2), 1.0);
-  EXPECT_THROW(optim::WarmupCosineLr({.warmup_steps = 5, .total_steps = 5}), Error);
+  EXPECT_THROW(optim::WarmupCosineLr({.warmup_steps = 6, .total_steps = 5}), Error);
 }
 
 TEST(ClipGradNorm, ReturnsTheGlobalNormAndScalesInPlace) {

@@ -4,11 +4,13 @@
 #include <cstring>
 #include <sstream>
 
+#include "trireme/core/checked.h"
+
 namespace trireme {
 
 int64_t shape_numel(const Shape& sizes) {
   int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
+  for (int64_t s : sizes) n = checked_mul(n, s, "the element count of shape ", sizes);
   return n;
 }
 
@@ -17,7 +19,7 @@ Shape contiguous_strides(const Shape& sizes) {
   int64_t s = 1;
   for (size_t i = sizes.size(); i-- > 0;) {
     strides[i] = s;
-    s *= std::max<int64_t>(sizes[i], 1);
+    s = checked_mul(s, std::max<int64_t>(sizes[i], 1), "the strides of shape ", sizes);
   }
   return strides;
 }
@@ -52,7 +54,9 @@ Tensor contiguous_over(const char* op, const Shape& sizes, DType dtype, MakeStor
   impl->strides = contiguous_strides(sizes);
   impl->numel = shape_numel(sizes);
   impl->dtype = dtype;
-  impl->storage = make_storage(size_t(impl->numel) * dtype_size(dtype));
+  const int64_t nbytes = checked_mul(impl->numel, int64_t(dtype_size(dtype)), op, ": the byte count of a ",
+                                     dtype_name(dtype), " tensor of shape ", sizes);
+  impl->storage = make_storage(size_t(nbytes));
   return Tensor(std::move(impl));
 }
 }  // namespace
@@ -154,13 +158,18 @@ Tensor Tensor::alias(const Shape& sizes, const Shape& strides, int64_t offset) c
   impl->numel = shape_numel(sizes);
   impl->dtype = impl_->dtype;
   // Bounds: the view must stay inside the storage.
+  for (int64_t s : sizes) TRIREME_CHECK(s >= 0, "Tensor::alias: negative size in shape ", sizes);
   if (impl->numel > 0) {
     int64_t lo = offset, hi = offset;
     for (size_t i = 0; i < sizes.size(); ++i) {
-      int64_t span = (sizes[i] - 1) * strides[i];
-      (span < 0 ? lo : hi) += span;
+      int64_t span = checked_mul(sizes[i] - 1, strides[i], "Tensor::alias: the extent of a view of shape ", sizes,
+                                 " strides ", strides);
+      int64_t& end = span < 0 ? lo : hi;
+      end = checked_add(end, span, "Tensor::alias: the extent of a view of shape ", sizes, " strides ", strides);
     }
-    TRIREME_CHECK(lo >= 0 && (hi + 1) * int64_t(element_size()) <= int64_t(impl_->storage->nbytes()),
+    const int64_t end_bytes = checked_mul(checked_add(hi, int64_t(1), "Tensor::alias: the view's end"),
+                                          int64_t(element_size()), "Tensor::alias: the view's end in bytes");
+    TRIREME_CHECK(lo >= 0 && end_bytes <= int64_t(impl_->storage->nbytes()),
                   "Tensor::alias: a view of shape ", sizes, " strides ", strides, " offset ", offset,
                   " reaches outside its storage of ", impl_->storage->nbytes(), " bytes");
   }

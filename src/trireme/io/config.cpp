@@ -180,14 +180,23 @@ std::string data_dir_conflicts(const Config& c) {
                  "; remove those keys, or remove data.dir to prepare data.corpus in this run");
 }
 
+// Upper bounds for sizes: far above any model or run that fits in memory (the memory check
+// refuses those with an estimate), and small enough that the products the trainer forms from
+// them (d_model x d_model x 12 x n_layer parameters, step x batch_size samples, block_size + 2)
+// stay inside int64.
+constexpr double kMaxWidth = 1 << 20;    // model.d_model, model.block_size, train.eval_batches
+constexpr double kMaxLayers = 1 << 16;   // model.n_layer, model.n_head, parallel ranks and stages
+constexpr double kMaxBatch = 1 << 24;    // train.batch_size, parallel.micro_batches
+constexpr double kMaxSteps = 1e12;       // step counts and intervals
+
 std::vector<ConfigKey> build_schema() {
   using T = TrainConfig;
   return {
-      integer_key("model.d_model", 256, at_least(1), "width of the residual stream", field(&T::model, &ModelConfig::d_model)),
-      integer_key("model.n_layer", 4, at_least(1), "number of transformer blocks", field(&T::model, &ModelConfig::n_layer)),
-      integer_key("model.n_head", 4, at_least(1), "attention heads per block (must divide d_model)",
+      integer_key("model.d_model", 256, closed(1, kMaxWidth), "width of the residual stream", field(&T::model, &ModelConfig::d_model)),
+      integer_key("model.n_layer", 4, closed(1, kMaxLayers), "number of transformer blocks", field(&T::model, &ModelConfig::n_layer)),
+      integer_key("model.n_head", 4, closed(1, kMaxLayers), "attention heads per block (must divide d_model)",
                   field(&T::model, &ModelConfig::n_head)),
-      integer_key("model.block_size", 128, at_least(1), "context length T in tokens", field(&T::model, &ModelConfig::block_size)),
+      integer_key("model.block_size", 128, closed(1, kMaxWidth), "context length T in tokens", field(&T::model, &ModelConfig::block_size)),
       float_key("model.dropout", 0.0, half_open(0, 1), "dropout probability", field(&T::model, &ModelConfig::dropout)),
       bool_key("model.bias", false, "biases in linear layers and norms", field(&T::model, &ModelConfig::bias)),
       bool_key("model.tie_embeddings", true, "share the token embedding with the output projection",
@@ -224,22 +233,22 @@ std::vector<ConfigKey> build_schema() {
 
       choice_key("schedule.kind", "cosine", {"constant", "cosine"}, "learning-rate schedule after warm-up",
                  field(&T::schedule, &ScheduleConfig::kind)),
-      integer_key("schedule.warmup_steps", 100, at_least(0), "linear warm-up steps (at most train.steps)",
+      integer_key("schedule.warmup_steps", 100, closed(0, kMaxSteps), "linear warm-up steps (at most train.steps)",
                   field(&T::schedule, &ScheduleConfig::warmup_steps)),
       float_key("schedule.min_lr", 1e-4, at_least(0), "final learning rate of the cosine schedule (at most optim.lr)",
                 field(&T::schedule, &ScheduleConfig::min_lr)),
 
-      integer_key("train.steps", 1000, at_least(1), "optimizer steps", field(&T::train, &TrainLoopConfig::steps)),
-      integer_key("train.batch_size", 8, at_least(1), "global batch size in sequences", field(&T::train, &TrainLoopConfig::batch_size)),
-      integer_key("train.eval_interval", 100, at_least(0), "steps between validation runs (0 = never)",
+      integer_key("train.steps", 1000, closed(1, kMaxSteps), "optimizer steps", field(&T::train, &TrainLoopConfig::steps)),
+      integer_key("train.batch_size", 8, closed(1, kMaxBatch), "global batch size in sequences", field(&T::train, &TrainLoopConfig::batch_size)),
+      integer_key("train.eval_interval", 100, closed(0, kMaxSteps), "steps between validation runs (0 = never)",
                   field(&T::train, &TrainLoopConfig::eval_interval)),
-      integer_key("train.eval_batches", 10, at_least(1), "batches per validation run", field(&T::train, &TrainLoopConfig::eval_batches)),
-      integer_key("train.checkpoint_interval", 500, at_least(0), "steps between checkpoints (0 = only at the end)",
+      integer_key("train.eval_batches", 10, closed(1, kMaxWidth), "batches per validation run", field(&T::train, &TrainLoopConfig::eval_batches)),
+      integer_key("train.checkpoint_interval", 500, closed(0, kMaxSteps), "steps between checkpoints (0 = only at the end)",
                   field(&T::train, &TrainLoopConfig::checkpoint_interval)),
-      integer_key("train.log_interval", 10, at_least(1), "steps between log lines", field(&T::train, &TrainLoopConfig::log_interval)),
+      integer_key("train.log_interval", 10, closed(1, kMaxSteps), "steps between log lines", field(&T::train, &TrainLoopConfig::log_interval)),
       integer_key("train.seed", 1337, at_least(0), "seed for initialisation, data order and dropout",
                   field(&T::train, &TrainLoopConfig::seed)),
-      integer_key("train.threads", 0, at_least(0), "CPU threads (0 = all cores)", field(&T::train, &TrainLoopConfig::threads)),
+      integer_key("train.threads", 0, closed(0, 4096), "CPU threads (0 = all cores)", field(&T::train, &TrainLoopConfig::threads)),
       string_key("train.out_dir", ConfigType::string, std::string("out/run"), "folder for checkpoints, logs and prepared data",
                  field(&T::train, &TrainLoopConfig::out_dir), nonempty_check),
       string_key("train.device", ConfigType::string, std::string("cpu"), "\"cpu\", \"cuda\" or \"cuda:N\"",
@@ -249,25 +258,25 @@ std::vector<ConfigKey> build_schema() {
                  field(&T::train, &TrainLoopConfig::precision)),
       float_key("train.loss_scale_init", 65536.0, above(0), "f16: the initial loss scale",
                 field(&T::train, &TrainLoopConfig::loss_scale_init)),
-      integer_key("train.loss_scale_interval", 2000, at_least(1), "f16: clean steps before the loss scale doubles",
+      integer_key("train.loss_scale_interval", 2000, closed(1, kMaxSteps), "f16: clean steps before the loss scale doubles",
                   field(&T::train, &TrainLoopConfig::loss_scale_interval)),
 
-      integer_key("parallel.dp", 1, at_least(1), "data-parallel replicas (each reads batch_size / dp sequences)",
+      integer_key("parallel.dp", 1, closed(1, kMaxLayers), "data-parallel replicas (each reads batch_size / dp sequences)",
                   field(&T::parallel, &ParallelConfig::dp)),
-      integer_key("parallel.tp", 1, at_least(1), "tensor-parallel ranks per replica (must divide model.n_head)",
+      integer_key("parallel.tp", 1, closed(1, kMaxLayers), "tensor-parallel ranks per replica (must divide model.n_head)",
                   field(&T::parallel, &ParallelConfig::tp)),
-      integer_key("parallel.pp", 1, at_least(1), "pipeline stages (at most model.n_layer)",
+      integer_key("parallel.pp", 1, closed(1, kMaxLayers), "pipeline stages (at most model.n_layer)",
                   field(&T::parallel, &ParallelConfig::pp)),
-      integer_key("parallel.micro_batches", 1, at_least(1),
+      integer_key("parallel.micro_batches", 1, closed(1, kMaxBatch),
                   "micro-batches per step and dp rank: the pipeline's, or gradient accumulation when pp = 1",
                   field(&T::parallel, &ParallelConfig::micro_batches)),
       choice_key("parallel.schedule", "1f1b", {"1f1b", "gpipe", "interleaved"}, "pipeline schedule (pp > 1)",
                  field(&T::parallel, &ParallelConfig::schedule)),
-      integer_key("parallel.virtual_stages", 1, at_least(1), "model chunks per pipeline rank (schedule interleaved)",
+      integer_key("parallel.virtual_stages", 1, closed(1, kMaxLayers), "model chunks per pipeline rank (schedule interleaved)",
                   field(&T::parallel, &ParallelConfig::virtual_stages)),
       bool_key("parallel.zero", false, "ZeRO-1: shard the AdamW state over the dp ranks",
                field(&T::parallel, &ParallelConfig::zero)),
-      float_key("parallel.bucket_mb", 25.0, above(0), "data-parallel gradient bucket size in MiB",
+      float_key("parallel.bucket_mb", 25.0, Range{0, 1 << 20, true, false}, "data-parallel gradient bucket size in MiB",
                 field(&T::parallel, &ParallelConfig::bucket_mb)),
       bool_key("parallel.sequence_parallel", false,
                "tp > 1, pp = 1: shard the layer norms, residual adds and dropouts by tokens over tp "
@@ -301,6 +310,14 @@ const std::vector<CrossCheck>& cross_checks() {
       [](const Config& c) -> std::string {
         int64_t w = c.get_int("schedule.warmup_steps"), s = c.get_int("train.steps");
         return w <= s ? "" : str_cat("schedule.warmup_steps: expected at most train.steps = ", s, ", got ", w);
+      },
+      // Tokens over the whole run (and so every sample index) must be countable in int64.
+      [](const Config& c) -> std::string {
+        int64_t s = c.get_int("train.steps"), b = c.get_int("train.batch_size"), t = c.get_int("model.block_size");
+        int64_t tokens;
+        if (!__builtin_mul_overflow(s, b, &tokens) && !__builtin_mul_overflow(tokens, t, &tokens)) return "";
+        return str_cat("train.steps: train.steps x train.batch_size x model.block_size = ", s, " x ", b, " x ", t,
+                       " tokens is more than a 64-bit counter holds; lower train.steps or train.batch_size");
       },
       [](const Config& c) -> std::string {
         double m = c.get_float("schedule.min_lr"), lr = c.get_float("optim.lr");
@@ -575,12 +592,13 @@ std::string ConfigKey::expectation() const {
     return out;
   }
   if (check) return check_expects;
+  // Integer bounds in full ("1000000000000", not "1e+12"): they are what the user types.
+  auto bound = [this](double b) { return type == ConfigType::integer ? std::to_string(int64_t(b)) : format_number(b); };
   if (min && max) {
-    return str_cat(base, " in ", min_exclusive ? "(" : "[", format_number(*min), ", ", format_number(*max),
-                   max_exclusive ? ")" : "]");
+    return str_cat(base, " in ", min_exclusive ? "(" : "[", bound(*min), ", ", bound(*max), max_exclusive ? ")" : "]");
   }
-  if (min) return str_cat(base, min_exclusive ? " > " : " >= ", format_number(*min));
-  if (max) return str_cat(base, max_exclusive ? " < " : " <= ", format_number(*max));
+  if (min) return str_cat(base, min_exclusive ? " > " : " >= ", bound(*min));
+  if (max) return str_cat(base, max_exclusive ? " < " : " <= ", bound(*max));
   return base;
 }
 

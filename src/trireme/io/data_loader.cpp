@@ -3,6 +3,7 @@
 
 #include <bit>
 
+#include "trireme/core/checked.h"
 #include "trireme/core/error.h"
 #include "trireme/core/rng.h"
 
@@ -35,8 +36,9 @@ uint64_t permute_index(uint64_t index, uint64_t n, uint64_t seed, uint64_t key) 
 DataLoader::DataLoader(std::vector<int32_t> tokens, int64_t block_size, uint64_t seed)
     : tokens_(std::move(tokens)), block_size_(block_size), seed_(seed) {
   TRIREME_CHECK(block_size_ >= 1, "data loader: block size must be >= 1, got ", block_size_);
-  TRIREME_CHECK(int64_t(tokens_.size()) >= block_size_ + 1, "data loader: ", tokens_.size(),
-                " tokens are too few for one window of block_size + 1 = ", block_size_ + 1, " tokens");
+  // Compared without forming block_size + 1, which overflows for block_size = INT64_MAX.
+  TRIREME_CHECK(int64_t(tokens_.size()) > block_size_, "data loader: ", tokens_.size(),
+                " tokens are too few for one window of block_size + 1 tokens (block_size = ", block_size_, ")");
 }
 
 int64_t DataLoader::sample_start(int64_t global_sample) const {
@@ -47,7 +49,8 @@ int64_t DataLoader::sample_start(int64_t global_sample) const {
 }
 
 Batch DataLoader::samples(int64_t first, int64_t count) const {
-  TRIREME_CHECK(first >= 0 && count >= 1, "data loader: bad sample range [", first, ", ", first + count, ")");
+  TRIREME_CHECK(first >= 0 && count >= 1, "data loader: bad sample range: first ", first, ", count ", count);
+  checked_add(first, count, "data loader: the end of the sample range");
   const int64_t T = block_size_;
   Batch b{Tensor::empty({count, T}, DType::i64), Tensor::empty({count, T}, DType::i64)};
   int64_t* x = b.inputs.data<int64_t>();    // (count, T)
@@ -68,7 +71,9 @@ Batch DataLoader::batch(int64_t step, int64_t global_batch, int64_t rank, int64_
   TRIREME_CHECK(global_batch >= 1 && global_batch % world == 0, "data loader: global batch ", global_batch,
                 " does not divide evenly over ", world, " ranks");
   int64_t local = global_batch / world;
-  return samples(step * global_batch + rank * local, local);
+  const int64_t first = checked_add(checked_mul(step, global_batch, "data loader: the first sample of step ", step),
+                                    rank * local, "data loader: the first sample of step ", step);
+  return samples(first, local);
 }
 
 }  // namespace trireme::io

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "trireme/core/checked.h"
 #include "trireme/ops/copy.h"
 
 namespace trireme::io {
@@ -116,24 +117,29 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& w
       fail("entry '", name, "': ", err.what());
     }
     if (!e["shape"].is_array()) fail("entry '", name, "': shape is not an array");
+    // Sizes come from the file: every product is checked, and the byte count must match the
+    // offsets, which must lie inside the data, before anything is allocated.
     Shape shape;
-    uint64_t numel = 1;
+    int64_t numel = 1;
     for (const json& d : e["shape"]) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0) fail("entry '", name, "': shape has a negative or non-integer size");
+      if (!d.is_number_integer() || (d.is_number_unsigned() && d.get<uint64_t>() > uint64_t(INT64_MAX)) ||
+          d.get<int64_t>() < 0)
+        fail("entry '", name, "': shape has a negative, non-integer or too large size");
       shape.push_back(d.get<int64_t>());
-      uint64_t s = uint64_t(shape.back());
-      if (s != 0 && numel > (uint64_t(1) << 62) / s) fail("entry '", name, "': shape is too large");
-      numel *= s;
+      numel = checked_mul(numel, shape.back(), what, ": not a valid safetensors file: entry '", name,
+                          "': the element count of shape ", shape);
     }
+    const int64_t nbytes = checked_mul(numel, int64_t(dtype_size(dtype)), what, ": not a valid safetensors file: entry '",
+                                       name, "': the byte count of ", dtype_name(dtype), " x ", shape);
     const json& off = e["data_offsets"];
     if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
       fail("entry '", name, "': data_offsets must be two non-negative integers");
     uint64_t begin = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
     if (begin > end || end > data_size)
       fail("entry '", name, "': data_offsets [", begin, ", ", end, "] are out of bounds (data is ", data_size, " bytes)");
-    if (end - begin != numel * dtype_size(dtype))
-      fail("entry '", name, "': ", end - begin, " bytes do not match ", dtype_name(dtype), " x ", shape, " = ",
-           numel * dtype_size(dtype), " bytes");
+    if (end - begin != uint64_t(nbytes))
+      fail("entry '", name, "': ", end - begin, " bytes do not match ", dtype_name(dtype), " x ", shape, " = ", nbytes,
+           " bytes");
     Tensor t = Tensor::empty(shape, dtype, Device::cpu());
     if (end > begin) std::memcpy(t.data_ptr(), data + begin, end - begin);
     file.tensors.emplace(name, t);

@@ -124,6 +124,8 @@ TokenShard decode_tokens(const char* p, const ShardHeader& h, const std::string&
       std::memcpy(&t, p + 4 * i, 4);
     }
     TRIREME_CHECK(t < h.vocab, what, ": token ", t, " at position ", i, " is not below the vocabulary size ", h.vocab);
+    // Tokens are int32 in memory: a larger id would turn negative and index outside the embedding.
+    TRIREME_CHECK(t <= uint32_t(INT32_MAX), what, ": token ", t, " at position ", i, " does not fit in an int32 token id");
     shard.tokens[i] = int32_t(t);
   }
   return shard;

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "trireme/core/checked.h"
 #include "trireme/nn/init.h"
 #include "trireme/ops/copy.h"
 #include "trireme/ops/factory.h"
@@ -25,15 +26,28 @@ void GPTConfig::validate() const {
                 ")");
   TRIREME_CHECK(dropout >= 0.0 && dropout < 1.0, "GPTConfig: dropout must be in [0, 1), got ", dropout);
   TRIREME_CHECK(ln_eps > 0.0, "GPTConfig: ln_eps must be positive, got ", ln_eps);
+  num_parameters();  // throws when the sizes' products overflow, before anything is allocated
 }
 
 int64_t GPTConfig::num_parameters() const {
+  // Checked: the sizes may come from a config or a checkpoint, and a count that overflows is
+  // an error naming the model's sizes, not a wrapped number.
+  auto mul = [this](int64_t a, int64_t b) {
+    return checked_mul(a, b, "GPTConfig: the parameter count of d_model = ", d_model, ", n_layer = ", n_layer,
+                       ", vocab_size = ", vocab_size, ", block_size = ", block_size);
+  };
+  auto add = [this](int64_t a, int64_t b) {
+    return checked_add(a, b, "GPTConfig: the parameter count of d_model = ", d_model, ", n_layer = ", n_layer,
+                       ", vocab_size = ", vocab_size, ", block_size = ", block_size);
+  };
   const int64_t d = d_model, V = vocab_size, b = bias ? 1 : 0;
+  const int64_t dd = mul(d, d);
   const int64_t ln = d + b * d;
-  const int64_t attn = (3 * d * d + b * 3 * d) + (d * d + b * d);
-  const int64_t mlp = (4 * d * d + b * 4 * d) + (4 * d * d + b * d);
-  const int64_t block = 2 * ln + attn + mlp;
-  return V * d + block_size * d + n_layer * block + ln + (tie_embeddings ? 0 : V * d);
+  const int64_t attn = add(add(mul(3, dd), 3 * b * d), add(dd, b * d));
+  const int64_t mlp = add(add(mul(4, dd), 4 * b * d), add(mul(4, dd), b * d));
+  const int64_t block = add(2 * ln, add(attn, mlp));
+  const int64_t embeddings = add(mul(V, d), mul(block_size, d));
+  return add(add(embeddings, mul(n_layer, block)), add(ln, tie_embeddings ? 0 : mul(V, d)));
 }
 
 GPTTransformer::GPTTransformer(const GPTConfig& c) : Module("GPTTransformer") {

@@ -8,8 +8,9 @@
 namespace trireme::optim {
 
 WarmupCosineLr::WarmupCosineLr(const WarmupCosineOptions& o) : o_(o) {
-  TRIREME_CHECK(o.warmup_steps >= 0 && o.total_steps > o.warmup_steps, "WarmupCosineLr: need 0 <= warmup_steps (",
-                o.warmup_steps, ") < total_steps (", o.total_steps, ")");
+  // warmup_steps == total_steps is a run that only warms up: no step reaches the decay phase.
+  TRIREME_CHECK(o.warmup_steps >= 0 && o.total_steps >= o.warmup_steps, "WarmupCosineLr: need 0 <= warmup_steps (",
+                o.warmup_steps, ") <= total_steps (", o.total_steps, ")");
   TRIREME_CHECK(o.min_lr >= 0 && o.max_lr >= o.min_lr, "WarmupCosineLr: need 0 <= min_lr (", o.min_lr,
                 ") <= max_lr (", o.max_lr, ")");
 }

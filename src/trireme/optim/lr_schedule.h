@@ -35,6 +35,8 @@ struct WarmupCosineOptions {
 //   step < warmup:            max_lr * (step + 1) / warmup      (never 0, reaches max_lr at warmup-1)
 //   warmup <= step < total:   min_lr + (max_lr - min_lr) * (1 + cos(pi * (step - warmup) / (total - warmup))) / 2
 //   step >= total:            min_lr
+// warmup == total is allowed: every step of the run is a warm-up step (the lr ramps up to
+// max_lr at the last step and never decays), which is what "warm up over the whole run" means.
 class WarmupCosineLr : public LrSchedule {
  public:
   explicit WarmupCosineLr(const WarmupCosineOptions& options);

@@ -25,6 +25,7 @@
 #include "trireme/kernels/cpu/loops.h"
 #include "trireme/optim/lr_schedule.h"
 #include "trireme/train/checkpoint.h"
+#include "trireme/train/memory_check.h"
 #include "trireme/train/metrics.h"
 #include "trireme/train/parallel_runner.h"
 #include "trireme/train/plot.h"
@@ -269,6 +270,7 @@ Trainer::Trainer(const io::Config& config, TrainOptions options) : s_(std::make_
     s.device = s.job->device;
     if (env.rank != 0) s.options.quiet = true, s.options.interactive = false;  // rank 0 speaks for the job
   }
+  check_training_memory(s.cfg, /*vocab_size=*/0, s.device, s.job ? s.job->env.local_world_size : 1);
   fs::create_directories(s.out_dir);
   prepare_data(s);
   const int64_t vocab = s.tokenizer->vocab_size();

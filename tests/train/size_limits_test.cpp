@@ -1,0 +1,124 @@
+// Runs too large for the machine are refused before anything is allocated, with the estimate,
+// the available memory and the keys to change; a checkpoint whose config is out of range is
+// refused by generate; a warm-up over the whole run trains.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <regex>
+
+#include "tiny_trainer_config.h"
+#include "trireme/io/config.h"
+#include "trireme/train/checkpoint.h"
+#include "trireme/train/generate.h"
+#include "trireme/train/memory_check.h"
+#include "trireme/train/trainer.h"
+
+using namespace trireme;
+
+namespace {
+
+#define EXPECT_CONTAINS(haystack, needle) \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "in: " << (haystack)
+
+io::TrainConfig config_with(const std::vector<std::string>& overrides) {
+  return io::Config::parse("", "test", overrides).resolve();
+}
+
+std::string config_error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const io::ConfigError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no ConfigError";
+  return "";
+}
+
+}  // namespace
+
+TEST(MemoryCheck, ParameterEstimateMatchesTheModel) {
+  for (bool tied : {true, false}) {
+    for (bool bias : {true, false}) {
+      io::TrainConfig tc = config_with({"model.d_model=64", "model.n_layer=3", "model.n_head=4", "model.block_size=32",
+                                        std::string("model.bias=") + (bias ? "true" : "false"),
+                                        std::string("model.tie_embeddings=") + (tied ? "true" : "false")});
+      models::GPTConfig gc{.vocab_size = 500, .block_size = 32, .n_layer = 3, .n_head = 4, .d_model = 64,
+                           .bias = bias, .tie_embeddings = tied};
+      train::MemoryEstimate e = train::estimate_training_memory(tc, 500);
+      EXPECT_DOUBLE_EQ(e.parameters, double(gc.num_parameters()));
+      EXPECT_DOUBLE_EQ(e.weight_bytes, 4 * e.parameters);
+      EXPECT_DOUBLE_EQ(e.optimizer_bytes, 8 * e.parameters);  // AdamW m and v
+      EXPECT_GT(e.activation_bytes, 0);
+    }
+  }
+}
+
+TEST(MemoryCheck, RefusalGivesEstimateAvailableAndWhatToChange) {
+  train::MemoryEstimate e{.parameters = 1e9, .weight_bytes = 4e9, .gradient_bytes = 4e9, .optimizer_bytes = 8e9,
+                          .activation_bytes = 1e9};
+  EXPECT_DOUBLE_EQ(e.total(), 16e9);  // the backward turns activations into gradients: the larger counts
+  EXPECT_EQ(train::memory_refusal(e, e.total(), 32e9, Device::cpu(), "training", "lower model.n_layer"), "");
+  std::string why = train::memory_refusal(e, e.total(), 8e9, Device::cpu(), "training", "lower model.n_layer");
+  EXPECT_CONTAINS(why, "memory: training needs about 14.9 GiB (3.7 GiB weights + 7.5 GiB optimizer state + the "
+                       "larger of 953.7 MiB activations and 3.7 GiB gradients");
+  EXPECT_CONTAINS(why, "this machine has 7.5 GiB available; lower model.n_layer");
+  EXPECT_EQ(why.find('\n'), std::string::npos);
+}
+
+TEST(MemoryCheck, AModelTooLargeForTheMachineIsAConfigErrorNamingTheKeys) {
+  // 65536 layers of width 4096: about 13e12 parameters, 200 TB with gradients and AdamW.
+  io::TrainConfig tc = config_with({"model.d_model=4096", "model.n_layer=65536"});
+  std::string e = config_error_of([&] { train::check_training_memory(tc, 0, Device::cpu()); });
+  EXPECT_CONTAINS(e, "memory: training needs about");
+  EXPECT_CONTAINS(e, "available; lower model.n_layer or model.d_model");
+  // A batch too large for the machine names the batch keys.
+  tc = config_with({"train.batch_size=16777216", "model.block_size=4096"});
+  e = config_error_of([&] { train::check_training_memory(tc, 0, Device::cpu()); });
+  EXPECT_CONTAINS(e, "lower train.batch_size, model.block_size");
+  // The defaults fit.
+  EXPECT_NO_THROW(train::check_training_memory(config_with({}), 0, Device::cpu()));
+  // So does the inference of a small model, not that of a huge one.
+  EXPECT_NO_THROW(train::check_inference_memory(models::GPTConfig{}, Device::cpu()));
+  e = config_error_of([&] {
+    train::check_inference_memory(models::GPTConfig{.n_layer = 65536, .n_head = 1, .d_model = 1 << 20}, Device::cpu());
+  });
+  EXPECT_CONTAINS(e, "memory: the checkpoint's model needs about");
+}
+
+TEST(MemoryCheck, CanBeSkipped) {
+  io::TrainConfig tc = config_with({"model.d_model=4096", "model.n_layer=65536"});
+  ::setenv("TRIREME_SKIP_MEMORY_CHECK", "1", 1);
+  EXPECT_NO_THROW(train::check_training_memory(tc, 0, Device::cpu()));
+  ::unsetenv("TRIREME_SKIP_MEMORY_CHECK");
+  EXPECT_THROW(train::check_training_memory(tc, 0, Device::cpu()), io::ConfigError);
+}
+
+TEST(MemoryCheck, TheTrainerRefusesBeforePreparingData) {
+  const std::string dir = trireme::testing::fresh_run_dir("trireme_memory_check");
+  io::Config cfg = trireme::testing::tiny_trainer_config(dir, 10, 0.0, {"model.d_model=4096", "model.n_layer=65536"});
+  std::string e = config_error_of([&] { train::Trainer t(cfg, {.quiet = true}); });
+  EXPECT_CONTAINS(e, "model.n_layer");
+  EXPECT_FALSE(std::filesystem::exists(dir)) << "nothing is written before the check";
+}
+
+TEST(SizeLimits, WarmupOverTheWholeRunTrains) {
+  const std::string dir = trireme::testing::fresh_run_dir("trireme_warmup_whole_run");
+  io::Config cfg = trireme::testing::tiny_trainer_config(dir, 3, 0.0, {"schedule.warmup_steps=3"});
+  train::TrainSummary s = train::Trainer(cfg, {.quiet = true}).run();
+  EXPECT_EQ(s.steps, 3);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SizeLimits, GenerateRefusesACheckpointWhoseConfigIsOutOfRange) {
+  const std::string dir = trireme::testing::fresh_run_dir("trireme_huge_checkpoint");
+  std::string toml = std::regex_replace(io::Config().to_toml(), std::regex("d_model = 256"), "d_model = 1623261534117349");
+  toml = std::regex_replace(toml, std::regex("n_head = 4"), "n_head = 1");
+  train::Checkpoint ck;
+  ck.step = 1;
+  ck.state = {{"config", toml}, {"tokenizer", {{"type", "char"}}}};
+  train::save_checkpoint(std::filesystem::path(dir) / "checkpoints", ck);
+  std::string e = config_error_of([&] { train::load_generator(dir); });
+  EXPECT_CONTAINS(e, "model.d_model: expected an integer in [1, 1048576], got 1623261534117349");
+  std::filesystem::remove_all(dir);
+}
