@@ -208,7 +208,7 @@ TEST(PrepareDataDir, KillNineLeavesNoPartialFile) {
     }
     if (fs::exists(out / "tokenizer.json")) {
       Result t = run("train --config " + cfg.string() + " --set data.dir=" + out.string() + " --set train.steps=1" +
-                     " --set train.out_dir=" + (root / "run").string());
+                     " --set train.out_dir=" + (root / "run").string() + " --overwrite");
       EXPECT_EQ(t.status, 0) << "round " << round << ": " << t.out;
     }
   }

@@ -282,7 +282,7 @@ std::vector<ConfigKey> build_schema() {
                "tp > 1, pp = 1: shard the layer norms, residual adds and dropouts by tokens over tp "
                "(less memory and replicated work; the same training)",
                field(&T::parallel, &ParallelConfig::sequence_parallel)),
-      integer_key("parallel.replica_check_interval", 100, at_least(0),
+      integer_key("parallel.replica_check_interval", 100, closed(0, kMaxSteps),
                   "steps between checks that the data-parallel replicas' parameters are bit-identical (0 = off)",
                   field(&T::parallel, &ParallelConfig::replica_check_interval)),
   };

@@ -248,6 +248,9 @@ Trainer::Trainer(const io::Config& config, TrainOptions options) : s_(std::make_
   const io::ParallelConfig& par = s.cfg.parallel;
   const bool parallel = env.world_size > 1 || par.world_size() > 1;
   s.device = resolve_device(s.cfg, parallel);
+  // Before anything is written or removed: a run that cannot fit is refused with its estimate.
+  // The processes of one machine share its memory (on the CPU) or get one GPU each.
+  check_training_memory(s.cfg, /*vocab_size=*/0, s.device, std::max(env.local_world_size, 1));
   // Rank 0 alone owns the folder: it is the only process that writes the run's shared files
   // (metrics, plot, `latest`, rotation, renames); the other ranks only write into the temporary
   // checkpoint folder rank 0 made, and a refused job's other ranks never get that far.
@@ -270,7 +273,6 @@ Trainer::Trainer(const io::Config& config, TrainOptions options) : s_(std::make_
     s.device = s.job->device;
     if (env.rank != 0) s.options.quiet = true, s.options.interactive = false;  // rank 0 speaks for the job
   }
-  check_training_memory(s.cfg, /*vocab_size=*/0, s.device, s.job ? s.job->env.local_world_size : 1);
   fs::create_directories(s.out_dir);
   prepare_data(s);
   const int64_t vocab = s.tokenizer->vocab_size();
