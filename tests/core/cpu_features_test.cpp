@@ -8,6 +8,7 @@
 
 #include "trireme/runtime/cpu_features.h"
 #include "trireme/runtime/cpu_setup.h"
+#include "trireme/runtime/cpu_threads.h"
 
 using namespace trireme::runtime;
 
@@ -107,4 +108,14 @@ TEST(CpuSetup, AReexecutedProcessNeverReexecutesAgain) {
   EXPECT_FALSE(plan_cpu_environment(avx512(false), "Prescott", env_of({{kCpuSetupEnv, "core=SkylakeX;detected=Prescott;wait="}}))
                    .reexec());
   EXPECT_FALSE(plan_cpu_environment(avx512(false), "Prescott", env_of({{kCpuSetupEnv, ""}})).reexec());
+}
+
+TEST(CpuThreads, ACgroupQuotaCapsTheThreadCount) {
+  EXPECT_EQ(cpus_from_cpu_max("max 100000"), 0);
+  EXPECT_EQ(cpus_from_cpu_max("200000 100000"), 2);
+  EXPECT_EQ(cpus_from_cpu_max("150000 100000"), 1);  // 1.5 CPUs: one thread, never throttled
+  EXPECT_EQ(cpus_from_cpu_max("50000 100000"), 1);
+  EXPECT_EQ(cpus_from_cpu_max("garbage"), 0);
+  EXPECT_EQ(cpus_from_quota(-1, 100000), 0);  // cgroup v1: no quota
+  EXPECT_GE(available_cpus(), 1);
 }

@@ -7,6 +7,12 @@
 #include <cstdlib>
 #include <map>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "trireme/runtime/cpu_threads.h"
+
 namespace trireme::runtime {
 namespace {
 
@@ -61,12 +67,23 @@ void configure_cpu_runtime(char** argv) {
   const char* test_detected = std::getenv(kTestDetectedEnv);
   const std::string detected = is_set(test_detected) ? test_detected : openblas_get_corename();
   const CpuEnvPlan plan = plan_cpu_environment(detect_cpu_features(), detected, [](const char* v) { return std::getenv(v); });
-  if (!plan.reexec()) return;
-  for (const auto& [name, value] : plan.set) ::setenv(name.c_str(), value.c_str(), 1);
-  ::execv("/proc/self/exe", argv);
-  // No re-exec (no /proc, say): run as we are, and leave the environment as it was, so that
-  // `trireme env` and child processes do not claim settings this process does not have.
-  for (const auto& [name, value] : plan.set) ::unsetenv(name.c_str());
+  if (plan.reexec()) {
+    for (const auto& [name, value] : plan.set) ::setenv(name.c_str(), value.c_str(), 1);
+    ::execv("/proc/self/exe", argv);
+    // No re-exec (no /proc, say): run as we are, and leave the environment as it was, so that
+    // `trireme env` and child processes do not claim settings this process does not have.
+    for (const auto& [name, value] : plan.set) ::unsetenv(name.c_str());
+  }
+#ifdef _OPENMP
+  // The thread count can change at run time: OpenMP's default counts the affinity mask only.
+  if (!is_set(std::getenv("OMP_NUM_THREADS"))) {
+    const int cpus = available_cpus();
+    if (cpus < omp_get_max_threads()) {
+      omp_set_num_threads(cpus);
+      openblas_set_num_threads(cpus);
+    }
+  }
+#endif
 }
 
 std::string describe_openblas_core() {

@@ -45,8 +45,9 @@ struct CpuEnvPlan {
 CpuEnvPlan plan_cpu_environment(const CpuFeatures& cpu, std::string_view openblas_core, const GetEnv& getenv);
 
 // Applies plan_cpu_environment to this process: sets the variables and re-executes
-// /proc/self/exe with the same arguments; returns (changing nothing) when there is nothing to do
-// or the re-exec fails. argv must be main's, null-terminated.
+// /proc/self/exe with the same arguments. In the process that goes on (nothing to change, or the
+// re-exec failed) it caps the default thread count at available_cpus() (cpu_threads.h) unless
+// OMP_NUM_THREADS is set. argv must be main's, null-terminated.
 void configure_cpu_runtime(char** argv);
 
 // For `trireme env`: the core OpenBLAS runs and why ("SkylakeX (chosen by trireme: ...)"), and
