@@ -26,7 +26,7 @@ elif ((cores >= 2)); then
   # (a stage idles while the pipeline fills and drains, and micro-batches shrink the GEMMs),
   # dp=2 and one process with 2 threads (whose threads meet at a barrier in every kernel).
   layout=(--nproc 2 --set parallel.tp=2)
-  why="no GPU, $cores CPU cores: tensor parallel (tp=2) over Gloo, one single-threaded process per half of every layer (measured faster here than pp=2, dp=2 or one 2-thread process)"
+  why="no GPU, $cores CPU cores: tensor parallel (tp=2) over Gloo, half of every layer in each process, $((cores / 2)) thread(s) each (on 2 cores measured faster than pp=2, dp=2 or one 2-thread process)"
 else
   layout=()
   why="no GPU, 1 CPU core: one process"
