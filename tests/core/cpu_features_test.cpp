@@ -119,3 +119,9 @@ TEST(CpuThreads, ACgroupQuotaCapsTheThreadCount) {
   EXPECT_EQ(cpus_from_quota(-1, 100000), 0);  // cgroup v1: no quota
   EXPECT_GE(available_cpus(), 1);
 }
+
+TEST(CpuSetup, NoCoreIsChosenWhenOpenBlasCannotSwitch) {
+  // configure_cpu_runtime passes "" for an OpenBLAS built without DYNAMIC_ARCH.
+  const CpuEnvPlan plan = plan_cpu_environment(avx512(false), "", env_of({}));
+  EXPECT_EQ(value_of(plan, "OPENBLAS_CORETYPE"), "<unset>");
+}

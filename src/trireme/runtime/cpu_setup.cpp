@@ -65,7 +65,9 @@ CpuEnvPlan plan_cpu_environment(const CpuFeatures& cpu, std::string_view openbla
 
 void configure_cpu_runtime(char** argv) {
   const char* test_detected = std::getenv(kTestDetectedEnv);
-  const std::string detected = is_set(test_detected) ? test_detected : openblas_get_corename();
+  // An OpenBLAS built for one core ignores OPENBLAS_CORETYPE: an empty name leaves it alone.
+  const bool dynamic_arch = std::string_view(openblas_get_config()).find("DYNAMIC_ARCH") != std::string_view::npos;
+  const std::string detected = is_set(test_detected) ? test_detected : dynamic_arch ? openblas_get_corename() : "";
   const CpuEnvPlan plan = plan_cpu_environment(detect_cpu_features(), detected, [](const char* v) { return std::getenv(v); });
   if (plan.reexec()) {
     for (const auto& [name, value] : plan.set) ::setenv(name.c_str(), value.c_str(), 1);
