@@ -15,9 +15,10 @@ namespace {
 // Runs `trireme env` with a clean CPU environment plus `vars` ("NAME=value ..."); a re-exec
 // loop would hang, so the run is bounded.
 std::string env_output(const std::string& vars, int* status = nullptr) {
-  std::string cmd = "env -u OPENBLAS_CORETYPE -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u TRIREME_CPU_SETUP "
-                    "-u TRIREME_TEST_OPENBLAS_DETECTED " +
-                    vars + " timeout 60 " + TRIREME_BINARY + " env 2>&1";
+  std::string cmd =
+      "env -u OPENBLAS_CORETYPE -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u TRIREME_CPU_SETUP "
+      "-u TRIREME_TEST_OPENBLAS_DETECTED " +
+      vars + " timeout 60 " + TRIREME_BINARY + " env 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   std::string out;
   std::array<char, 4096> buf{};
@@ -62,8 +63,10 @@ TEST(Env, ReexecutesWithTheCoreTheCpuSupportsWhenOpenBlasChoseAWeakerOne) {
 }
 
 TEST(Env, TheUsersCoreTypeAndWaitPolicyAreRespected) {
-  const std::string out = env_output("OPENBLAS_CORETYPE=Prescott OMP_WAIT_POLICY=active TRIREME_TEST_OPENBLAS_DETECTED=Prescott");
-  EXPECT_NE(line_of(out, "runtime.openblas_core").find("Prescott (set by OPENBLAS_CORETYPE)"), std::string::npos) << out;
+  const std::string out =
+      env_output("OPENBLAS_CORETYPE=Prescott OMP_WAIT_POLICY=active TRIREME_TEST_OPENBLAS_DETECTED=Prescott");
+  EXPECT_NE(line_of(out, "runtime.openblas_core").find("Prescott (set by OPENBLAS_CORETYPE)"), std::string::npos)
+      << out;
   EXPECT_NE(line_of(out, "runtime.openmp_wait_policy").find("OMP_WAIT_POLICY=active (set in the environment)"),
             std::string::npos)
       << out;
@@ -72,7 +75,8 @@ TEST(Env, TheUsersCoreTypeAndWaitPolicyAreRespected) {
 TEST(Env, AnInheritedMarkerStopsTheReexec) {
   // A trireme process's children inherit TRIREME_CPU_SETUP: they run as they are, never re-exec.
   int status = -1;
-  const std::string out = env_output("TRIREME_CPU_SETUP='core=;detected=;wait=' TRIREME_TEST_OPENBLAS_DETECTED=Prescott", &status);
+  const std::string out =
+      env_output("TRIREME_CPU_SETUP='core=;detected=;wait=' TRIREME_TEST_OPENBLAS_DETECTED=Prescott", &status);
   EXPECT_EQ(status, 0) << out;
   EXPECT_NE(line_of(out, "runtime.openmp_wait_policy").find("OpenMP's default"), std::string::npos) << out;
 }

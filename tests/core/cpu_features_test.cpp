@@ -1,12 +1,13 @@
 // Choosing OpenBLAS's core type from the CPU's features, and the environment trireme sets before
 // re-executing itself: a weaker OpenBLAS choice is replaced, the user's choice never is, and a
 // re-executed process never re-executes again.
+#include "trireme/runtime/cpu_features.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
 #include <string>
 
-#include "trireme/runtime/cpu_features.h"
 #include "trireme/runtime/cpu_setup.h"
 #include "trireme/runtime/cpu_threads.h"
 
@@ -95,18 +96,20 @@ TEST(CpuSetup, AnEquallyWideOpenBlasChoiceIsKept) {
 }
 
 TEST(CpuSetup, TheUsersSettingsAreRespected) {
-  const CpuEnvPlan plan =
-      plan_cpu_environment(avx512(false), "Prescott", env_of({{"OPENBLAS_CORETYPE", "Haswell"}, {"OMP_WAIT_POLICY", "active"}}));
+  const CpuEnvPlan plan = plan_cpu_environment(
+      avx512(false), "Prescott", env_of({{"OPENBLAS_CORETYPE", "Haswell"}, {"OMP_WAIT_POLICY", "active"}}));
   EXPECT_FALSE(plan.reexec());
-  const CpuEnvPlan wait_only = plan_cpu_environment(avx512(false), "Prescott", env_of({{"OPENBLAS_CORETYPE", "Prescott"}}));
+  const CpuEnvPlan wait_only =
+      plan_cpu_environment(avx512(false), "Prescott", env_of({{"OPENBLAS_CORETYPE", "Prescott"}}));
   EXPECT_EQ(value_of(wait_only, "OPENBLAS_CORETYPE"), "<unset>");
   EXPECT_EQ(value_of(wait_only, "OMP_WAIT_POLICY"), kWaitPolicy);
 }
 
 TEST(CpuSetup, AReexecutedProcessNeverReexecutesAgain) {
   // Whatever the marker says, and even if OpenBLAS ignored the core asked for.
-  EXPECT_FALSE(plan_cpu_environment(avx512(false), "Prescott", env_of({{kCpuSetupEnv, "core=SkylakeX;detected=Prescott;wait="}}))
-                   .reexec());
+  EXPECT_FALSE(
+      plan_cpu_environment(avx512(false), "Prescott", env_of({{kCpuSetupEnv, "core=SkylakeX;detected=Prescott;wait="}}))
+          .reexec());
   EXPECT_FALSE(plan_cpu_environment(avx512(false), "Prescott", env_of({{kCpuSetupEnv, ""}})).reexec());
 }
 

@@ -74,7 +74,8 @@ nlohmann::json runtime_info() {
   j["openmp_wait_policy"] = describe_wait_policy();
 #ifdef TRIREME_WITH_CUDA
   int runtime_version = 0, driver_version = 0;
-  j["cuda_runtime"] = cudaRuntimeGetVersion(&runtime_version) == cudaSuccess ? cuda_version(runtime_version) : "unavailable";
+  j["cuda_runtime"] =
+      cudaRuntimeGetVersion(&runtime_version) == cudaSuccess ? cuda_version(runtime_version) : "unavailable";
   j["cuda_driver"] = cudaDriverGetVersion(&driver_version) == cudaSuccess && driver_version > 0
                          ? cuda_version(driver_version)
                          : "no driver";
@@ -99,9 +100,10 @@ nlohmann::json runtime_info() {
 #endif
 #ifdef TRIREME_WITH_NCCL
   int nccl = 0;
-  j["nccl"] = ncclGetVersion(&nccl) == ncclSuccess
-                  ? std::to_string(nccl / 10000) + "." + std::to_string(nccl / 100 % 100) + "." + std::to_string(nccl % 100)
-                  : "unavailable";
+  j["nccl"] =
+      ncclGetVersion(&nccl) == ncclSuccess
+          ? std::to_string(nccl / 10000) + "." + std::to_string(nccl / 100 % 100) + "." + std::to_string(nccl % 100)
+          : "unavailable";
 #endif
   // Only the standard variables that change threads and devices: settings users are meant to use.
   std::vector<const char*> vars = {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE", "OMP_WAIT_POLICY"};

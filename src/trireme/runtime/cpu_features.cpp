@@ -73,11 +73,11 @@ int openblas_core_tier(std::string_view core) {
   };
   // OpenBLAS 0.3.x's x86-64 core names (its DYNAMIC_ARCH list) and the kernels each runs.
   static constexpr Entry kCores[] = {
-      {"Katmai", 0},     {"Coppermine", 0},  {"Northwood", 0},  {"Prescott", 0},      {"Banias", 0},
-      {"Core2", 0},      {"Penryn", 0},      {"Dunnington", 0}, {"Atom", 0},          {"Athlon", 0},
-      {"Opteron", 0},    {"Opteron_SSE3", 0}, {"Barcelona", 0}, {"Nano", 0},          {"Bobcat", 0},
-      {"Nehalem", 1},    {"Sandybridge", 2}, {"Bulldozer", 2},  {"Piledriver", 2},    {"Steamroller", 2},
-      {"Excavator", 2},  {"Haswell", 3},     {"Zen", 3},        {"SkylakeX", 4},      {"Cooperlake", 4},
+      {"Katmai", 0},         {"Coppermine", 0},   {"Northwood", 0},  {"Prescott", 0},   {"Banias", 0},
+      {"Core2", 0},          {"Penryn", 0},       {"Dunnington", 0}, {"Atom", 0},       {"Athlon", 0},
+      {"Opteron", 0},        {"Opteron_SSE3", 0}, {"Barcelona", 0},  {"Nano", 0},       {"Bobcat", 0},
+      {"Nehalem", 1},        {"Sandybridge", 2},  {"Bulldozer", 2},  {"Piledriver", 2}, {"Steamroller", 2},
+      {"Excavator", 2},      {"Haswell", 3},      {"Zen", 3},        {"SkylakeX", 4},   {"Cooperlake", 4},
       {"SapphireRapids", 4},
   };
   for (const Entry& e : kCores) {

@@ -58,8 +58,7 @@ CpuEnvPlan plan_cpu_environment(const CpuFeatures& cpu, std::string_view openbla
   if (core.empty() && wait.empty()) return plan;
   if (!core.empty()) plan.set.emplace_back("OPENBLAS_CORETYPE", core);
   if (!wait.empty()) plan.set.emplace_back("OMP_WAIT_POLICY", wait);
-  plan.set.emplace_back(kCpuSetupEnv,
-                        "core=" + core + ";detected=" + std::string(openblas_core) + ";wait=" + wait);
+  plan.set.emplace_back(kCpuSetupEnv, "core=" + core + ";detected=" + std::string(openblas_core) + ";wait=" + wait);
   return plan;
 }
 
@@ -68,7 +67,8 @@ void configure_cpu_runtime(char** argv) {
   // An OpenBLAS built for one core ignores OPENBLAS_CORETYPE: an empty name leaves it alone.
   const bool dynamic_arch = std::string_view(openblas_get_config()).find("DYNAMIC_ARCH") != std::string_view::npos;
   const std::string detected = is_set(test_detected) ? test_detected : dynamic_arch ? openblas_get_corename() : "";
-  const CpuEnvPlan plan = plan_cpu_environment(detect_cpu_features(), detected, [](const char* v) { return std::getenv(v); });
+  const CpuEnvPlan plan =
+      plan_cpu_environment(detect_cpu_features(), detected, [](const char* v) { return std::getenv(v); });
   if (plan.reexec()) {
     for (const auto& [name, value] : plan.set) ::setenv(name.c_str(), value.c_str(), 1);
     ::execv("/proc/self/exe", argv);
@@ -101,8 +101,8 @@ std::string describe_openblas_core() {
     if (same_core(running, chosen->second)) {
       return running + " (chosen by trireme: the CPU has " + isa + "; OpenBLAS detected " + detected + ")";
     }
-    return running + " (trireme asked for " + chosen->second + ", which this OpenBLAS does not run; OpenBLAS detected " +
-           detected + ")";
+    return running + " (trireme asked for " + chosen->second +
+           ", which this OpenBLAS does not run; OpenBLAS detected " + detected + ")";
   }
   if (is_set(user)) {
     if (same_core(running, user)) return running + " (set by OPENBLAS_CORETYPE)";
@@ -120,7 +120,8 @@ std::string describe_wait_policy() {
   const char* spin = std::getenv("GOMP_SPINCOUNT");
   const auto chosen = fields.find("wait");
   if (chosen != fields.end() && !chosen->second.empty() && policy && chosen->second == policy) {
-    return std::string(policy) + " (chosen by trireme: idle threads sleep, so other work on the machine slows a step in proportion)";
+    return std::string(policy) +
+           " (chosen by trireme: idle threads sleep, so other work on the machine slows a step in proportion)";
   }
   if (is_set(policy) || is_set(spin)) {
     std::string s;
