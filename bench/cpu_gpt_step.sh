@@ -2,6 +2,8 @@
 # Side by side on this CPU: trireme's GPT training step vs PyTorch's (../shared/peer), for the
 # `tiny` shape (d=256, 4 layers, 4 heads, T=128, B=8, vocab 6144) at 1 and 2 threads.
 # Both sides get the same OMP/OpenBLAS thread settings; peak memory is each process's max RSS.
+# Each side runs as a user would run it: trireme picks the OpenBLAS core for this CPU and the
+# passive OpenMP wait policy itself (docs/CPU.md); PyTorch gets OpenBLAS's own core choice.
 #   bench/cpu_gpt_step.sh            # prints a table, logs JSON to out/bench/
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +13,9 @@ mkdir -p out/bench
 log=out/bench/cpu_gpt_step.jsonl
 : > "$log"
 rss() { /usr/bin/time -f '%M' -o out/bench/rss.txt "$@" >> "$log"; echo $(( $(cat out/bench/rss.txt) / 1024 )); }
+own_core=$(env -u OPENBLAS_CORETYPE TRIREME_CPU_SETUP='core=;detected=;wait=' build/trireme env --json |
+           sed -n 's/.*"openblas_core": "\([A-Za-z0-9]*\).*/\1/p')
+echo "OpenBLAS core: trireme $(build/trireme env --json | sed -n 's/.*"openblas_core": "\(.*\)",*$/\1/p'); PyTorch (libblas.so.3 -> $(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3)) ${OPENBLAS_CORETYPE:-$own_core}"
 printf '%-8s %-9s %12s %12s %8s %14s %14s\n' threads impl step_ms tokens/s ratio peak_rss_MiB peak_tensor_MiB
 for n in 1 2; do
   export OMP_NUM_THREADS=$n OPENBLAS_NUM_THREADS=$n

@@ -26,10 +26,12 @@
 #include "trireme/cuda/device.h"
 #include "trireme/models/gpt.h"
 #include "trireme/optim/adamw.h"
+#include "trireme/runtime/cpu_setup.h"
 
 using namespace trireme;
 
 int main(int argc, char** argv) {
+  runtime::configure_cpu_runtime(argv);  // as a library user would: the CPU's kernels, passive waiting
   std::string model = "tiny";
   std::string device_name = "cpu", dtype_name_arg = "f32";
   int64_t batch = 8, threads = 0, warmup = 3, iters = 10;
@@ -124,10 +126,10 @@ int main(int argc, char** argv) {
   getrusage(RUSAGE_SELF, &ru);
   std::printf(
       "{\"impl\": \"trireme-%s\", \"model\": \"%s\", \"device\": \"%s\", \"dtype\": \"%s\", \"batch\": %lld, "
-      "\"seq\": %lld, \"params\": %lld, \"step_ms\": %.3f, \"host_ms\": %.3f, \"tokens_per_s\": %.1f, \"mfu\": %.4f, \"threads\": %d, "
+      "\"seq\": %lld, \"params\": %lld, \"step_ms\": %.3f, \"host_ms\": %.3f, \"tokens_per_s\": %.1f, \"mfu\": %.4f, \"threads\": %d, \"openblas_core\": \"%s\", "
       "\"peak_tensor_MiB\": %.1f, \"peak_mem_GiB\": %.3f, \"max_rss_MiB\": %.1f}\n",
       TRIREME_VERSION, s->name, device_name.c_str(), dtype_name_arg.c_str(), (long long)batch, (long long)s->T,
       (long long)gpt.num_parameters(), t * 1e3, hosts[hosts.size() / 2] * 1e3, tokens_per_s, tokens_per_s * flops_per_token / 989e12,
-      omp_get_max_threads(), peak_mib, peak_mib / 1024.0, double(ru.ru_maxrss) / 1024.0);
+      omp_get_max_threads(), openblas_get_corename(), peak_mib, peak_mib / 1024.0, double(ru.ru_maxrss) / 1024.0);
   return 0;
 }

@@ -10,6 +10,7 @@
 #include "trireme/cli/commands.h"
 #include "trireme/kernels/cpu/loops.h"
 #include "trireme/runtime/build_info.h"
+#include "trireme/runtime/cpu_features.h"
 
 namespace trireme::cli {
 namespace {
@@ -49,6 +50,9 @@ Command add_env_command(CLI::App& root) {
             j["os"] = os_name();
             j["kernel"] = std::string(u.release);
             j["cpu"] = cpu_model();
+            const runtime::CpuFeatures features = runtime::detect_cpu_features();
+            j["cpu_vector_isa"] = runtime::describe_vector_isa(features) + " (OpenBLAS core for it: " +
+                                  runtime::best_openblas_core(features) + ")";
             j["cpu_cores_online"] = ::sysconf(_SC_NPROCESSORS_ONLN);
             j["cpu_threads_used"] = cpu::num_threads();
             j["runtime"] = runtime::runtime_info();

@@ -6,8 +6,11 @@
 
 #include "trireme/cli/commands.h"
 #include "trireme/core/error.h"
+#include "trireme/runtime/cpu_setup.h"
 
 int main(int argc, char** argv) {
+  // First: it may re-execute the program with the BLAS kernels and OpenMP waiting set for this CPU.
+  trireme::runtime::configure_cpu_runtime(argv);
   using namespace trireme::cli;
   CLI::App app{"trireme: train large neural networks across many devices", "trireme"};
   app.set_version_flag("--version", std::string("trireme ") + TRIREME_VERSION);
