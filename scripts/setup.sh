@@ -13,7 +13,7 @@ packages=(
   libgloo-dev                # CPU collectives
   libtomlplusplus-dev        # configs
   libcli11-dev               # command line
-  nlohmann-json3-dev libfmt-dev
+  nlohmann-json3-dev
   libxxhash-dev              # checkpoint checksums (header-only)
   fortunes-zh                # the default corpus: Tang and Song poems
   time                       # bench/: peak memory of each side

@@ -31,14 +31,14 @@ t1=$(date +%s)
 nvidia-smi topo -m > "$out/topo.txt" 2>&1
 
 # The example: four runs (f32 and bf16; each does one device, the plain split and the pipeline).
-size="--d-model ${D_MODEL:-1024} --heads 16 --seq ${SEQ:-512} --batch 8 --steps 3 --micro-batches 4 --non-blocking"
+size="--d-model ${D_MODEL:-1024} --heads 16 --seq ${SEQ:-512} --batch 8 --micro-batches 4 --non-blocking"
 ex_rc=""
 for dt in f32 bf16; do
   timeout 120 $bin/examples/two_gpu_split $size --dtype $dt > "$out/example_$dt.log" 2>&1
   ex_rc="$ex_rc $dt=$?"
   cat "$out/example_$dt.log"
 done
-timeout 60 $bin/examples/two_gpu_split --devices cpu,cpu --steps 2 > "$out/example_cpu.log" 2>&1
+timeout 60 $bin/examples/two_gpu_split --devices cpu,cpu > "$out/example_cpu.log" 2>&1
 ex_rc="$ex_rc cpu=$?"
 tail -3 "$out/example_cpu.log"
 t2=$(date +%s)

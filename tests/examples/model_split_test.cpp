@@ -36,6 +36,7 @@ TEST(ModelSplit, CpuSplitEqualsOneDeviceExactly) {
   RunRecord split = model_split::train(c, {Device::cpu(), Device::cpu(), 16}, {}, kSteps);
   expect_equal_runs(split, ref, 0.0);  // the same kernels in the same order: bit for bit
   EXPECT_GT(ref.losses[0], ref.losses[1]) << "AdamW should lower the loss";
+  EXPECT_THROW(model_split::make_batch(ModelConfig{.seq = 1}, 0, false), Error) << "the task needs two positions";
 }
 
 TEST(ModelSplit, MicroBatchesMatchWithinTheDtypeTolerance) {
@@ -46,6 +47,25 @@ TEST(ModelSplit, MicroBatchesMatchWithinTheDtypeTolerance) {
     RunRecord split = model_split::train(c, {Device::cpu(), Device::cpu(), 16}, {.micro_batches = 2}, kSteps);
     expect_equal_runs(split, ref, model_split::tolerance_for(dt));
   }
+}
+
+// The example must train, not only agree: a split that equals one device while the loss climbs
+// reads as broken. Over the example's 6 steps the loss falls, at its defaults (f32) and at a 4x
+// wider model in bf16 (the per-batch loss is noisy, so first against last).
+TEST(ModelSplit, TheLossGoesDown) {
+  RunRecord defaults = model_split::train(ModelConfig{}, {Device::cpu(), Device::cpu(), 16}, {}, 6);
+  EXPECT_LT(defaults.losses.back(), 0.8 * defaults.losses.front());
+  ModelConfig wide{.layers = 4, .d_model = 256, .seq = 8, .batch = 4, .dtype = DType::bf16};
+  RunRecord r = model_split::train(wide, {Device::cpu(), Device::cpu(), 2}, {}, 6);
+  EXPECT_LT(r.losses.back(), r.losses.front());
+  for (double l : r.losses) EXPECT_LT(l, 1.2 * r.losses.front()) << "no step climbs far above the first";
+}
+
+TEST(ModelSplit, TheDefaultLearningRateShrinksWithWidth) {
+  EXPECT_DOUBLE_EQ(model_split::default_lr(ModelConfig{}), 1e-3);
+  EXPECT_DOUBLE_EQ(model_split::default_lr(ModelConfig{.d_model = 1024}), 1e-3 / 16);
+  EXPECT_DOUBLE_EQ(model_split::warmup_lr(1.0, 0, 2), 1.0 / 3);
+  EXPECT_DOUBLE_EQ(model_split::warmup_lr(1.0, 2, 2), 1.0);
 }
 
 TEST(ModelSplit, TheInitDoesNotDependOnThePlacement) {

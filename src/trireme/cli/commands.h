@@ -17,6 +17,7 @@ Command add_plot_command(CLI::App& root);
 Command add_train_command(CLI::App& root);
 Command add_prepare_command(CLI::App& root);
 Command add_generate_command(CLI::App& root);
+Command add_eval_command(CLI::App& root);
 Command add_launch_command(CLI::App& root);
 
 // Exit statuses shared by the subcommands.

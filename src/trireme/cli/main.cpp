@@ -18,7 +18,8 @@ int main(int argc, char** argv) {
   app.failure_message([](const CLI::App*, const CLI::Error& e) { return std::string(e.what()) + "\n"; });
 
   std::vector<Command> commands = {add_train_command(app),    add_generate_command(app), add_prepare_command(app),
-                                   add_launch_command(app),   add_plot_command(app),     add_env_command(app)};
+                                   add_launch_command(app),   add_plot_command(app),     add_env_command(app),
+                                   add_eval_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -4,24 +4,29 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <numeric>
+#include <set>
 
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/core/rng.h"
 #include "trireme/cuda/device.h"
 #include "trireme/ops/copy.h"
 #include "trireme/ops/factory.h"
-#include "trireme/io/config.h"
+#include "trireme/io/tokenizer_char.h"
+#include "trireme/io/utf8.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/view.h"
-#include "trireme/train/checkpoint.h"
-#include "trireme/train/step_runner.h"
+#include "trireme/train/trained_model.h"
 
 namespace trireme::train {
 
-int32_t sample_token(const std::vector<float>& logits, double temperature, int64_t top_k, uint64_t seed, uint64_t index) {
+int32_t sample_token(const std::vector<float>& logits, double temperature, int64_t top_k, uint64_t seed, uint64_t index,
+                     double top_p) {
   const int64_t V = int64_t(logits.size());
+  TRIREME_CHECK(V > 0, "sample_token: no logits");
+  TRIREME_CHECK(top_p > 0 && top_p <= 1, "sample_token: top_p must be in (0, 1], got ", top_p);
   if (temperature <= 0) return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
   std::vector<int32_t> order(static_cast<size_t>(V));
   std::iota(order.begin(), order.end(), 0);
@@ -34,12 +39,57 @@ int32_t sample_token(const std::vector<float>& logits, double temperature, int64
   const double top = logits[size_t(order[0])];
   double total = 0;
   for (int64_t i = 0; i < k; ++i) total += p[size_t(i)] = std::exp((logits[size_t(order[size_t(i)])] - top) / temperature);
+  if (top_p < 1) {  // the nucleus: the most likely tokens until their probability reaches top_p
+    double kept = 0;
+    int64_t n = 0;
+    while (n < k && kept < top_p * total) kept += p[size_t(n++)];
+    k = std::max<int64_t>(n, 1);
+    total = kept > 0 ? kept : p[0];
+  }
   double u = rng_uniform_f64(seed, 0x67656e, index) * total;
   for (int64_t i = 0; i < k; ++i) {
     u -= p[size_t(i)];
     if (u < 0) return order[size_t(i)];
   }
   return order[size_t(k - 1)];
+}
+
+std::string prompt_problem(const io::Tokenizer& tokenizer, std::string_view prompt) {
+  if (size_t bad = io::utf8_find_invalid(prompt); bad != std::string_view::npos) {
+    return str_cat("the prompt is not valid UTF-8 (byte ", bad, " of ", prompt.size(), ")");
+  }
+  const auto* chars = dynamic_cast<const io::CharTokenizer*>(&tokenizer);
+  if (!chars) return "";
+  std::set<char32_t> unknown;
+  for (size_t pos = 0; pos < prompt.size();) {
+    const io::Utf8Char c = io::utf8_next(prompt, pos);
+    if (chars->encode(prompt.substr(pos, c.length)).front() == io::CharTokenizer::kUnk) unknown.insert(c.code_point);
+    pos += c.length;
+  }
+  if (unknown.empty()) return "";
+  std::string list;
+  int shown = 0;
+  for (char32_t c : unknown) {
+    if (shown++ == 10) {
+      list += str_cat(" and ", unknown.size() - 10, " more");
+      break;
+    }
+    char code[16];
+    std::snprintf(code, sizeof code, "U+%04X", unsigned(c));
+    std::string glyph;
+    if (c >= 0x20 && c != 0x7F) io::utf8_append(glyph, c);
+    list += str_cat(list.empty() ? "" : ", ", glyph.empty() ? "" : "'" + glyph + "' ", "(", code, ")");
+  }
+  return str_cat("the prompt has ", unknown.size(), " character", unknown.size() == 1 ? "" : "s",
+                 " the checkpoint's tokenizer does not know: ", list,
+                 "; the model never saw them in training: remove or replace them");
+}
+
+int32_t start_token(const io::Tokenizer& tokenizer) {
+  const std::vector<int32_t> newline = tokenizer.encode("\n");
+  const auto* chars = dynamic_cast<const io::CharTokenizer*>(&tokenizer);
+  if (newline.size() == 1 && !(chars && newline[0] == io::CharTokenizer::kUnk)) return newline[0];
+  return tokenizer.vocab_size() > 1 ? 1 : 0;
 }
 
 TextGenerator::TextGenerator(std::unique_ptr<models::GPT> model, std::unique_ptr<io::Tokenizer> tokenizer)
@@ -66,9 +116,12 @@ std::string TextGenerator::generate(const std::string& prompt, const SamplingOpt
                                     const std::function<void(std::string_view)>& on_text) {
   TRIREME_CHECK(o.max_new_tokens >= 0, "generate: max_new_tokens must be >= 0");
   TRIREME_CHECK(o.temperature >= 0, "generate: temperature must be >= 0");
+  TRIREME_CHECK(o.top_p > 0 && o.top_p <= 1, "generate: top_p must be in (0, 1], got ", o.top_p);
+  TRIREME_CHECK(o.max_new_tokens < (int64_t(1) << 32), "generate: max_new_tokens must be below 2^32");
+  const std::string problem = prompt_problem(*tokenizer_, prompt);
+  TRIREME_CHECK(problem.empty(), "generate: ", problem);
   NoGradGuard no_grad;
-  std::vector<int32_t> ids = tokenizer_->encode(prompt);
-  TRIREME_CHECK(!ids.empty(), "generate: the prompt is empty; give at least one character");
+  std::vector<int32_t> ids = prompt.empty() ? std::vector<int32_t>{start_token(*tokenizer_)} : tokenizer_->encode(prompt);
   const int64_t T = model_->config().block_size;
   const Device device = model_->parameters().front().device();
   std::vector<int32_t> generated;
@@ -81,7 +134,9 @@ std::string TextGenerator::generate(const std::string& prompt, const SamplingOpt
     const int64_t V = logits.size(-1);
     Tensor last = to_dtype(reshape(narrow(logits, 1, int64_t(ctx_len) - 1, 1), {V}), DType::f32);
     if (!device.is_cpu()) last = to_device(last, Device::cpu());
-    int32_t next = sample_token(last.to_vector<float>(), o.temperature, o.top_k, o.seed, uint64_t(i));
+    // Sample s draws at indices s * 2^32 + i: sample 0 is what one sample always drew.
+    int32_t next = sample_token(last.to_vector<float>(), o.temperature, o.top_k, o.seed, (o.sample << 32) + uint64_t(i),
+                                o.top_p);
     ids.push_back(next);
     generated.push_back(next);
     text = tokenizer_->decode(generated);
@@ -96,28 +151,8 @@ std::string TextGenerator::generate(const std::string& prompt, const SamplingOpt
 }
 
 TextGenerator load_generator(const std::string& checkpoint, Device device) {
-  if (device.is_cuda()) {
-    TRIREME_CHECK(cuda::is_available(), "generate: the device is ", device.str(), ", but no GPU can be used: ",
-                  cuda::unavailable_reason());
-    TRIREME_CHECK(device.index < cuda::device_count(), "generate: the device is ", device.str(), ", but this machine has ",
-                  cuda::device_count(), " GPU(s)");
-#ifdef TRIREME_WITH_CUDA
-    cuda::set_device(device.index);
-#endif
-  }
-  auto dir = find_latest_checkpoint(checkpoint);
-  TRIREME_CHECK(dir.has_value(), "no checkpoint found at '", checkpoint,
-                "' (give a checkpoint folder or a training run's out_dir)");
-  Checkpoint ck = load_checkpoint(*dir);
-  TRIREME_CHECK(ck.state.contains("config") && ck.state.contains("tokenizer"), "checkpoint '", dir->string(),
-                "' has no config or tokenizer in state.json");
-  io::TrainConfig cfg = io::Config::parse(ck.state["config"].get<std::string>(), dir->string() + "/state.json").resolve();
-  auto tok = io::tokenizer_from_json(ck.state["tokenizer"]);
-  models::GPTConfig gc = gpt_config(cfg, tok->vocab_size());
-  auto model = std::make_unique<models::GPT>(gc, 0);
-  model->load_state_dict(ck.model);
-  if (!device.is_cpu()) model->to(device);
-  return TextGenerator(std::move(model), std::move(tok));
+  TrainedModel m = load_trained_model(checkpoint, device, "generate");
+  return TextGenerator(std::move(m.model), std::move(m.tokenizer));
 }
 
 }  // namespace trireme::train

@@ -1,14 +1,14 @@
-// Progress bar and plain log lines.
+// Progress log lines and the live bar (see progress.h).
 #include "trireme/train/progress.h"
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace trireme::train {
 
-Progress::Progress(int64_t total_steps, int64_t log_interval, bool interactive)
-    : total_(total_steps), log_interval_(std::max<int64_t>(1, log_interval)), interactive_(interactive) {}
+Progress::Progress(const ProgressOptions& options) : o_(options) { o_.log_interval = std::max<int64_t>(1, o_.log_interval); }
 
 bool Progress::stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
 
@@ -26,36 +26,84 @@ std::string format_duration(double s) {
   return buf;
 }
 
-void Progress::update(int64_t step, double loss, double tokens_per_s, double elapsed_s) {
-  const double eta = step > 0 ? elapsed_s / double(step) * double(total_ - step) : NAN;
-  if (interactive_) {
-    auto now = std::chrono::steady_clock::now();
-    if (step != total_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
-    last_draw_ = now;
-    const int width = 30;
-    int filled = total_ > 0 ? int(double(width) * double(step) / double(total_)) : width;
-    std::string bar(size_t(filled), '#');
-    bar.append(size_t(width - filled), '.');
-    std::fprintf(stderr, "\r[%s] %lld/%lld loss %.4f | %.0f tok/s | ETA %s   ", bar.c_str(), (long long)step,
-                 (long long)total_, loss, tokens_per_s, format_duration(eta).c_str());
-    std::fflush(stderr);
-    bar_drawn_ = true;
-  } else if (step % log_interval_ == 0 || step == total_ || step == 1) {
-    std::fprintf(stderr, "step %lld/%lld loss %.4f | %.0f tok/s | elapsed %s | ETA %s\n", (long long)step,
-                 (long long)total_, loss, tokens_per_s, format_duration(elapsed_s).c_str(),
-                 format_duration(eta).c_str());
+std::string format_count(double n) {
+  if (!std::isfinite(n) || n < 0) return "?";
+  std::string digits = std::to_string((long long)std::llround(n)), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
   }
+  return out;
+}
+
+std::string Progress::log_line(const StepProgress& p, int64_t interval_steps, double interval_s,
+                               int64_t interval_tokens) const {
+  char buf[256];
+  const double ms_per_step = interval_steps > 0 ? 1e3 * interval_s / double(interval_steps) : NAN;
+  const double tokens_per_s = interval_s > 0 ? double(interval_tokens) / interval_s : NAN;
+  int n = std::snprintf(buf, sizeof buf, "step %lld/%lld | loss %.4f | %.1f ms/step | %s tok/s | lr %.2e",
+                        (long long)p.step, (long long)o_.total_steps, p.loss, ms_per_step,
+                        format_count(tokens_per_s).c_str(), p.lr);
+  std::string line(buf, size_t(std::max(n, 0)));
+  if (o_.flops_per_token > 0 && o_.peak_flops > 0 && std::isfinite(tokens_per_s)) {
+    std::snprintf(buf, sizeof buf, " | MFU %.1f%%", 100.0 * o_.flops_per_token * tokens_per_s / o_.peak_flops);
+    line += buf;
+  }
+  const int64_t done = p.step - o_.first_step;
+  const double eta = done > 0 ? p.elapsed_s / double(done) * double(o_.total_steps - p.step) : NAN;
+  if (p.step < o_.total_steps) line += " | ETA " + format_duration(eta);
+  return line;
+}
+
+void Progress::clear_bar() {
+  if (bar_drawn_) std::fprintf(o_.out, "\r\033[K");
+  bar_drawn_ = false;
+}
+
+void Progress::update(const StepProgress& p) {
+  interval_steps_ += 1;
+  interval_tokens_ += p.tokens;
+  interval_s_ += p.step_s;
+  const bool last = p.step == o_.total_steps;
+  if (p.step % o_.log_interval == 0 || last || p.step == o_.first_step + 1) {
+    const double tokens_per_s = interval_s_ > 0 ? double(interval_tokens_) / interval_s_ : NAN;
+    last_rate_ = format_count(tokens_per_s);
+    clear_bar();
+    std::fprintf(o_.out, "%s\n", log_line(p, interval_steps_, interval_s_, interval_tokens_).c_str());
+    interval_steps_ = interval_tokens_ = 0;
+    interval_s_ = 0;
+    last_draw_ = {};  // redraw the bar under the new line now
+  }
+  if (!o_.interactive) {
+    std::fflush(o_.out);
+    return;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (!last && bar_drawn_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
+  last_draw_ = now;
+  const int64_t done = p.step - o_.first_step;
+  const double eta = done > 0 ? p.elapsed_s / double(done) * double(o_.total_steps - p.step) : NAN;
+  const int width = 30;
+  const int filled = o_.total_steps > 0 ? int(double(width) * double(p.step) / double(o_.total_steps)) : width;
+  std::string bar(size_t(std::clamp(filled, 0, width)), '#');
+  bar.append(size_t(width) - bar.size(), '.');
+  std::fprintf(o_.out, "\r[%s] %lld/%lld loss %.4f | %s tok/s | ETA %s\033[K", bar.c_str(), (long long)p.step,
+               (long long)o_.total_steps, p.loss, last_rate_.c_str(), format_duration(eta).c_str());
+  std::fflush(o_.out);
+  bar_drawn_ = true;
 }
 
 void Progress::note(const std::string& line) {
-  if (bar_drawn_) std::fprintf(stderr, "\r\033[K");
-  std::fprintf(stderr, "%s\n", line.c_str());
-  bar_drawn_ = false;
+  clear_bar();
+  std::fprintf(o_.out, "%s\n", line.c_str());
+  std::fflush(o_.out);
+  last_draw_ = {};
 }
 
 void Progress::finish() {
-  if (bar_drawn_) std::fprintf(stderr, "\n");
+  if (bar_drawn_) std::fprintf(o_.out, "\n");
   bar_drawn_ = false;
+  std::fflush(o_.out);
 }
 
 }  // namespace trireme::train

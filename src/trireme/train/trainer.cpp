@@ -32,6 +32,7 @@
 #include "trireme/train/progress.h"
 #include "trireme/train/run_dir.h"
 #include "trireme/train/step_runner.h"
+#include "trireme/train/throughput.h"
 
 namespace fs = std::filesystem;
 
@@ -351,12 +352,19 @@ TrainSummary Trainer::run() {
   if (main_rank && s.start_step > 0) truncate_metrics(sum.metrics_path, s.start_step);
   std::unique_ptr<MetricsWriter> metrics;
   if (main_rank) metrics = std::make_unique<MetricsWriter>(sum.metrics_path, s.start_step > 0);
-  Progress progress(cfg.train.steps, cfg.train.log_interval, s.options.interactive);
+  const std::optional<PeakFlops> peak = device_peak_flops(s.device);
+  const int64_t devices = s.job ? s.job->env.world_size : 1;
+  Progress progress({.total_steps = cfg.train.steps, .log_interval = cfg.train.log_interval,
+                     .interactive = s.options.interactive, .first_step = s.start_step,
+                     .flops_per_token = model_flops_per_token(sum.num_parameters, cfg.model.n_layer, cfg.model.d_model, T),
+                     .peak_flops = peak ? peak->flops * double(devices) : 0.0});
   log_line(s.options, str_cat("model: GPT d_model=", cfg.model.d_model, " n_layer=", cfg.model.n_layer,
                               " n_head=", cfg.model.n_head, " block_size=", T, " vocab=", sum.vocab_size, ", ",
                               sum.num_parameters, " parameters; layout: ", s.runner->describe_layout(), ", ", s.device.str(), ", precision ",
                               precision_description(cfg), ", ",
                               cpu::num_threads(), " CPU threads", s.job ? " per process" : ""));
+  log_line(s.options, peak ? str_cat("MFU: of ", devices, " x ", peak->device_name, " at ", peak->flops / 1e12, " TFLOP/s (bf16 dense peak)")
+                           : str_cat("MFU: not shown (the peak FLOP/s of ", s.device.str(), " is not known)"));
 
   reset_peak_memory(s.device);
   const auto t0 = std::chrono::steady_clock::now();
@@ -371,7 +379,9 @@ TrainSummary Trainer::run() {
   for (; step < last_step; ++step) {
     const double lr = s.schedule->lr(step);
     s.runner->set_lr(lr);
+    const auto step_t0 = std::chrono::steady_clock::now();
     const StepResult r = s.runner->train_step(step, train_loader);
+    const double step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_t0).count();
     const double grad_norm = r.grad_norm;
     const double loss_v = r.loss;
     TRIREME_CHECK(std::isfinite(loss_v), "training diverged: the loss is ", loss_v, " at step ", step + 1,
@@ -401,7 +411,9 @@ TrainSummary Trainer::run() {
       }
     }
     if (metrics) metrics->write(m);
-    if (!s.options.quiet) progress.update(done, loss_v, m.tokens_per_s, m.elapsed_s);
+    if (!s.options.quiet) {
+      progress.update({.step = done, .loss = loss_v, .lr = lr, .tokens = B * T, .step_s = step_s, .elapsed_s = m.elapsed_s});
+    }
     if ((cfg.train.checkpoint_interval > 0 && done % cfg.train.checkpoint_interval == 0) || done == last_step) {
       save(s, done, progress);
     }
