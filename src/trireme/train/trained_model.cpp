@@ -3,9 +3,8 @@
 
 #include "trireme/core/error.h"
 #include "trireme/cuda/device.h"
-#include "trireme/io/file_write.h"
-#include "trireme/io/safetensors.h"
 #include "trireme/train/checkpoint.h"
+#include "trireme/train/memory_check.h"
 #include "trireme/train/step_runner.h"
 
 namespace fs = std::filesystem;
@@ -33,20 +32,12 @@ TrainedModel load_trained_model(const std::string& checkpoint, Device device, co
   TrainedModel m;
   m.dir = *dir;
   const std::string where = str_cat(who, ": checkpoint '", dir->string(), "'");
-  for (const char* f : {"state.json", "model.safetensors"}) {
-    TRIREME_CHECK(fs::is_regular_file(*dir / f), where, " is incomplete: ", f, " is missing");
-  }
-  nlohmann::json state;
-  try {
-    state = nlohmann::json::parse(io::read_file(*dir / "state.json"));
-  } catch (const nlohmann::json::exception& e) {
-    TRIREME_FAIL(where, ": state.json is not valid JSON (", e.what(), ")");
-  }
-  TRIREME_CHECK(state.is_object() && state.value("format", "") == "trireme-checkpoint-1", where,
-                ": state.json is not a trireme checkpoint state");
+  // Verified like a resume (checksums, the step of every file), without the optimizer state.
+  Checkpoint ck = load_checkpoint_model(*dir);
+  const nlohmann::json& state = ck.state;
   TRIREME_CHECK(state.contains("config") && state["config"].is_string() && state.contains("tokenizer"), where,
                 ": state.json has no config or tokenizer");
-  if (state.contains("step") && state["step"].is_number_integer()) m.step = state["step"].get<int64_t>();
+  m.step = ck.step;
   // Config::parse validates every key (ranges and sizes) before anything is allocated.
   try {
     m.config = io::Config::parse(state["config"].get<std::string>(), dir->string() + "/state.json").resolve();
@@ -56,9 +47,8 @@ TrainedModel load_trained_model(const std::string& checkpoint, Device device, co
   m.tokenizer = io::tokenizer_from_json(state["tokenizer"]);
   const models::GPTConfig gc = gpt_config(m.config, m.tokenizer->vocab_size());
   gc.validate();
-  io::SafetensorsFile file = io::load_safetensors((*dir / "model.safetensors").string());
-  NamedTensors weights;
-  for (const std::string& n : file.order) weights.emplace_back(n, file.tensors.at(n));
+  check_inference_memory(gc, device);
+  NamedTensors weights = std::move(ck.model);
   m.model = std::make_unique<models::GPT>(gc, 0);
   try {
     m.model->load_state_dict(weights);
