@@ -1,4 +1,4 @@
-// `trireme train --config FILE [--set key=value ...] [--resume] [--nproc N]`: train a GPT from a
+// `trireme train --config FILE [--set key=value ...] [--resume] [--nproc N [--max-restarts K]]`: train a GPT from a
 // TOML config. With --nproc N it starts N copies of itself through the launcher (as `trireme
 // launch --nproc-per-node N -- trireme train ...` would), each a rank of the [parallel] layout.
 #include <unistd.h>
@@ -23,6 +23,7 @@ struct Options {
   bool resume = false;
   bool print_config = false;
   int nproc = 0;
+  int max_restarts = 0;
 };
 
 std::string self_exe() {
@@ -42,6 +43,7 @@ int launch_ranks(const Options& opt, const io::TrainConfig& tc) {
   }
   dist::LaunchOptions launch;
   launch.nproc_per_node = opt.nproc;
+  launch.max_restarts = opt.max_restarts;
   launch.log_dir = tc.train.out_dir + "/logs";  // rank_<r>.log beside the run's metrics
   launch.command = {self_exe(), "train"};
   if (!opt.config.empty()) launch.command.insert(launch.command.end(), {"--config", opt.config});
@@ -51,8 +53,14 @@ int launch_ranks(const Options& opt, const io::TrainConfig& tc) {
 }
 
 int run_training(const Options& opt, const io::Config& cfg) {
+  if (opt.max_restarts > 0 && opt.nproc == 0) {
+    throw io::ConfigError("--max-restarts restarts the ranks that --nproc starts; add --nproc N (under srun or "
+                          "trireme launch, use their restart options instead)");
+  }
   if (opt.nproc > 0) return launch_ranks(opt, cfg.resolve());
-  train::Trainer trainer(cfg, {.resume = opt.resume, .interactive = train::Progress::stderr_is_terminal()});
+  // A restarted group (--max-restarts, a requeued Slurm job) continues from its latest checkpoint.
+  const bool resume = opt.resume || dist::dist_env_from_environment().restart_count > 0;
+  train::Trainer trainer(cfg, {.resume = resume, .interactive = train::Progress::stderr_is_terminal()});
   train::TrainSummary s = trainer.run();
   if (dist::dist_env_from_environment().rank != 0) return kExitOk;  // rank 0 reports for the job
   std::printf(
@@ -79,6 +87,10 @@ Command add_train_command(CLI::App& root) {
                   "run N processes on this machine, one per rank of the [parallel] layout (N = dp x tp x pp); "
                   "a shortcut for trireme launch --nproc-per-node N -- trireme train ...")
       ->check(CLI::Range(1, 4096));
+  app->add_option("--max-restarts", opt->max_restarts,
+                  "with --nproc: when a rank fails, stop all and restart them up to K times, each restart "
+                  "resuming from the latest checkpoint")
+      ->check(CLI::Range(0, 1000));
   app->footer("Config keys:\n" + io::config_help());
   return {app, [opt] {
             io::Config cfg;
