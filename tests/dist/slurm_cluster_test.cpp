@@ -120,7 +120,7 @@ TEST_F(SlurmCluster, FourTaskJobTrainsLikeOneProcess) {
   Result job = sbatch("dp2tp2", 4, kLayout, true);
   ASSERT_EQ(job.status, 0) << job.output << job_output("dp2tp2");
   const std::string out = job_output("dp2tp2");
-  EXPECT_NE(out.find("layout: 4 processes (dp=2 x tp=2"), std::string::npos) << out;
+  EXPECT_NE(out.find("layout: 4 processes (dp=2 tp=2 pp=1"), std::string::npos) << out;
   expect_same_losses(single(), read_metrics(*root_ / "dp2tp2"), "srun dp2 x tp2");
 }
 
