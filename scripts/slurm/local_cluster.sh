@@ -11,6 +11,14 @@ skip() { echo "local_cluster: $*" >&2; exit 77; }
 
 stop() {
   local dir=$1 pidfile pid
+  # Jobs first, so that no job step (slurmstepd and its tasks) outlives slurmd.
+  if [ -f "$dir/slurm.conf" ] && [ -f "$dir/slurmctld.pid" ]; then
+    SLURM_CONF=$dir/slurm.conf timeout 5 scancel --full --quiet --partition=test 2>/dev/null
+    for _ in $(seq 50); do
+      [ -z "$(SLURM_CONF=$dir/slurm.conf timeout 2 squeue -h 2>/dev/null)" ] && break
+      sleep 0.1
+    done
+  fi
   for pidfile in "$dir"/slurmd.pid "$dir"/slurmctld.pid "$dir"/munged.pid; do
     [ -f "$pidfile" ] || continue
     pid=$(cat "$pidfile" 2>/dev/null) || continue
@@ -84,6 +92,8 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 MpiDefault=none
 ReturnToService=2
+# Job ids name the jobs' cgroups: clusters started side by side (ctest -j) must not share them.
+FirstJobId=$(( (RANDOM * 32768 + RANDOM) % 50000000 + 1000 ))
 KillWait=2
 MessageTimeout=10
 JobAcctGatherType=jobacct_gather/none
