@@ -9,6 +9,11 @@ set -uo pipefail
 
 skip() { echo "local_cluster: $*" >&2; exit 77; }
 
+running() {  # a daemon that exited stays a zombie until init reaps it: that is not running
+  local state
+  state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) && [ -n "$state" ] && [ "$state" != Z ]
+}
+
 stop() {
   local dir=$1 pidfile pid
   # Jobs first, so that no job step (slurmstepd and its tasks) outlives slurmd.
@@ -28,7 +33,7 @@ stop() {
   for _ in $(seq 50); do
     local alive=0
     for pidfile in "$dir"/slurmd.pid "$dir"/slurmctld.pid "$dir"/munged.pid; do
-      [ -f "$pidfile" ] && pid=$(cat "$pidfile" 2>/dev/null) && [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && alive=1
+      [ -f "$pidfile" ] && pid=$(cat "$pidfile" 2>/dev/null) && [ -n "$pid" ] && running "$pid" && alive=1
     done
     [ $alive = 0 ] && break
     sleep 0.1

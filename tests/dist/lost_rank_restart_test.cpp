@@ -70,8 +70,8 @@ TEST(LostRankRestart, FiveKilledRanksEndWithTheLossesOfAnUninterruptedRun) {
   fs::create_directories(root);
   std::ofstream(root / "tiny.toml") << trireme::parallel::testing::kConfig;
   auto train = [&](const std::string& name) {
-    return std::string(TRIREME_BINARY) + " train -c " + (root / "tiny.toml").string() + " --set train.out_dir=" +
-           (root / name).string() + " --set train.steps=" + std::to_string(kSteps) +
+    return std::string(TRIREME_BINARY) + " train -c " + (root / "tiny.toml").string() +
+           " --set train.out_dir=" + (root / name).string() + " --set train.steps=" + std::to_string(kSteps) +
            " --set train.checkpoint_interval=3 --set parallel.dp=2 --nproc 2";
   };
   Result ref = run_shell(train("uninterrupted"));
@@ -81,8 +81,8 @@ TEST(LostRankRestart, FiveKilledRanksEndWithTheLossesOfAnUninterruptedRun) {
   pid_t launcher = ::fork();
   ASSERT_GE(launcher, 0);
   if (launcher == 0) {
-    const std::string cmd = "exec " + train("restarted") + " --max-restarts " + std::to_string(kKills) + " >" +
-                            log.string() + " 2>&1";
+    const std::string cmd =
+        "exec " + train("restarted") + " --max-restarts " + std::to_string(kKills) + " >" + log.string() + " 2>&1";
     ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
@@ -99,7 +99,8 @@ TEST(LostRankRestart, FiveKilledRanksEndWithTheLossesOfAnUninterruptedRun) {
     bool fired = false;
     for (auto until = std::chrono::steady_clock::now() + 30s; std::chrono::steady_clock::now() < until && !fired;) {
       std::set<int> workers = workers_of(launcher);
-      bool fresh = workers.size() == 2 && std::none_of(workers.begin(), workers.end(), [&](int p) { return killed.count(p); });
+      bool fresh =
+          workers.size() == 2 && std::none_of(workers.begin(), workers.end(), [&](int p) { return killed.count(p); });
       if (fresh && last_step(metrics) >= target) {
         auto it = workers.begin();
         std::advance(it, rng() % workers.size());
@@ -131,7 +132,8 @@ TEST(LostRankRestart, FiveKilledRanksEndWithTheLossesOfAnUninterruptedRun) {
 }
 
 TEST(LostRankRestart, MaxRestartsWithoutNprocIsRefused) {
-  Result r = run_shell(std::string(TRIREME_BINARY) + " train --max-restarts 2 --set train.steps=1 --set schedule.warmup_steps=0");
+  Result r = run_shell(std::string(TRIREME_BINARY) +
+                       " train --max-restarts 2 --set train.steps=1 --set schedule.warmup_steps=0");
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("--max-restarts restarts the ranks that --nproc starts; add --nproc N"), std::string::npos)
       << r.output;

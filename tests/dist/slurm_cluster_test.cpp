@@ -80,9 +80,9 @@ class SlurmCluster : public ::testing::Test {
     const fs::path batch = *root_ / (name + ".sbatch");
     std::ofstream(batch) << "#!/bin/bash\n"
                          << "srun --kill-on-bad-exit=1 " << TRIREME_BINARY << " " << train_args(name, extra) << "\n";
-    return run_shell("timeout 80 sbatch --parsable --ntasks=" + std::to_string(tasks) + " --output=" +
-                     (*root_ / (name + "_%j.out")).string() + " --chdir=" + root_->string() + (wait ? " --wait " : " ") +
-                     batch.string());
+    return run_shell("timeout 80 sbatch --parsable --ntasks=" + std::to_string(tasks) +
+                     " --output=" + (*root_ / (name + "_%j.out")).string() + " --chdir=" + root_->string() +
+                     (wait ? " --wait " : " ") + batch.string());
   }
 
   static std::string job_output(const std::string& name) {
@@ -163,8 +163,9 @@ TEST_F(SlurmCluster, ScancelStopsEveryTaskAndTheResubmittedJobResumes) {
   Result resumed = sbatch(name, 4, kLayout + " --resume", true);
   ASSERT_EQ(resumed.status, 0) << resumed.output << job_output(name);
   EXPECT_NE(job_output(name).find("resume: from"), std::string::npos) << job_output(name);
-  expect_same_losses(single(), read_metrics(*root_ / name), "cancelled at step " + std::to_string(partial.size()) +
-                                                                 " and resumed from step " + std::to_string(ck.step));
+  expect_same_losses(
+      single(), read_metrics(*root_ / name),
+      "cancelled at step " + std::to_string(partial.size()) + " and resumed from step " + std::to_string(ck.step));
 }
 
 TEST_F(SlurmCluster, ATaskCountThatDoesNotFitTheLayoutIsRefused) {

@@ -30,11 +30,16 @@ EnvLookup from(Vars vars) {
 
 // What srun gives task `rank` of a 4-task step on two nodes, 2 tasks each (Slurm 22.05).
 Vars srun_task(int rank) {
-  return {{"SLURM_JOB_ID", "4242"},           {"SLURM_STEP_ID", "1"},
-          {"SLURM_PROCID", std::to_string(rank)}, {"SLURM_LOCALID", std::to_string(rank % 2)},
-          {"SLURM_NODEID", std::to_string(rank / 2)}, {"SLURM_NTASKS", "4"},
-          {"SLURM_STEP_NUM_TASKS", "4"},      {"SLURM_STEP_NUM_NODES", "2"},
-          {"SLURM_STEP_TASKS_PER_NODE", "2(x2)"}, {"SLURM_STEP_NODELIST", "gpu[07-08]"},
+  return {{"SLURM_JOB_ID", "4242"},
+          {"SLURM_STEP_ID", "1"},
+          {"SLURM_PROCID", std::to_string(rank)},
+          {"SLURM_LOCALID", std::to_string(rank % 2)},
+          {"SLURM_NODEID", std::to_string(rank / 2)},
+          {"SLURM_NTASKS", "4"},
+          {"SLURM_STEP_NUM_TASKS", "4"},
+          {"SLURM_STEP_NUM_NODES", "2"},
+          {"SLURM_STEP_TASKS_PER_NODE", "2(x2)"},
+          {"SLURM_STEP_NODELIST", "gpu[07-08]"},
           {"SLURM_JOB_NODELIST", "gpu[07-08]"}};
 }
 
@@ -71,7 +76,8 @@ TEST(SlurmEnv, EveryTaskAgreesOnTheRendezvousAndOnlyRankZeroHostsIt) {
   // Another step of the job gets another port; what the user exports wins.
   Vars next = srun_task(1);
   next["SLURM_STEP_ID"] = "2";
-  EXPECT_NE(dist_env_from_environment(from(next)).master_port, dist_env_from_environment(from(srun_task(1))).master_port);
+  EXPECT_NE(dist_env_from_environment(from(next)).master_port,
+            dist_env_from_environment(from(srun_task(1))).master_port);
   next.insert({{"MASTER_ADDR", "10.1.1.1"}, {"MASTER_PORT", "29511"}, {"TRIREME_STORE_TOKEN", "secret"}});
   DistEnv set = dist_env_from_environment(from(next));
   EXPECT_EQ(set.master_addr, "10.1.1.1");
@@ -140,21 +146,23 @@ TEST(SlurmEnv, TrainRefusesAMismatchedAllocationOrAMissingHost) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   std::ofstream(dir / "tiny.toml") << trireme::parallel::testing::kConfig;
-  const std::string train = "train -c " + (dir / "tiny.toml").string() + " --set train.out_dir=" + (dir / "out").string() +
+  const std::string train = "train -c " + (dir / "tiny.toml").string() +
+                            " --set train.out_dir=" + (dir / "out").string() +
                             " --set parallel.dp=2 --set parallel.tp=2";
   const std::string step =
       "env SLURM_JOB_ID=9 SLURM_STEP_ID=0 SLURM_PROCID=1 SLURM_LOCALID=1 SLURM_NODEID=0 SLURM_STEP_NUM_NODES=1 ";
 
   Result three = run_shell(step + "SLURM_STEP_NUM_TASKS=3 SLURM_STEP_TASKS_PER_NODE=3 " + std::string(TRIREME_BINARY) +
-                                 " " + train);
+                           " " + train);
   EXPECT_EQ(three.status, 2) << three.output;
   EXPECT_NE(three.output.find("needs dp x tp x pp = 4 processes, but WORLD_SIZE is 3 (from slurm)"), std::string::npos)
       << three.output;
   EXPECT_NE(three.output.find("--ntasks 4"), std::string::npos) << three.output;
 
-  Result lost = run_shell("env SLURM_JOB_ID=9 SLURM_STEP_ID=0 SLURM_PROCID=1 SLURM_LOCALID=1 SLURM_NODEID=0 "
-                            "SLURM_STEP_NUM_TASKS=4 SLURM_STEP_NUM_NODES=2 SLURM_STEP_TASKS_PER_NODE='2(x2)' " +
-                                std::string(TRIREME_BINARY) + " " + train);
+  Result lost = run_shell(
+      "env SLURM_JOB_ID=9 SLURM_STEP_ID=0 SLURM_PROCID=1 SLURM_LOCALID=1 SLURM_NODEID=0 "
+      "SLURM_STEP_NUM_TASKS=4 SLURM_STEP_NUM_NODES=2 SLURM_STEP_TASKS_PER_NODE='2(x2)' " +
+      std::string(TRIREME_BINARY) + " " + train);
   EXPECT_EQ(lost.status, 1) << lost.output;
   EXPECT_NE(lost.output.find("no rendezvous host"), std::string::npos) << lost.output;
   fs::remove_all(dir);

@@ -116,7 +116,8 @@ DistEnv dist_env_from_environment(const EnvLookup& lookup_arg) {
     env.rank = get_int(l.rank, 0);
     if (source == "slurm") {
       env.world_size = get_int("SLURM_STEP_NUM_TASKS", get_int("SLURM_NTASKS", 1));
-      const char* per_node_name = get("SLURM_STEP_TASKS_PER_NODE") ? "SLURM_STEP_TASKS_PER_NODE" : "SLURM_TASKS_PER_NODE";
+      const char* per_node_name =
+          get("SLURM_STEP_TASKS_PER_NODE") ? "SLURM_STEP_TASKS_PER_NODE" : "SLURM_TASKS_PER_NODE";
       auto per_node = get(per_node_name);
       env.local_world_size =
           per_node ? slurm_tasks_on_node(per_node_name, *per_node, get_int("SLURM_NODEID", 0)) : env.world_size;
@@ -164,9 +165,8 @@ DistEnv dist_env_from_environment(const EnvLookup& lookup_arg) {
   TRIREME_CHECK(env.world_size >= 1, "dist env (", env.source, "): world size ", env.world_size, " must be >= 1");
   TRIREME_CHECK(env.rank >= 0 && env.rank < env.world_size, "dist env (", env.source, "): rank ", env.rank,
                 " is outside a world of ", env.world_size);
-  TRIREME_CHECK(env.local_world_size >= 1 && env.local_rank >= 0 && env.local_rank < env.local_world_size,
-                "dist env (", env.source, "): local rank ", env.local_rank, " is outside a local world of ",
-                env.local_world_size);
+  TRIREME_CHECK(env.local_world_size >= 1 && env.local_rank >= 0 && env.local_rank < env.local_world_size, "dist env (",
+                env.source, "): local rank ", env.local_rank, " is outside a local world of ", env.local_world_size);
   TRIREME_CHECK(env.master_port >= 0 && env.master_port < 65536, "dist env: MASTER_PORT=", env.master_port,
                 " is not a port");
   return env;
@@ -187,7 +187,8 @@ std::unique_ptr<StoreServer> host_store_if_needed(const DistEnv& env) {
         StoreServerOptions{.host = env.store_listen_host, .port = env.master_port, .token = env.token});
   } catch (const Error& e) {
     TRIREME_FAIL("dist env (", env.source, "): rank 0 cannot host the job's store on ", env.store_listen_host, ":",
-                 env.master_port, ": ", e.what(), "; set MASTER_PORT to a free port for the job (exported before srun)");
+                 env.master_port, ": ", e.what(),
+                 "; set MASTER_PORT to a free port for the job (exported before srun)");
   }
 }
 

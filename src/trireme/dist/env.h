@@ -23,10 +23,10 @@ struct DistEnv {
   int local_rank = 0;
   int local_world_size = 1;
   std::string master_addr = "127.0.0.1";
-  int master_port = 0;       // 0: unknown (a single process needs no store)
-  std::string token;         // TRIREME_STORE_TOKEN
-  int restart_count = 0;     // which attempt of the group this is (launch --max-restarts, Slurm requeue)
-  std::string source;        // "torchrun", "openmpi", "mpich", "slurm" or "default": where the ranks came from
+  int master_port = 0;    // 0: unknown (a single process needs no store)
+  std::string token;      // TRIREME_STORE_TOKEN
+  int restart_count = 0;  // which attempt of the group this is (launch --max-restarts, Slurm requeue)
+  std::string source;     // "torchrun", "openmpi", "mpich", "slurm" or "default": where the ranks came from
   // Nobody else hosts the store (srun starts the ranks directly): rank 0 does, listening on
   // store_listen_host (Note [the store under srun] in env.cpp).
   bool host_store = false;
@@ -62,6 +62,7 @@ std::string how_to_start(const DistEnv& env, int64_t processes);
 std::unique_ptr<StoreServer> host_store_if_needed(const DistEnv& env);
 
 // Options for a client of the job's store (MASTER_ADDR:MASTER_PORT, with this rank's token).
-StoreClientOptions store_client_options(const DistEnv& env, std::chrono::milliseconds timeout = std::chrono::seconds(30));
+StoreClientOptions store_client_options(const DistEnv& env,
+                                        std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
 }  // namespace trireme::dist
