@@ -18,6 +18,7 @@ packages=(
   fortunes-zh                # the default corpus: Tang and Song poems
   time                       # bench/: peak memory of each side
   iproute2                   # tests/dist: two "hosts" as network namespaces
+  slurm-wlm munge            # tests/dist: a one-node Slurm cluster (scripts/slurm/local_cluster.sh)
 )
 if [ "${1:-}" = "--peer" ]; then
   packages+=(python3 python3-numpy python3-torch)  # the PyTorch peer and scripts/make_gpt_fixture.py

@@ -49,8 +49,10 @@ TEST(DistEnv, OpenMpiAndSlurm) {
   EXPECT_EQ(m.world_size, 6);
   EXPECT_EQ(m.local_rank, 2);
   EXPECT_EQ(m.local_world_size, 3);
-  DistEnv s = dist_env_from_environment(from({{"SLURM_PROCID", "7"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "3"},
-                                               {"SLURM_NTASKS_PER_NODE", "4(x2)"}}));
+  DistEnv s = dist_env_from_environment(from({{"SLURM_PROCID", "7"}, {"SLURM_STEP_ID", "0"}, {"SLURM_NTASKS", "8"},
+                                               {"SLURM_LOCALID", "3"}, {"SLURM_NODEID", "1"},
+                                               {"SLURM_STEP_TASKS_PER_NODE", "4(x2)"},
+                                               {"SLURM_STEP_NODELIST", "node[1-2]"}}));
   EXPECT_EQ(s.source, "slurm");
   EXPECT_EQ(s.rank, 7);
   EXPECT_EQ(s.local_rank, 3);

@@ -1,7 +1,8 @@
-// `trireme train --config FILE [--set key=value ...] [--resume | --overwrite] [--nproc N]`: train a
-// GPT from a TOML config. With --nproc N it starts N copies of itself through the launcher (as
-// `trireme launch --nproc-per-node N -- trireme train ...` would), each a rank of the [parallel]
-// layout; with no layout configured, --nproc N means data parallelism over N processes.
+// `trireme train --config FILE [--set key=value ...] [--resume | --overwrite] [--nproc N
+// [--max-restarts K]]`: train a GPT from a TOML config. With --nproc N it starts N copies of itself
+// through the launcher (as `trireme launch --nproc-per-node N -- trireme train ...` would), each a
+// rank of the [parallel] layout; with no layout configured, --nproc N means data parallelism over
+// N processes.
 #include <unistd.h>
 
 #include <cstdio>
@@ -27,6 +28,7 @@ struct Options {
   bool overwrite = false;
   bool print_config = false;
   int nproc = 0;
+  int max_restarts = 0;
 };
 
 std::string self_exe() {
@@ -60,6 +62,7 @@ int launch_ranks(const Options& opt, const io::TrainConfig& tc) {
   }
   dist::LaunchOptions launch;
   launch.nproc_per_node = opt.nproc;
+  launch.max_restarts = opt.max_restarts;
   launch.log_dir = tc.train.out_dir + "/logs";  // rank_<r>.log beside the run's metrics
   launch.command = {self_exe(), "train"};
   if (!opt.config.empty()) launch.command.insert(launch.command.end(), {"--config", opt.config});
@@ -70,9 +73,16 @@ int launch_ranks(const Options& opt, const io::TrainConfig& tc) {
 }
 
 int run_training(const Options& opt, const io::Config& cfg) {
+  if (opt.max_restarts > 0 && opt.nproc == 0) {
+    throw io::ConfigError("--max-restarts restarts the ranks that --nproc starts; add --nproc N (under srun or "
+                          "trireme launch, use their restart options instead)");
+  }
   if (opt.nproc > 0) return launch_ranks(opt, cfg.resolve());
-  train::Trainer trainer(cfg, {.resume = opt.resume,
-                               .overwrite = opt.overwrite,
+  // A restarted group (--max-restarts, a requeued Slurm job) continues from its latest checkpoint,
+  // never removing what the first attempt wrote.
+  const bool restarted = dist::dist_env_from_environment().restart_count > 0;
+  train::Trainer trainer(cfg, {.resume = opt.resume || restarted,
+                               .overwrite = opt.overwrite && !restarted,
                                .interactive = train::Progress::stderr_is_terminal()});
   train::TrainSummary s = trainer.run();
   if (dist::dist_env_from_environment().rank != 0) return kExitOk;  // rank 0 reports for the job
@@ -110,6 +120,10 @@ Command add_train_command(CLI::App& root) {
                   "with no layout given, dp = N); "
                   "a shortcut for trireme launch --nproc-per-node N -- trireme train ...")
       ->check(CLI::Range(1, 4096));
+  app->add_option("--max-restarts", opt->max_restarts,
+                  "with --nproc: when a rank fails, stop all and restart them up to K times, each restart "
+                  "resuming from the latest checkpoint")
+      ->check(CLI::Range(0, 1000));
   app->footer("Config keys:\n" + io::config_help());
   return {app, [opt] {
             io::Config cfg;

@@ -47,7 +47,7 @@ std::shared_ptr<ParallelJob> ParallelJob::connect(const io::ParallelConfig& conf
         env.world_size == 1
             ? str_cat("run `trireme train --nproc ", need, " ...` (or `trireme launch --nproc-per-node ", need,
                       " -- trireme train ...`)")
-            : str_cat("start ", need, " process", need == 1 ? "" : "es", " (--nproc ", need, "), or change [parallel] so that ",
+            : str_cat(dist::how_to_start(env, need), ", or change [parallel] so that ",
                       "dp x tp x pp = ", env.world_size,
                       env.world_size % (config.tp * config.pp) == 0
                           ? str_cat(" (here: --set parallel.dp=", env.world_size / (config.tp * config.pp), ")")
@@ -66,6 +66,7 @@ std::shared_ptr<ParallelJob> ParallelJob::connect(const io::ParallelConfig& conf
 #endif
   }
   job->device = on_gpu ? Device::cuda(env.local_rank) : Device::cpu();
+  job->store_server = dist::host_store_if_needed(env);  // under srun rank 0 hosts it (dist/env.h)
   job->store = std::make_shared<dist::StoreClient>(dist::store_client_options(env, 60s));
   job->world = dist::make_process_group(on_gpu ? "nccl" : "gloo", job->store, env.rank, env.world_size,
                                         {.timeout = 300s, .device = on_gpu ? env.local_rank : -1});

@@ -34,6 +34,7 @@ namespace trireme::train {
 
 struct ParallelJob {
   dist::DistEnv env;
+  std::unique_ptr<dist::StoreServer> store_server;  // rank 0's when no launcher hosts the store (srun)
   std::shared_ptr<dist::StoreClient> store;
   std::shared_ptr<dist::ProcessGroup> world;
   std::unique_ptr<parallel::ParallelContext> ctx;
