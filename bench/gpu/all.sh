@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# On the 2-GPU machine, one call for everything GPU time is scarce for: the CUDA tests, the GPT-2
+# On a machine with 2 GPUs, one bounded run of everything: the CUDA tests, the GPT-2
 # 124M step beside PyTorch (eager and compile), GPT-2 124M dp=1/dp=2 and GPT 1.3B tp=1/tp=2 beside
 # PyTorch DDP and DTensor (bench/gpu/parallel.sh; PAR_RUNS picks), and the two-GPU pipeline tests
 # last (under their own timeout: a hang must not eat the rest). One build
 # folder (build-gpu) serves every part. DEADLINE_S (default 560) bounds the whole; a part that
-# would start too late is skipped and says so. Carry .gpu_deps, .peer and .fortunes.
+# would start too late is skipped and says so. The CLI trainer tests need the poem corpus
+# (fortunes-zh, or TRIREME_FORTUNES_DIR); the tables need the PyTorch peer ($TRIREME_PEER).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/gpu_env.sh  # the library path for the test binary run directly below

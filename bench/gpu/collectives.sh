@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# On the GPU machine: builds bench/collectives (with .gpu_deps, see scripts/gpu_deps.sh) and
+# On a GPU machine: builds bench/collectives (dependencies: scripts/gpu_env.sh) and
 # prints trireme's NCCL bus bandwidth (bf16, 2 GPUs, 4 KiB to 256 MiB) next to PyTorch's
-# (../shared/peer/torch_gpt_bench.py --collectives, or a copy in .peer/). Logs go to $OUT (or out/gpu).
+# (torch_gpt_bench.py --collectives: $TRIREME_PEER, or .peer/). Logs go to $OUT (or out/gpu).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/gpu_env.sh

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# On the GPU machine: where the host's main thread spends its CPU time during GPT 1.3B steps
+# On a GPU machine: where the host's main thread spends its CPU time during GPT 1.3B steps
 # (bench/gpu/host_sampler.cpp, LD_PRELOADed), for tp=2 with sequence parallelism (both ranks)
 # and, with RUNS including tp1, one GPU (TRIREME_HOST_SAMPLE_CLOCK=wall: where it blocks too). Each process writes $out/host/<run>/host_<pid>.txt: the
-# functions running (self) and on the stack (inclusive), by share of its samples. Carry .gpu_deps.
+# functions running (self) and on the stack (inclusive), by share of its samples.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/gpu_env.sh

@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# On the GPU machine, last in a call: packs everything under $OUT into $OUT/out.tgz, since the
-# device tool brings back at most 8 files (a trace alone writes more). Unpack here with
-# `tar xzf <files_at>/out.tgz -C <somewhere>`.
+# Last in a run on a GPU machine: packs everything under $OUT into $OUT/out.tgz, one file to copy
+# off the machine (a trace alone writes many). Unpack with `tar xzf out.tgz -C <somewhere>`.
 set -uo pipefail
 cd "${OUT:?}" || exit 1
 shopt -s nullglob dotglob

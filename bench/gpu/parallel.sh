@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On a GPU machine with 2 GPUs: builds the trireme CLI and bench/gpt_parallel_step (with
-# .gpu_deps, see scripts/gpu_deps.sh), then, side by side with PyTorch's peer
-# (../shared/peer/torch_gpt_bench.py, or a copy in .peer/), times in pure bf16:
+# dependencies: scripts/gpu_env.sh), then, side by side with PyTorch's peer
+# (torch_gpt_bench.py: $TRIREME_PEER, or .peer/), times in pure bf16:
 #   GPT-2 124M  (B=16 per GPU)   dp=1 on 1 GPU, dp=2 on 2 GPUs;   peer: DDP on 2 GPUs
 #   GPT 1.3B    (B=8)            tp=1 on 1 GPU, tp=2 on 2 GPUs;   peer: DTensor tp on 2 GPUs
 # and prints a table: scaling efficiency = tokens/s(2 GPUs) / (2 x tokens/s(1 GPU)).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On the 2-GPU machine: the copy-engine all-reduce (Note [peer all-reduce]) checked and measured
+# On a machine with 2 GPUs: the copy-engine all-reduce (Note [peer all-reduce]) checked and measured
 # in one bounded call: the NCCL tests (its bit-equality with NCCL, and the timeout / dead-peer /
 # unwinding scenarios now running through it), then GPT steps with it on and off
 # (TRIREME_PEER_ALLREDUCE=0) beside the one-GPU baselines:
@@ -8,7 +8,7 @@
 #   GPT 1.3B --tp-alone 2 (rank 0's shard with its collectives skipped: the compute floor);
 #   sequence parallelism (--sp 1) with the copy engines' reduce-scatter and all-gather and with
 #   NCCL's (TRIREME_PEER_RS_AG=0), and its floor.
-# Carry .gpu_deps. DEADLINE_S (default 540) bounds the whole, build included; ROWS (an
+# DEADLINE_S (default 540) bounds the whole, build included; ROWS (an
 # extended regex) keeps only the rows whose label matches; TEST_FILTER picks the tests;
 # EXTRA_FLAGS go to every gpt_parallel_step (e.g. "--phases 3": forward/backward/optimizer ms).
 # SMI=1 samples each GPU's SM clock and power every 100 ms during each row (nvidia-smi) and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On the GPU machine: where does a GPT-2 124M training step spend its GPU time? Builds
+# On a GPU machine: where does a GPT-2 124M training step spend its GPU time? Builds
 # bench/gpt_train_step and runs a few steps under Nsight Systems (nsys) when it is installed,
 # printing the kernels by total time; without nsys it prints the plain step timing.
 #   PROFILE_DTYPE=bf16 bash bench/gpu/profile.sh

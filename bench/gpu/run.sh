@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# On the GPU machine: builds bench/gpt_train_step (with .gpu_deps, see scripts/gpu_deps.sh) and
+# On a GPU machine: builds bench/gpt_train_step (dependencies: scripts/gpu_env.sh) and
 # times a GPT-2 124M training step (B=16, T=1024, vocab 50304) on one GPU, trireme in f32, pure
 # bf16 and bf16 autocast beside PyTorch's bf16-autocast peer in eager and compile modes
-# (../shared/peer/torch_gpt_bench.py, or a copy in .peer/), in one go. Full logs go to $OUT (or
+# (torch_gpt_bench.py: $TRIREME_PEER, or .peer/), in one go. Full logs go to $OUT (or
 # out/gpu); a table of tokens/s, MFU and peak memory is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/../.."

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# On the 2-GPU machine: GPU timelines of GPT 1.3B steps (bench/gpu/cupti_trace.cpp, LD_PRELOADed),
+# On a machine with 2 GPUs: GPU timelines of GPT 1.3B steps (bench/gpu/cupti_trace.cpp, LD_PRELOADed),
 # for finding what a tensor-parallel step waits on. Each run's CSVs land in $out/trace/<label>/,
-# gzipped; bench/gpu/timeline.py reads them here. Carry .gpu_deps. RUNS picks among:
+# gzipped; bench/gpu/timeline.py reads them. RUNS picks among:
 #   tp2sp     tp=2 with sequence parallelism (launcher, both ranks traced)
 #   alone     rank 0's shard with its collectives skipped (--tp-alone 2 --sp 1): the floor
 #   tp1       one GPU

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# On the 2-GPU machine: the model-split example (f32 and bf16, plain and pipelined) and the CUDA
+# On a machine with 2 GPUs: the model-split example (f32 and bf16, plain and pipelined) and the CUDA
 # tests, in one go. Uses binaries built beforehand on a CUDA 13 x86-64 machine when they are
-# carried in build/ (PREBUILT=1; they hold absolute paths of the tree they were built in, given
+# present in build/ (PREBUILT=1; they hold absolute paths of the tree they were built in, given
 # as BUILT_IN, which is linked to this tree), else builds them here. Logs go to $OUT (or out/gpu);
 # a short summary is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/gpu_env.sh
 root=$PWD
-# The CUDA trainer tests read the poem corpus: carry .fortunes (as /work/main has it) for them.
+# The CUDA trainer tests read the poem corpus: without fortunes-zh installed, put its poem files in .fortunes.
 [ -d .fortunes ] && export TRIREME_FORTUNES_DIR=${TRIREME_FORTUNES_DIR:-$PWD/.fortunes}
 t0=$(date +%s)
 bin=build-gpu

@@ -35,7 +35,7 @@ AlgoCache& algo_cache() {
 // kernel, but cuBLASLt's kernels are sized for every SM of the device, so the two can end up
 // running one after the other. TRIREME_GEMM_SM_CARVEOUT=N asks the heuristic for kernels sized
 // for N fewer SMs (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET), for every GEMM; unset or 0 changes
-// nothing. Measured on 2 H200s (bench/gpu/RESULTS.md, session 4) it only costs: carveouts of
+// nothing. Measured on 2 H200s (docs/PERFORMANCE.md, "Tried and not kept") it only costs: carveouts of
 // 8/16/24 SMs made dp=2 (GPT-2) 0.5/1.1/1.5 ms and tp=2 (GPT 1.3B) 3.7/3.8/5.3 ms slower a step;
 // the copy-engine all-reduce (Note [peer all-reduce]) took its place. Kept as an experiment
 // switch. Read on every call (well under a microsecond beside a GEMM's launch), so a test can

@@ -2,7 +2,7 @@
 // kernels/cpu/vocab_parallel_loss.cpp: a block per row for the two forward passes, a grid-stride
 // pass for the gradient. Together they read a rank's logits three times and write the gradient
 // once, where the op built from generic ops made ~12 f32 passes and saved the probabilities and a
-// one-hot matrix in f32 (bench/gpu/RESULTS.md, tp=2).
+// one-hot matrix in f32.
 #include <limits>
 
 #include "trireme/cuda/device_error.h"
