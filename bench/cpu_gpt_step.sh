@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Side by side on this CPU: trireme's GPT training step vs PyTorch's (torch_gpt_bench.py: $TORCH_PEER), for the
+# Side by side on this CPU: trireme's GPT training step vs PyTorch's (bench/peer/torch_gpt_bench.py, or $TORCH_PEER), for the
 # `tiny` shape (d=256, 4 layers, 4 heads, T=128, B=8, vocab 6144) at 1 and 2 threads.
 # Both sides get the same OMP/OpenBLAS thread settings; peak memory is each process's max RSS.
 # Each side runs as a user would run it: trireme picks the OpenBLAS core for this CPU and the
@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --peer
-peer=${TORCH_PEER:-../shared/peer/torch_gpt_bench.py}
+peer=${TORCH_PEER:-bench/peer/torch_gpt_bench.py}
 mkdir -p out/bench
 log=out/bench/cpu_gpt_step.jsonl
 : > "$log"
