@@ -3,6 +3,8 @@
 # Used by the README's commands, .ci/run and the container image. Idempotent and quiet.
 #   scripts/setup.sh           # build + tests + main job
 #   scripts/setup.sh --peer    # also Debian's PyTorch: the CPU peer of bench/ and the fixture script
+#   scripts/setup.sh --fuzz    # also clang and libFuzzer: the fuzz harnesses (scripts/test.sh, scripts/fuzz.sh)
+# The options combine.
 set -euo pipefail
 
 packages=(
@@ -20,9 +22,13 @@ packages=(
   iproute2                   # tests/dist: two "hosts" as network namespaces
   slurm-wlm munge            # tests/dist: a one-node Slurm cluster (scripts/slurm/local_cluster.sh)
 )
-if [ "${1:-}" = "--peer" ]; then
-  packages+=(python3 python3-numpy python3-torch)  # the PyTorch peer and scripts/make_gpt_fixture.py
-fi
+for option in "$@"; do
+  case "$option" in
+    --peer) packages+=(python3 python3-numpy python3-torch) ;;  # the PyTorch peer and scripts/make_gpt_fixture.py
+    --fuzz) packages+=(clang libclang-rt-14-dev) ;;             # tests/fuzz: clang with libFuzzer, ASan, UBSan
+    *) echo "setup: unknown option '$option' (expected --peer or --fuzz)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The README's test command: installs dependencies, builds, runs the whole test suite
-# (labels unit and dist; cuda tests skip themselves without a GPU). Extra args go to ctest.
+# (labels unit and dist; cuda tests skip themselves without a GPU; extra args go to that ctest),
+# then fuzzes the parsers for a bounded time in build-fuzz (label fuzz; tests/fuzz/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --fuzz
 scripts/build.sh
-cd "${TRIREME_BUILD_DIR:-build}"
-ctest --output-on-failure --timeout 600 -j2 "$@"
+(cd "${TRIREME_BUILD_DIR:-build}" && ctest --output-on-failure --timeout 600 -j2 "$@")
+scripts/fuzz.sh smoke

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Fuzzing the parsers of untrusted input (tests/fuzz/README.md), in build-fuzz/ (or
+# $TRIREME_FUZZ_BUILD_DIR): clang, ASan + UBSan, only the sources the harnesses need.
+#   scripts/fuzz.sh build                       # configure and build the harnesses
+#   scripts/fuzz.sh smoke                       # build, then the fuzz-labelled ctest tests (the test run's)
+#   scripts/fuzz.sh run SECONDS [WORK_DIR] [HARNESS...]
+#       each harness (default: all) for SECONDS in turn, one process at a time at the lowest
+#       priority; the corpus grows in WORK_DIR/<harness>/corpus (default ~/.cache/trireme-fuzz,
+#       outside the repository) and crash inputs land in WORK_DIR/<harness>/artifacts/. A run
+#       goes on past a crash (libFuzzer's fork mode) and lists every artifact at the end.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build_dir=${TRIREME_FUZZ_BUILD_DIR:-build-fuzz}
+harnesses=(safetensors checkpoint token_shard config tokenizer store)
+
+build() {
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DTRIREME_FUZZ=ON -DTRIREME_SANITIZE=ON -DTRIREME_WITH_CUDA=OFF -DTRIREME_BUILD_TESTS=OFF \
+    -DTRIREME_BUILD_BENCH=OFF -DTRIREME_BUILD_EXAMPLES=OFF >/dev/null
+  ninja -C "$build_dir" fuzzers | grep -v '^\[' || true
+  test -x "$build_dir/tests/fuzz/fuzz_safetensors"
+}
+
+case "${1:-}" in
+  build)
+    build
+    ;;
+  smoke)
+    build
+    ctest --test-dir "$build_dir" -L fuzz --output-on-failure
+    ;;
+  run)
+    seconds=${2:?usage: scripts/fuzz.sh run SECONDS [WORK_DIR] [HARNESS...]}
+    work=${3:-$HOME/.cache/trireme-fuzz}
+    shift $(($# < 3 ? $# : 3))
+    (($#)) && harnesses=("$@")
+    build
+    mkdir -p "$work"
+    for h in "${harnesses[@]}"; do
+      echo "fuzz: $h for ${seconds}s (corpus $work/$h/corpus)"
+      nice -n 19 tests/fuzz/run_harness.sh "$build_dir/tests/fuzz/fuzz_$h" "$h" "$work" \
+        -max_total_time="$seconds" -fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 \
+        >"$work/$h.log" 2>&1 || true
+      grep -E '^#[0-9]+.*DONE|stat::number_of_executed_units|stat::average_exec_per_sec|INFO: fuzzed for' "$work/$h.log" | tail -3 || true
+    done
+    findings=$(find "$work" -path '*/artifacts/*' -type f | sort)
+    if [ -n "$findings" ]; then
+      echo "fuzz: findings (reproduce: $build_dir/tests/fuzz/fuzz_<harness> FILE):"
+      echo "$findings"
+      exit 1
+    fi
+    echo "fuzz: no findings"
+    ;;
+  *)
+    sed -n '2,12p' "$0"
+    exit 2
+    ;;
+esac

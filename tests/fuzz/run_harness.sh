@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Runs one fuzz harness from its committed seeds, for the ctest smoke and scripts/fuzz.sh:
+#   run_harness.sh BINARY NAME WORK_DIR [libFuzzer flags...]
+# New inputs go to WORK_DIR/NAME/corpus (the committed seeds are only read), crash inputs to
+# WORK_DIR/NAME/artifacts/. Exits non-zero on a finding.
+set -euo pipefail
+binary=$1 name=$2 work=$3
+shift 3
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$work/$name/corpus" "$work/$name/artifacts"
+flags=(
+  -artifact_prefix="$work/$name/artifacts/"
+  -timeout=10           # an input running longer is a hang: a finding
+  -malloc_limit_mb=512  # the inputs are KiBs: an allocation this big comes from a size field believed
+  -rss_limit_mb=2048
+  -print_final_stats=1
+)
+if [ -f "$here/dict/$name.dict" ]; then flags+=(-dict="$here/dict/$name.dict"); fi
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+exec "$binary" "${flags[@]}" "$@" "$work/$name/corpus" "$here/corpus/$name"
