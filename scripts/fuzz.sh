@@ -27,7 +27,7 @@ case "${1:-}" in
     ;;
   smoke)
     build
-    ctest --test-dir "$build_dir" -L fuzz --output-on-failure
+    ctest --test-dir "$build_dir" -L fuzz --output-on-failure -j2
     ;;
   run)
     seconds=${2:?usage: scripts/fuzz.sh run SECONDS [WORK_DIR] [HARNESS...]}
@@ -39,9 +39,10 @@ case "${1:-}" in
     for h in "${harnesses[@]}"; do
       echo "fuzz: $h for ${seconds}s (corpus $work/$h/corpus)"
       nice -n 19 tests/fuzz/run_harness.sh "$build_dir/tests/fuzz/fuzz_$h" "$h" "$work" \
-        -max_total_time="$seconds" -fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 \
+        -max_total_time="$seconds" -fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 -print_funcs=0 \
         >"$work/$h.log" 2>&1 || true
-      grep -E '^#[0-9]+.*DONE|stat::number_of_executed_units|stat::average_exec_per_sec|INFO: fuzzed for' "$work/$h.log" | tail -3 || true
+      # fork mode's status lines: "#EXECS: cov: .. corp: .. exec/s N oom/timeout/crash: a/b/c time: Ts"
+      grep -E '^#[0-9]+: cov' "$work/$h.log" | tail -1 || true
     done
     findings=$(find "$work" -path '*/artifacts/*' -type f | sort)
     if [ -n "$findings" ]; then

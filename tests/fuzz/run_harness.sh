@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs one fuzz harness from its committed seeds, for the ctest smoke and scripts/fuzz.sh:
-#   run_harness.sh BINARY NAME WORK_DIR [libFuzzer flags...]
+#   run_harness.sh BINARY NAME WORK_DIR [libFuzzer flags...] [FILE...]
 # New inputs go to WORK_DIR/NAME/corpus (the committed seeds are only read), crash inputs to
-# WORK_DIR/NAME/artifacts/. Exits non-zero on a finding.
+# WORK_DIR/NAME/artifacts/. With FILEs, runs just those inputs once each (no fuzzing).
+# Exits non-zero on a finding.
 set -euo pipefail
 binary=$1 name=$2 work=$3
 shift 3
@@ -18,4 +19,11 @@ flags=(
 if [ -f "$here/dict/$name.dict" ]; then flags+=(-dict="$here/dict/$name.dict"); fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-exec "$binary" "${flags[@]}" "$@" "$work/$name/corpus" "$here/corpus/$name"
+options=() files=()
+for a in "$@"; do
+  if [[ $a == -* ]]; then options+=("$a"); else files+=("$a"); fi
+done
+if ((${#files[@]})); then
+  exec "$binary" "${flags[@]}" "${options[@]}" "${files[@]}"
+fi
+exec "$binary" "${flags[@]}" "${options[@]}" "$work/$name/corpus" "$here/corpus/$name"
