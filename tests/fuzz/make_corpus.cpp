@@ -76,7 +76,7 @@ void checkpoint_seeds() {
   const fs::path root = fs::temp_directory_path() / ("trireme-make-corpus-" + std::to_string(::getpid()));
   fs::remove_all(root);
   train::Checkpoint ckpt;
-  ckpt.step = 3;
+  ckpt.step = 1;  // the harness loads its folder as step_00000001
   ckpt.model = {{"wte", counting({4, 2}, DType::f32)}, {"ln.bias", counting({2}, DType::f32, 7)}};
   ckpt.optimizer = {{"wte.exp_avg", counting({4, 2}, DType::f32, 3)}, {"step", counting({}, DType::i64)}};
   ckpt.state = {{"rng", "12345"}, {"data_position", 96}, {"config", io::Config().to_toml().substr(0, 200)}};
