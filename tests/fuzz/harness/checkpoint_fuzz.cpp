@@ -1,6 +1,6 @@
-// load_checkpoint of a folder whose files come from the fuzzer (checkpoint_files.h says how one
-// input holds them): refused with trireme::Error naming the folder, or loaded; a distributed
-// checkpoint's per-rank optimizer files load the same way.
+// The checkpoint readers on a folder whose files come from the fuzzer (checkpoint_files.h says
+// how one input holds them): checkpoint_problem, load_checkpoint_model, load_checkpoint and
+// load_checkpoint_optimizer each refuse it with trireme::Error naming the folder, or load it.
 #include <cstdint>
 #include <filesystem>
 #include <string_view>
@@ -25,6 +25,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fuzz::write_bytes(path, rest.substr(0, sep));
     more = sep != std::string_view::npos;
     if (more) rest.remove_prefix(sep + fuzz::kCheckpointFileSeparator.size());
+  }
+  try {
+    train::checkpoint_problem(dir);
+  } catch (const Error&) {
+  }
+  try {
+    train::load_checkpoint_model(dir);
+  } catch (const Error&) {
   }
   train::Checkpoint ckpt;
   try {
