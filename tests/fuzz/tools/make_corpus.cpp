@@ -17,8 +17,8 @@
 #include <thread>
 #include <vector>
 
-#include "harness/checkpoint_files.h"
-#include "harness/store_token.h"
+#include "checkpoint_files.h"
+#include "store_token.h"
 #include "trireme/core/tensor.h"
 #include "trireme/dist/socket.h"
 #include "trireme/dist/store.h"
