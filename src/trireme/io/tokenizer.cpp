@@ -28,8 +28,13 @@ std::unique_ptr<Tokenizer> tokenizer_from_json(const nlohmann::json& j) {
   TRIREME_CHECK(j.is_object() && j.contains("type") && j["type"].is_string(),
                 "tokenizer JSON: expected an object with a string \"type\" field");
   std::string type = j["type"];
-  if (type == "char") return std::make_unique<CharTokenizer>(CharTokenizer::from_json(j));
-  if (type == "bpe") return std::make_unique<BpeTokenizer>(BpeTokenizer::from_json(j));
+  // A field of the wrong JSON type ("version": "1") is a malformed tokenizer like any other.
+  try {
+    if (type == "char") return std::make_unique<CharTokenizer>(CharTokenizer::from_json(j));
+    if (type == "bpe") return std::make_unique<BpeTokenizer>(BpeTokenizer::from_json(j));
+  } catch (const nlohmann::json::exception& e) {
+    TRIREME_FAIL("tokenizer JSON (", type, "): a field has the wrong type: ", e.what());
+  }
   TRIREME_FAIL("tokenizer JSON: unknown type '", type, "' (expected \"char\" or \"bpe\")");
 }
 

@@ -100,6 +100,11 @@ BpeTokenizer::BpeTokenizer(std::vector<std::pair<int32_t, int32_t>> merges) : me
                   ") uses an id that is not below its own id ", id);
     bool fresh = merge_rank_.emplace(pair_key(a, b), int32_t(i)).second;
     TRIREME_CHECK(fresh, "bpe tokenizer: merge ", i, " (", a, ", ", b, ") repeats an earlier merge");
+    // Encoding never builds a token longer than a chunk, so a longer merge can only come from a
+    // damaged file (and a chain of doubling merges would otherwise ask for gigabytes).
+    TRIREME_CHECK(token_bytes_[a].size() + token_bytes_[b].size() <= kBpeMaxChunkBytes, "bpe tokenizer: merge ", i,
+                  " (", a, ", ", b, ") makes a token of ", token_bytes_[a].size() + token_bytes_[b].size(),
+                  " bytes, longer than a chunk (", kBpeMaxChunkBytes, " bytes)");
     token_bytes_.push_back(token_bytes_[a] + token_bytes_[b]);
   }
 }
