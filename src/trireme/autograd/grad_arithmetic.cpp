@@ -7,8 +7,8 @@ namespace trireme::autograd {
 namespace {
 
 void check_same(const char* what, const Tensor& a, const Tensor& b) {
-  TRIREME_CHECK(a.device() == b.device() && a.dtype() == b.dtype() && a.sizes() == b.sizes(), what,
-                ": gradients ", a.str(), " and ", b.str(), " must have one shape, dtype and device");
+  TRIREME_CHECK(a.device() == b.device() && a.dtype() == b.dtype() && a.sizes() == b.sizes(), what, ": gradients ",
+                a.str(), " and ", b.str(), " must have one shape, dtype and device");
 }
 
 }  // namespace

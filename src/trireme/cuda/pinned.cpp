@@ -54,7 +54,9 @@ void gather_into(const Tensor& t, Tensor& out) {
       std::memcpy(dst, src + row * int64_t(elem), size_t(cols) * elem);
       dst += size_t(cols) * elem;
     } else {
-      for (int64_t c = 0; c < cols; ++c, dst += elem) std::memcpy(dst, src + (row + c * col_stride) * int64_t(elem), elem);
+      for (int64_t c = 0; c < cols; ++c, dst += elem) {
+        std::memcpy(dst, src + (row + c * col_stride) * int64_t(elem), elem);
+      }
     }
     for (int64_t d = nd - 2; d >= 0; --d) {  // next row, odometer-style
       if (++idx[size_t(d)] < t.size(d)) break;
