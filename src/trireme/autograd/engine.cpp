@@ -1,5 +1,4 @@
-// The backward engine. Note: it sums converging gradients with ops/ (add), the one place the
-// autograd layer calls down into ops; both live in libtrireme.
+// The backward engine.
 #include "trireme/autograd/engine.h"
 
 #include <queue>
@@ -7,10 +6,9 @@
 #include <unordered_set>
 
 #include "trireme/autograd/autocast_mode.h"
+#include "trireme/autograd/grad_arithmetic.h"
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/autograd/node.h"
-#include "trireme/ops/elementwise.h"
-#include "trireme/ops/factory.h"
 
 namespace trireme::autograd {
 namespace {
@@ -41,7 +39,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     if (!g.defined()) {
       TRIREME_CHECK(root.numel() == 1, "backward: an implicit gradient needs a scalar output, got shape ",
                     root.sizes(), "; pass the output gradient explicitly");
-      g = ones_like(root);
+      g = grad_ones_like(root);
     }
     TRIREME_CHECK(g.sizes() == root.sizes(), "backward: gradient shape ", g.sizes(), " does not match output ",
                   root.sizes());
@@ -49,7 +47,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     pending.try_emplace(e.fn.get(), e.fn);
     TensorList& buf = buffers[e.fn.get()];
     buf.resize(e.fn->num_outputs());
-    buf[e.input_nr] = buf[e.input_nr].defined() ? add(buf[e.input_nr], g) : g;
+    buf[e.input_nr] = buf[e.input_nr].defined() ? grad_sum(buf[e.input_nr], g, "backward") : g;
     starts.push_back(e.fn.get());
   }
 
@@ -94,7 +92,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
         TensorList& buf = buffers[next];
         buf.resize(next->num_outputs());
         Tensor& slot = buf[e.input_nr];
-        slot = slot.defined() ? add(slot, grads_out[i]) : std::move(grads_out[i]);
+        slot = slot.defined() ? grad_sum(slot, grads_out[i], next->name().c_str()) : std::move(grads_out[i]);
       }
       pending.try_emplace(next, e.fn);
       if (--dependencies[next] == 0) ready.push(next);

@@ -3,8 +3,8 @@
 
 #include <atomic>
 
+#include "trireme/autograd/grad_arithmetic.h"
 #include "trireme/autograd/grad_mode.h"
-#include "trireme/ops/elementwise.h"
 
 namespace trireme::autograd {
 namespace {
@@ -40,10 +40,10 @@ TensorList AccumulateGrad::apply(TensorList&& grad_outputs) {
                 " for a leaf of shape ", leaf.sizes());
   const Tensor& existing = leaf.grad();
   if (existing.defined()) {
-    add_(const_cast<Tensor&>(existing), incoming);  // in place: .grad may be a view into a bucket
+    grad_accumulate(const_cast<Tensor&>(existing), incoming);  // in place: .grad may be a view into a bucket
   } else {
     // A fresh copy: `incoming` may alias another gradient (add's backward passes one tensor on).
-    leaf.set_grad(incoming.dtype() == leaf.dtype() ? clone(incoming) : to_dtype(incoming, leaf.dtype()));
+    leaf.set_grad(grad_copy(incoming, leaf.dtype()));
   }
   Tensor grad = leaf.grad();
   for (auto& hook : impl->autograd_meta().grad_ready_hooks) hook(grad);

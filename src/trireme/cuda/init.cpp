@@ -4,9 +4,9 @@
 // can attach. Without a usable GPU, making a CUDA tensor fails with an error that says why.
 // Kernels register themselves regardless (registry entries cost nothing).
 #include "trireme/core/allocator.h"
+#include "trireme/core/device_copy.h"
 #include "trireme/cuda/allocator.h"
 #include "trireme/cuda/device_copy.h"
-#include "trireme/ops/copy.h"
 
 namespace trireme::cuda {
 namespace {

@@ -5,13 +5,13 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <vector>
 
 #include "trireme/cuda/check.h"
 #include "trireme/cuda/device.h"
-#include "trireme/ops/copy.h"
 
 namespace trireme::cuda {
 namespace {
@@ -34,6 +34,36 @@ struct PinnedTable {
     return p + n <= it->first + it->second.bytes ? it : ranges.end();
   }
 };
+
+// Copies the elements of a CPU tensor, in row-major order, into contiguous `out` of its dtype,
+// a row at a time. (This layer sits below the kernels, so it cannot call the copy kernel.)
+void gather_into(const Tensor& t, Tensor& out) {
+  const size_t elem = t.element_size();
+  const auto* src = static_cast<const std::byte*>(t.data_ptr());
+  auto* dst = static_cast<std::byte*>(out.data_ptr());
+  if (t.is_contiguous()) {
+    std::memcpy(dst, src, size_t(t.numel()) * elem);
+    return;
+  }
+  const int64_t nd = t.dim(), cols = t.size(nd - 1), col_stride = t.stride(nd - 1);
+  std::vector<int64_t> idx(size_t(nd), 0);
+  for (int64_t done = 0; done < t.numel(); done += cols) {
+    int64_t row = 0;
+    for (int64_t d = 0; d + 1 < nd; ++d) row += idx[size_t(d)] * t.stride(d);
+    if (col_stride == 1) {
+      std::memcpy(dst, src + row * int64_t(elem), size_t(cols) * elem);
+      dst += size_t(cols) * elem;
+    } else {
+      for (int64_t c = 0; c < cols; ++c, dst += elem) {
+        std::memcpy(dst, src + (row + c * col_stride) * int64_t(elem), elem);
+      }
+    }
+    for (int64_t d = nd - 2; d >= 0; --d) {  // next row, odometer-style
+      if (++idx[size_t(d)] < t.size(d)) break;
+      idx[size_t(d)] = 0;
+    }
+  }
+}
 
 PinnedTable& table() {
   static PinnedTable* t = new PinnedTable();  // never destroyed: pinned tensors may outlive statics
@@ -102,7 +132,7 @@ Tensor pin_memory(const Tensor& t) {
   TRIREME_CHECK(t.device().is_cpu(), "pin_memory: only CPU tensors can be pinned, got one on ", t.device());
   if (t.is_contiguous() && is_pinned(t)) return t;
   Tensor out = empty_pinned(t.sizes(), t.dtype());
-  copy_(out, t.detach());
+  gather_into(t, out);
   return out;
 }
 

@@ -2,6 +2,7 @@
 #include "trireme/ops/copy.h"
 
 #include "trireme/autograd/node.h"
+#include "trireme/core/device_copy.h"
 #include "trireme/kernels/elementwise.h"
 #include "trireme/kernels/registry.h"
 #include "trireme/ops/elementwise.h"
@@ -13,14 +14,10 @@ using autograd::record;
 using autograd::TensorList;
 
 namespace {
-DeviceCopyFn device_copy_fn = nullptr;
-
 void copy_kernel(const Tensor& src, Tensor& dst) {
   find_kernel<CopyKernel>("copy", dst.device(), dst.dtype())(src, dst);
 }
 }  // namespace
-
-void set_device_copy(DeviceCopyFn fn) { device_copy_fn = fn; }
 
 Tensor clone(const Tensor& t) {
   TRIREME_CHECK(t.defined(), "clone: the input is undefined");
@@ -46,11 +43,11 @@ Tensor to_dtype(const Tensor& t, DType dtype) {
 Tensor to_device(const Tensor& t, Device device, bool non_blocking) {
   TRIREME_CHECK(t.defined(), "to_device: the input is undefined");
   if (t.device() == device) return t;
-  TRIREME_CHECK(device_copy_fn != nullptr, "to_device: cannot copy from ", t.device(), " to ", device,
+  TRIREME_CHECK(device_copy_fn() != nullptr, "to_device: cannot copy from ", t.device(), " to ", device,
                 ": this build has no backend for that device");
   Tensor src = contiguous(t.detach());
   Tensor out = Tensor::empty(t.sizes(), t.dtype(), device);
-  device_copy_fn(src, out, non_blocking);
+  device_copy_fn()(src, out, non_blocking);
   if (any_requires_grad({&t})) {
     record("to_device", {&t}, {&out}, [from = t.device()](const TensorList& g) -> TensorList { return {to_device(g[0], from)}; });
   }
@@ -63,9 +60,9 @@ Tensor& copy_(Tensor& dst, const Tensor& src, bool non_blocking) {
   if (src.device() != dst.device() && src.dtype() == dst.dtype() && src.sizes() == dst.sizes() &&
       src.is_contiguous() && dst.is_contiguous()) {
     // Straight into dst: no staging tensor, and a pinned dst can take a non_blocking copy.
-    TRIREME_CHECK(device_copy_fn != nullptr, "copy_: cannot copy from ", src.device(), " to ", dst.device(),
+    TRIREME_CHECK(device_copy_fn() != nullptr, "copy_: cannot copy from ", src.device(), " to ", dst.device(),
                   ": this build has no backend for that device");
-    device_copy_fn(src.detach(), dst, non_blocking);
+    device_copy_fn()(src.detach(), dst, non_blocking);
     dst.bump_version();
     return dst;
   }

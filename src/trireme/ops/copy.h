@@ -17,8 +17,4 @@ Tensor to_device(const Tensor& t, Device device, bool non_blocking = false);
 // tensors on two devices goes straight into dst, and honours non_blocking as to_device does.
 Tensor& copy_(Tensor& dst, const Tensor& src, bool non_blocking = false);
 
-// Cross-device copies are provided by backends (CUDA registers one at start-up).
-using DeviceCopyFn = void (*)(const Tensor& src, Tensor& dst, bool non_blocking);  // contiguous, same dtype
-void set_device_copy(DeviceCopyFn fn);
-
 }  // namespace trireme

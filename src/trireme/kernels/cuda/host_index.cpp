@@ -1,15 +1,42 @@
 // Index tensors read back to the host, validated and grouped by value (see host_index.h).
 #include "trireme/kernels/cuda/host_index.h"
 
-#include "trireme/ops/copy.h"
-#include "trireme/ops/factory.h"
+#include <cstring>
+
+#include "trireme/cuda/device_copy.h"
+#include "trireme/kernels/elementwise.h"
+#include "trireme/kernels/registry.h"
 
 namespace trireme::cuda_kernels {
+
+Tensor contiguous_on_device(const Tensor& t) {
+  if (t.is_contiguous()) return t;
+  Tensor c = Tensor::empty(t.sizes(), t.dtype(), t.device());
+  find_kernel<CopyKernel>("copy", t.device(), t.dtype())(t, c);
+  return c;
+}
+
+Tensor upload(const void* data, int64_t n, DType dtype, Device device) {
+  Tensor out = Tensor::empty({n}, dtype, device);
+  if (n == 0) return out;
+  if (device.is_cpu()) {
+    std::memcpy(out.data_ptr(), data, size_t(n) * dtype_size(dtype));
+  } else {
+    const Tensor host = Tensor::borrowed(const_cast<void*>(data), {n}, dtype, Device::cpu());
+    cuda::device_copy(host, out, /*non_blocking=*/false);
+  }
+  return out;
+}
 
 std::vector<int64_t> read_indices_to_host(const char* op, const Tensor& index) {
   TRIREME_CHECK(index.dtype() == DType::i64 || index.dtype() == DType::i32, op, ": indices must be i64 or i32, got ",
                 index.dtype());
-  const Tensor host = contiguous(to_device(index.detach(), Device::cpu()));
+  Tensor host = contiguous_on_device(index);
+  if (!host.device().is_cpu()) {
+    Tensor on_device = host;
+    host = Tensor::empty(on_device.sizes(), on_device.dtype(), Device::cpu());
+    cuda::device_copy(on_device, host, /*non_blocking=*/false);
+  }
   std::vector<int64_t> out(size_t(host.numel()));
   if (host.dtype() == DType::i64) {
     const int64_t* p = host.data<int64_t>();
@@ -52,7 +79,7 @@ Tensor upload_groups(const IndexGroups& g, Device device) {
   packed.insert(packed.end(), g.values.begin(), g.values.end());
   packed.insert(packed.end(), g.starts.begin(), g.starts.end());
   packed.insert(packed.end(), g.positions.begin(), g.positions.end());
-  return from_vector<int64_t>(packed, {int64_t(packed.size())}, device);
+  return upload(packed, device);
 }
 
 }  // namespace trireme::cuda_kernels

@@ -7,17 +7,9 @@
 #include "trireme/kernels/elementwise.h"
 #include "trireme/kernels/index.h"
 #include "trireme/kernels/registry.h"
-#include "trireme/ops/factory.h"
 
 namespace trireme::cuda_kernels {
 namespace {
-
-Tensor contiguous_on_device(const Tensor& t) {
-  if (t.is_contiguous()) return t;
-  Tensor c = Tensor::empty(t.sizes(), t.dtype(), t.device());
-  find_kernel<CopyKernel>("copy", t.device(), t.dtype())(t, c);
-  return c;
-}
 
 template <class D>
 __global__ void index_select_kernel(const D* x, const int64_t* idx, int64_t n, Split3 sp, D* out) {
@@ -53,7 +45,7 @@ void index_select_cuda(const Tensor& x_in, int64_t dim, const Tensor& index, Ten
   check_index_range("index_select", "index", idx, x_in.size(dim), "a dimension of size");
   if (out.numel() == 0) return;
   const Tensor x = contiguous_on_device(x_in);
-  const Tensor dev_idx = from_vector<int64_t>(idx, {int64_t(idx.size())}, x.device());
+  const Tensor dev_idx = upload(idx, x.device());
   const Split3 sp = split_at(x.sizes(), dim);
   LaunchContext ctx(out);
   index_select_kernel<D><<<grid_for(out.numel()), kBlock, 0, ctx.stream>>>(dptr<T>(x), dev_idx.data<int64_t>(),

@@ -5,10 +5,10 @@
 #include <cmath>
 #include <vector>
 
+#include "trireme/kernels/cuda/host_index.h"
 #include "trireme/kernels/cuda/launch.cuh"
 #include "trireme/kernels/nn.h"
 #include "trireme/kernels/registry.h"
-#include "trireme/ops/factory.h"
 
 namespace trireme::cuda_kernels {
 namespace {
@@ -45,7 +45,7 @@ void rotary_cuda(const Tensor& x, double base, int64_t position_offset, bool inv
       table[size_t(nt * half + t * half + i)] = A(inverse ? -std::sin(theta) : std::sin(theta));
     }
   }
-  const Tensor dev_table = from_vector<A>(table, {int64_t(table.size())}, x.device());
+  const Tensor dev_table = upload(table, x.device());
   const A* cs = dev_table.data<A>();
   LaunchContext ctx(out);
   rotary_kernel<device_t<T>><<<grid_for(pairs), kBlock, 0, ctx.stream>>>(

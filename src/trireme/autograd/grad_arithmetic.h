@@ -1,0 +1,19 @@
+// The arithmetic the backward engine does on gradients itself: the implicit 1 of a scalar root,
+// the sum of gradients that converge on one output, and a leaf's accumulation into .grad. It
+// calls kernels directly (autograd sits below ops, see docs/ARCHITECTURE.md) and records nothing.
+#pragma once
+
+#include "trireme/core/tensor.h"
+
+namespace trireme::autograd {
+
+// A tensor of ones shaped like t (same dtype and device).
+Tensor grad_ones_like(const Tensor& t);
+// a + b into a fresh tensor; both of one shape, dtype and device (`what` names them in errors).
+Tensor grad_sum(const Tensor& a, const Tensor& b, const char* what);
+// acc += incoming in place (acc may be a view, e.g. into a gradient bucket); bumps acc's version.
+void grad_accumulate(Tensor& acc, const Tensor& incoming);
+// A fresh contiguous copy of t in `dtype`.
+Tensor grad_copy(const Tensor& t, DType dtype);
+
+}  // namespace trireme::autograd
