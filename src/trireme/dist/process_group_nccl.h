@@ -71,6 +71,9 @@ struct NcclOptions {
   // (TRIREME_RESTART_COUNT) so a restarted job does not read a previous attempt's id.
   std::string prefix;
   milliseconds watchdog_interval{50};  // how often the watchdog looks (Note [nccl watchdog])
+  // The copy-engine collectives' staging slot per peer (Note [peer all-reduce]; one activation
+  // of GPT 1.3B at B=8, T=1024 in bf16); larger tensors go in pieces. Tests make it small.
+  int64_t peer_slot_bytes = int64_t(32) << 20;
 };
 
 // Whether this build has NCCL (TRIREME_WITH_NCCL); false means constructing a group throws.
