@@ -194,8 +194,7 @@ int main(int argc, char** argv) {
   const Device device = on_gpu ? Device::cuda(env.local_rank) : Device::cpu();
 
   const parallel::ParallelLayout layout{
-      .dp = int(dp), .tp = int(tp), .bucket_bytes = int64_t(bucket_mb * (1 << 20)),
-      .sequence_parallel = sp};
+      .dp = int(dp), .tp = int(tp), .bucket_bytes = int64_t(bucket_mb * (1 << 20)), .sequence_parallel = sp};
   std::shared_ptr<dist::ProcessGroup> world;
   std::unique_ptr<parallel::ParallelContext> ctx;
   if (env.world_size == 1) {

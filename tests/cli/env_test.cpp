@@ -66,8 +66,7 @@ TEST(Env, ReexecutesWithTheCoreTheCpuSupportsWhenOpenBlasChoseAWeakerOne) {
 }
 
 TEST(Env, TheUsersCoreTypeAndWaitPolicyAreRespected) {
-  const std::string out =
-      env_output("OPENBLAS_CORETYPE=Prescott OMP_WAIT_POLICY=active", nullptr, probe("Prescott"));
+  const std::string out = env_output("OPENBLAS_CORETYPE=Prescott OMP_WAIT_POLICY=active", nullptr, probe("Prescott"));
   EXPECT_NE(line_of(out, "runtime.openblas_core").find("Prescott (set by OPENBLAS_CORETYPE)"), std::string::npos)
       << out;
   EXPECT_NE(line_of(out, "runtime.openmp_wait_policy").find("OMP_WAIT_POLICY=active (set in the environment)"),
@@ -78,8 +77,7 @@ TEST(Env, TheUsersCoreTypeAndWaitPolicyAreRespected) {
 TEST(Env, AnInheritedMarkerStopsTheReexec) {
   // A trireme process's children inherit TRIREME_CPU_SETUP: they run as they are, never re-exec.
   int status = -1;
-  const std::string out =
-      env_output("TRIREME_CPU_SETUP='core=;detected=;wait='", &status, probe("Prescott"));
+  const std::string out = env_output("TRIREME_CPU_SETUP='core=;detected=;wait='", &status, probe("Prescott"));
   EXPECT_EQ(status, 0) << out;
   EXPECT_NE(line_of(out, "runtime.openmp_wait_policy").find("OpenMP's default"), std::string::npos) << out;
 }

@@ -107,7 +107,6 @@ TEST(EnvironmentDoc, TableMatchesSources) {
     if (!table.count(n)) undocumented.insert(n);
   for (const auto& n : table)
     if (!src.names.count(n)) stale.insert(n);
-  EXPECT_TRUE(undocumented.empty()) << "read under src/ but not in docs/ENVIRONMENT.md's table: "
-                                    << join(undocumented);
+  EXPECT_TRUE(undocumented.empty()) << "read under src/ but not in docs/ENVIRONMENT.md's table: " << join(undocumented);
   EXPECT_TRUE(stale.empty()) << "in docs/ENVIRONMENT.md's table but read nowhere under src/: " << join(stale);
 }

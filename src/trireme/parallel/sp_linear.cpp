@@ -1,8 +1,6 @@
 // Sequence parallelism's linear layers, each GEMM split by source rows (Note [split by source rows]).
 #include "trireme/parallel/sp_linear.h"
 
-#include <algorithm>
-#include <cstdlib>
 #include <functional>
 #include <string>
 

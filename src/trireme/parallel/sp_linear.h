@@ -2,7 +2,6 @@
 // collective runs beside the GEMMs that do not need it (Note [split by source rows]).
 #pragma once
 
-#include <functional>
 #include <vector>
 
 #include "trireme/core/tensor.h"

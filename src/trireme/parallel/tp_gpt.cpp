@@ -2,7 +2,6 @@
 #include "trireme/parallel/tp_gpt.h"
 
 #include <cmath>
-#include <cstdlib>
 #include <string>
 
 #include "trireme/autograd/grad_mode.h"
