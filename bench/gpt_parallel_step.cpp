@@ -65,7 +65,7 @@ int usage(const std::string& why) {
                "gpt_parallel_step: %s\n"
                "usage: gpt_parallel_step [--model tiny|gpt2-124m|gpt-1.3b] [--batch B (per dp rank)] [--dp N] "
                "[--tp N | --tp-alone N] [--device cpu|cuda] [--dtype f32|bf16] [--warmup 3] [--iters 10] "
-               "[--bucket-mb 25] [--no-overlap 0|1] [--tp-chunks 1] [--tp-interleave 1] [--sp 0|1] [--phases 0]\n",
+               "[--bucket-mb 25] [--no-overlap 0|1] [--sp 0|1] [--phases 0]\n",
                why.c_str());
   return 2;
 }
@@ -147,8 +147,6 @@ int main(int argc, char** argv) {
   int64_t batch = 16, warmup = 3, iters = 10, dp = 0, tp = 1, phases = 0, tp_alone = 0;
   double bucket_mb = 25;
   bool overlap = true;  // --no-overlap 1: every dp bucket launched after the backward pass
-  int tp_chunks = 1;     // --tp-chunks N: row-parallel GEMM + all-reduce in N chunks
-  int tp_interleave = 1;  // --tp-interleave S: blocks over S batch slices in lockstep
   bool sp = false;        // --sp 1: sequence parallelism (Note [sequence parallelism])
   bool defer_sums = true;  // --defer-sums 0: sum partial gradients in the backward (Note [deferred gradient sums])
   for (int i = 1; i < argc; i += 2) {
@@ -165,8 +163,6 @@ int main(int argc, char** argv) {
     else if (k == "--iters") iters = std::atoll(v);
     else if (k == "--bucket-mb") bucket_mb = std::atof(v);
     else if (k == "--no-overlap") overlap = std::atoi(v) == 0;
-    else if (k == "--tp-chunks") tp_chunks = std::atoi(v);
-    else if (k == "--tp-interleave") tp_interleave = std::atoi(v);
     else if (k == "--sp") sp = std::atoi(v) != 0;
     else if (k == "--defer-sums") defer_sums = std::atoi(v) != 0;
     else if (k == "--phases") phases = std::atoll(v);
@@ -198,8 +194,7 @@ int main(int argc, char** argv) {
   const Device device = on_gpu ? Device::cuda(env.local_rank) : Device::cpu();
 
   const parallel::ParallelLayout layout{
-      .dp = int(dp), .tp = int(tp), .bucket_bytes = int64_t(bucket_mb * (1 << 20)), .tp_comm_chunks = tp_chunks,
-      .tp_interleave = tp_interleave, .sequence_parallel = sp};
+      .dp = int(dp), .tp = int(tp), .bucket_bytes = int64_t(bucket_mb * (1 << 20)), .sequence_parallel = sp};
   std::shared_ptr<dist::ProcessGroup> world;
   std::unique_ptr<parallel::ParallelContext> ctx;
   if (env.world_size == 1) {
@@ -216,7 +211,7 @@ int main(int argc, char** argv) {
   std::shared_ptr<parallel::TensorParallelGPT> gpt;
   if (tp_alone) {
     skipped = std::make_unique<SkippedCollectives>(int(tp_alone));
-    gpt = std::make_shared<parallel::TensorParallelGPT>(cfg, parallel::TpGroup{skipped.get(), int(tp_alone), 0, tp_chunks, tp_interleave, sp},
+    gpt = std::make_shared<parallel::TensorParallelGPT>(cfg, parallel::TpGroup{skipped.get(), int(tp_alone), 0, sp},
                                                         /*seed=*/0);
   } else {
     gpt = std::make_shared<parallel::TensorParallelGPT>(cfg, *ctx, /*seed=*/0);

@@ -1,5 +1,5 @@
 # Sourced (from the repository root) by every script that runs on the GPU machine: the
-# environment ../shared/GPU.md requires of every process, the toolchain there, and the Debian-side
+# environment every process there needs (NVLink multicast off), the toolchain, and the Debian-side
 # dependencies unpacked from .gpu_deps (scripts/gpu_deps.sh). Sets $out (logs) and $deps.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 out=${OUT:-out/gpu}

@@ -5,7 +5,7 @@
 # the NCCL p2p grouping test and the pipeline trainer test (GPipe and 1F1B, pp=2 on 2 GPUs) under
 # `timeout`, with TRIREME_PIPELINE_TRACE=1 so that a hang shows each rank's last action.
 # Logs go to $OUT (or out/gpu); a short summary is printed last.
-#   PREBUILT=.prebuilt PREBUILT_AS=/work/wt/pipe bash scripts/gpu_pipeline_check.sh
+#   PREBUILT=.prebuilt PREBUILT_AS=/path/of/the/build/checkout bash scripts/gpu_pipeline_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu_env.sh

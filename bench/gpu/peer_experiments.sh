@@ -3,11 +3,9 @@
 # in one bounded call: the NCCL tests (its bit-equality with NCCL, and the timeout / dead-peer /
 # unwinding scenarios now running through it), then GPT steps with it on and off
 # (TRIREME_PEER_ALLREDUCE=0) beside the one-GPU baselines:
-#   GPT-2 124M dp=1, dp=2; GPT 1.3B tp=1, tp=2, tp=2 with the row-parallel GEMM and its
-#   all-reduce in 2 and 4 chunks (Note [row-parallel chunks]).
+#   GPT-2 124M dp=1, dp=2; GPT 1.3B tp=1, tp=2.
 #   GPT 1.3B --tp-alone 2 (rank 0's shard with its collectives skipped: the compute floor);
-#   sequence parallelism (--sp 1) with the copy engines' reduce-scatter and all-gather and with
-#   NCCL's (TRIREME_PEER_RS_AG=0), and its floor.
+#   sequence parallelism (--sp 1) and its floor.
 # DEADLINE_S (default 540) bounds the whole, build included; ROWS (an
 # extended regex) keeps only the rows whose label matches; TEST_FILTER picks the tests;
 # EXTRA_FLAGS go to every gpt_parallel_step (e.g. "--phases 3": forward/backward/optimizer ms).
@@ -81,18 +79,9 @@ row "1.3B tp=1" A=1 -- $bench "${big[@]}"
 row "1.3B tp=2 alone (rank 0's shard, no collectives)" A=1 -- $bench "${big[@]}" --tp-alone 2
 row "1.3B tp=2, NCCL" TRIREME_PEER_ALLREDUCE=0 -- "${launch[@]}" $bench "${big[@]}" --tp 2
 row "1.3B tp=2, peer" A=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2
-row "1.3B tp=2, sequence parallel (NCCL reduce-scatter/all-gather)" TRIREME_PEER_RS_AG=0 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --sp 1
 row "1.3B tp=2, sequence parallel, peer reduce-scatter/all-gather" A=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --sp 1
-row "1.3B tp=2, sequence parallel, peer, group sums on 32 blocks" TRIREME_PEER_SUM_BLOCKS=32 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --sp 1
-row "1.3B tp=2, sequence parallel, peer, group sums on 8 blocks" TRIREME_PEER_SUM_BLOCKS=8 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --sp 1
-row "1.3B tp=2, sequence parallel, peer, attention by destination rows" TRIREME_SP_ATTENTION_BLOCKS=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --sp 1
-row "1.3B tp=2, sequence parallel, peer, backward reduce-scatter summed on the group stream" TRIREME_SP_BACKWARD_RS=group -- "${launch[@]}" $bench "${big[@]}" --tp 2 --sp 1
-row "1.3B tp=2, sequence parallel, peer, whole blocks sent" TRIREME_SP_SEND_PIECES=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --sp 1
 row "1.3B tp=2, sequence parallel, peer, gradient sums in the backward" A=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --sp 1 --defer-sums 0
-row "1.3B tp=2, sequence parallel, peer, slots freed on the compute stream" TRIREME_PEER_RELEASE_ON_CALLER=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --sp 1
 row "1.3B tp=2 alone, sequence parallel" A=1 -- $bench "${big[@]}" --tp-alone 2 --sp 1
-row "1.3B tp=2, peer, 2 row chunks" A=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --tp-chunks 2
-row "1.3B tp=2, peer, 4 row chunks" A=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --tp-chunks 4
 row "124M dp=1" A=1 -- $bench "${gpt2[@]}"
 row "124M dp=2, NCCL" TRIREME_PEER_ALLREDUCE=0 -- "${launch[@]}" $bench "${gpt2[@]}" --dp 2
 row "124M dp=2, peer" A=1 -- "${launch[@]}" $bench "${gpt2[@]}" --dp 2

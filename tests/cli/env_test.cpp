@@ -14,11 +14,12 @@ namespace {
 
 // Runs `trireme env` with a clean CPU environment plus `vars` ("NAME=value ..."); a re-exec
 // loop would hang, so the run is bounded.
-std::string env_output(const std::string& vars, int* status = nullptr) {
-  std::string cmd =
-      "env -u OPENBLAS_CORETYPE -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u TRIREME_CPU_SETUP "
-      "-u TRIREME_TEST_OPENBLAS_DETECTED " +
-      vars + " timeout 60 " + TRIREME_BINARY + " env 2>&1";
+// `command` defaults to `trireme env`; the probe (tests/cli/worker/cpu_setup_probe.cpp) runs the
+// same re-exec as if OpenBLAS had detected a given core.
+std::string env_output(const std::string& vars, int* status = nullptr,
+                       const std::string& command = std::string(TRIREME_BINARY) + " env") {
+  std::string cmd = "env -u OPENBLAS_CORETYPE -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u TRIREME_CPU_SETUP " + vars +
+                    " timeout 60 " + command + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   std::string out;
   std::array<char, 4096> buf{};
@@ -28,6 +29,8 @@ std::string env_output(const std::string& vars, int* status = nullptr) {
   if (status) *status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   return out;
 }
+
+std::string probe(const std::string& detected) { return std::string(TRIREME_CPU_SETUP_PROBE) + " " + detected; }
 
 std::string line_of(const std::string& out, const std::string& key) {
   const size_t at = out.find(key + " ");
@@ -56,15 +59,14 @@ TEST(Env, ReexecutesOnceWithThePassiveWaitPolicy) {
 TEST(Env, ReexecutesWithTheCoreTheCpuSupportsWhenOpenBlasChoseAWeakerOne) {
   const std::string best = trireme::runtime::best_openblas_core(trireme::runtime::detect_cpu_features());
   if (trireme::runtime::openblas_core_tier(best) == 0) GTEST_SKIP() << "this CPU runs only SSE3 kernels";
-  const std::string out = env_output("TRIREME_TEST_OPENBLAS_DETECTED=Prescott");
+  const std::string out = env_output("", nullptr, probe("Prescott"));
   EXPECT_NE(line_of(out, "runtime.openblas_core").find(best + " (chosen by trireme: the CPU has "), std::string::npos)
       << out;
   EXPECT_NE(line_of(out, "runtime.openblas_core").find("OpenBLAS detected Prescott"), std::string::npos) << out;
 }
 
 TEST(Env, TheUsersCoreTypeAndWaitPolicyAreRespected) {
-  const std::string out =
-      env_output("OPENBLAS_CORETYPE=Prescott OMP_WAIT_POLICY=active TRIREME_TEST_OPENBLAS_DETECTED=Prescott");
+  const std::string out = env_output("OPENBLAS_CORETYPE=Prescott OMP_WAIT_POLICY=active", nullptr, probe("Prescott"));
   EXPECT_NE(line_of(out, "runtime.openblas_core").find("Prescott (set by OPENBLAS_CORETYPE)"), std::string::npos)
       << out;
   EXPECT_NE(line_of(out, "runtime.openmp_wait_policy").find("OMP_WAIT_POLICY=active (set in the environment)"),
@@ -75,8 +77,7 @@ TEST(Env, TheUsersCoreTypeAndWaitPolicyAreRespected) {
 TEST(Env, AnInheritedMarkerStopsTheReexec) {
   // A trireme process's children inherit TRIREME_CPU_SETUP: they run as they are, never re-exec.
   int status = -1;
-  const std::string out =
-      env_output("TRIREME_CPU_SETUP='core=;detected=;wait=' TRIREME_TEST_OPENBLAS_DETECTED=Prescott", &status);
+  const std::string out = env_output("TRIREME_CPU_SETUP='core=;detected=;wait='", &status, probe("Prescott"));
   EXPECT_EQ(status, 0) << out;
   EXPECT_NE(line_of(out, "runtime.openmp_wait_policy").find("OpenMP's default"), std::string::npos) << out;
 }

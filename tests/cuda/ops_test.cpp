@@ -148,20 +148,6 @@ TEST(CudaOps, MatmulAndLinear) {
   for (const OpCase& c : cases) check_cuda_op(c);
 }
 
-// Note [GEMM SM carveout]: GEMMs sized for fewer SMs give the CPU's answers too; a carveout that
-// is not a number, or leaves no SM, is a clear error.
-TEST(CudaOps, MatmulWithAnSmCarveout) {
-  TRIREME_REQUIRE_GPU();
-  ::setenv("TRIREME_GEMM_SM_CARVEOUT", "16", 1);
-  check_cuda_op({"matmul_carveout", {{130, 70}, {70, 90}}, binary(&matmul)}, {DType::f32, DType::bf16});
-  Tensor a = to_device(ones({4, 4}), Device::cuda(0));
-  ::setenv("TRIREME_GEMM_SM_CARVEOUT", "many", 1);
-  trireme::testing::expect_error([&] { matmul(a, a); }, "TRIREME_GEMM_SM_CARVEOUT must be a number of SMs");
-  ::setenv("TRIREME_GEMM_SM_CARVEOUT", "100000", 1);
-  trireme::testing::expect_error([&] { matmul(a, a); }, "leaves no SM");
-  ::unsetenv("TRIREME_GEMM_SM_CARVEOUT");
-}
-
 TEST(CudaOps, MaxIndicesMatch) {
   TRIREME_REQUIRE_GPU();
   Generator gen(5);

@@ -121,7 +121,6 @@ TEST(CudaPipeline, TwoStagesOnTwoGpusMatchOneGpu) {
   expect_layouts_match_one_gpu("trireme_cuda_pipeline", {{"pp2_gpipe", pp + "gpipe", ""}, {"pp2_1f1b", pp + "1f1b", ""}});
 }
 
-// Written in session 5 after the device time was spent: first run on 2 GPUs still to come.
 TEST(CudaTensorParallel, TwoGpusMatchOneGpuWithAndWithoutSequenceParallelism) {
   TRIREME_REQUIRE_GPU();
   if (std::string why; !two_gpus_with_nccl(&why)) GTEST_SKIP() << "tensor parallelism on GPUs: " << why;

@@ -258,13 +258,8 @@ TrainLayout parse_layout(const std::string& s) {
     else if (part == "zero") t.layout.zero1 = true;
     else if (part == "drop") t.dropout = 0.1;
     else if (part == "nooverlap") t.overlap = false;
-    else if (part.rfind("chunks", 0) == 0) t.layout.tp_comm_chunks = std::stoi(part.substr(6));
-    else if (part.rfind("interleave", 0) == 0) t.layout.tp_interleave = std::stoi(part.substr(10));
     else if (part == "sp") t.layout.sequence_parallel = true;
     else if (part == "defer") t.defer_sums = true;
-    else if (part == "attnblocks") ::setenv("TRIREME_SP_ATTENTION_BLOCKS", "1", 1);  // Note [attention by destination rows]
-    else if (part == "groupbwd") ::setenv("TRIREME_SP_BACKWARD_RS", "group", 1);  // Note [the input gradient's sum in the GEMM]
-    else if (part.rfind("parts", 0) == 0) ::setenv("TRIREME_SP_SEND_PIECES", part.substr(5).c_str(), 1);  // Note [sending in parts]
     else TRIREME_FAIL("unknown layout part '", part, "' in ", s);
   }
   t.layout.bucket_bytes = 16 << 10;  // several buckets for this small model

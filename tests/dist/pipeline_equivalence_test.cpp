@@ -38,7 +38,5 @@ INSTANTIATE_TEST_SUITE_P(
                       Layout{"pp3_5layers", 3, {"--pp", "3", "--layers", "5", "--schedule", "1f1b"}},
                       Layout{"pp2_interleaved", 2, {"--pp", "2", "--schedule", "interleaved", "--virtual", "2"}},
                       Layout{"dp2_pp2", 4, {"--pp", "2", "--dp", "2", "--schedule", "1f1b", "--micro-batches", "2"}},
-                      Layout{"tp2_pp2", 4, {"--pp", "2", "--tp", "2", "--schedule", "1f1b", "--micro-batches", "4"}},
-                      Layout{"tp2_pp2_chunks2", 4,
-                             {"--pp", "2", "--tp", "2", "--tp-chunks", "2", "--schedule", "1f1b", "--micro-batches", "4"}}),
+                      Layout{"tp2_pp2", 4, {"--pp", "2", "--tp", "2", "--schedule", "1f1b", "--micro-batches", "4"}}),
     [](const ::testing::TestParamInfo<Layout>& info) { return std::string(info.param.name); });

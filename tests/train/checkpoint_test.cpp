@@ -71,7 +71,7 @@ TEST(Checkpoint, ProcessDyingInTheMiddleOfASaveLeavesThePreviousOneLoadable) {
   pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    ::setenv("TRIREME_TEST_DIE_IN_SAVE", "1", 1);
+    set_save_checkpoint_test_hook([] { std::_Exit(137); });
     save_checkpoint(root, make_checkpoint(2));
     std::_Exit(0);  // not reached: the hook exits with 137 after the model file
   }

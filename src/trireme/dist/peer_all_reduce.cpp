@@ -463,25 +463,12 @@ void for_each_piece(int64_t numel, int64_t elem, int64_t capacity, Fn&& fn) {
 // slots (so every rank adds the same numbers in the same order).
 void sum_in_rank_order(void* out, const void* own, const void* const* slots, int size, int me, int64_t n, DType dtype,
                        ReduceOp op, cudaStream_t stream, const Tensor& bias = Tensor(),
-                       const Tensor& residual = Tensor(), int max_blocks = 0) {
+                       const Tensor& residual = Tensor()) {
   const void* inputs[kMaxRanks] = {};
   for (int q = 0; q < size; ++q) inputs[q] = q == me ? own : slots[q];
   cuda_kernels::peer_sum(out, inputs, size, n, dtype, op == ReduceOp::avg, stream,
                          bias.defined() ? bias.data_ptr() : nullptr, bias.defined() ? bias.numel() : 0,
-                         residual.defined() ? residual.data_ptr() : nullptr, max_blocks);
-}
-
-// TRIREME_PEER_SUM_BLOCKS=N caps the grid of the sums that run on the group's own stream (the
-// all-reduces and plain reduce-scatters, which overlap the caller's GEMMs), so that they take
-// fewer SMs from them. An experiment switch, unset or 0: no cap. Measured on 2 H200s (GPT 1.3B
-// tp=2, bench/gpu/RESULTS.md session 6): 32 blocks made the step 2.6 ms slower, 8 blocks 9.9 ms:
-// what waits for a longer sum loses more than the GEMMs beside it gain.
-int group_sum_blocks() {
-  static const int blocks = [] {
-    const char* v = std::getenv("TRIREME_PEER_SUM_BLOCKS");
-    return v ? std::max(0, std::atoi(v)) : 0;
-  }();
-  return blocks;
+                         residual.defined() ? residual.data_ptr() : nullptr, /*max_blocks=*/0);
 }
 
 }  // namespace
@@ -494,7 +481,7 @@ void PeerAllReduce::all_reduce(const Tensor& t, ReduceOp op, cudaStream_t stream
   for_each_piece(t.numel(), elem, o.capacity, [&](int64_t first, int64_t n) {
     char* x = data + first * elem;
     peer_round(*impl_, stream, size_t(n * elem), [&](int) { return x; }, [&](const void* const* slots) {
-      sum_in_rank_order(x, x, slots, o.size, o.rank, n, t.dtype(), op, stream, Tensor(), Tensor(), group_sum_blocks());
+      sum_in_rank_order(x, x, slots, o.size, o.rank, n, t.dtype(), op, stream);
     });
   });
 }
@@ -509,8 +496,7 @@ void PeerAllReduce::reduce_scatter(const Tensor& output, const Tensor& input, Re
     // Rank j sums the j-th chunks: this rank's goes to j, j's own stays there.
     auto part_for = [&](int j) { return in + (int64_t(j) * chunk + first) * elem; };
     peer_round(*impl_, stream, size_t(n * elem), part_for, [&](const void* const* slots) {
-      sum_in_rank_order(out + first * elem, part_for(o.rank), slots, o.size, o.rank, n, input.dtype(), op, stream,
-                        Tensor(), Tensor(), group_sum_blocks());
+      sum_in_rank_order(out + first * elem, part_for(o.rank), slots, o.size, o.rank, n, input.dtype(), op, stream);
     });
   });
 }

@@ -2,11 +2,11 @@
 // copy engines over NVLink instead of by NCCL's kernels. ProcessGroupNccl uses it for the
 // sums and averages of floating-point tensors of 2-rank groups when both ranks can
 // (TRIREME_PEER_ALLREDUCE=0 turns it off, =1 also allows groups of 3 to 8 ranks, unmeasured);
-// everything else goes to NCCL. TRIREME_PEER_ALLREDUCE_MB sets the slot size (default 32).
+// everything else goes to NCCL. The staging slot is NcclOptions::peer_slot_bytes (32 MiB).
 //
 // Note [peer all-reduce]
 // NCCL's all-reduce is a kernel: its CTAs take SMs, so beside a GEMM that holds every SM it
-// either waits for them or slows the GEMM down (session 3 measured both: tensor parallelism's
+// either waits for them or slows the GEMM down (both were measured: tensor parallelism's
 // backward all-reduce "overlapped but not hidden"; carving SMs out of the GEMMs, or splitting
 // the forward's GEMM into chunks so their all-reduces overlap, made the step slower). The copy
 // engines are idle during training, move data between two H200s at ~394 GB/s (NCCL's
@@ -42,8 +42,8 @@
 // loading of a kernel at its first launch waits for the device (the tests' timeout, dead-peer
 // and unwinding cases hung exactly so until then).
 //
-// Measured (2 H200s, bench/gpu/RESULTS.md, session 4): the same bits as NCCL's all-reduce;
-// GPT-2 124M dp=2 scaling 0.93 -> 0.967, GPT 1.3B tp=2 0.75 -> 0.785.
+// The same bits as NCCL's all-reduce, and faster on 2 H200s for both data and tensor
+// parallelism (docs/PERFORMANCE.md).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -88,7 +88,7 @@ class PeerAllReduce {
   // bytes to each peer (ProcessGroup's flat layouts: output is rank r's chunk of the sum of the
   // inputs; output is every rank's input in rank order). reduce_scatter takes what accepts()
   // does; all_gather any contiguous tensor. ProcessGroupNccl routes them here whenever it
-  // routes all-reduces (TRIREME_PEER_RS_AG=0 keeps them on NCCL).
+  // routes all-reduces.
   void reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op, cudaStream_t stream);
   void all_gather(const Tensor& output, const Tensor& input, cudaStream_t stream);
   // A reduce-scatter whose input is written chunk by chunk (ProcessGroup::reduce_scatter_staged,

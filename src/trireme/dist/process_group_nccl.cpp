@@ -116,14 +116,6 @@ struct OpState {
   }
 };
 
-// TRIREME_PEER_ALLREDUCE_MB: the peer all-reduce's slot size (32 MiB: one activation of GPT
-// 1.3B at B=8, T=1024 in bf16); larger tensors go in pieces.
-int64_t peer_capacity_bytes() {
-  const char* mb = std::getenv("TRIREME_PEER_ALLREDUCE_MB");
-  const int64_t n = mb ? std::atoll(mb) : 32;
-  return (n > 0 ? n : 32) << 20;
-}
-
 }  // namespace
 
 bool nccl_is_built() { return true; }
@@ -148,7 +140,7 @@ struct ProcessGroupNccl::Impl {
   // all-reduce]); null when they cannot, peer_why_not then says why.
   std::unique_ptr<PeerAllReduce> peer;
   std::string peer_why_not;
-  bool peer_rs_ag = false;  // reduce-scatter and all-gather through it too (unless TRIREME_PEER_RS_AG=0)
+  bool peer_rs_ag = false;  // reduce-scatter and all-gather through it too
 
   std::mutex mutex;  // everything below, and every NCCL call on comm
   std::vector<std::shared_ptr<OpState>> in_flight;  // issued and not yet seen done, in issue order
@@ -650,11 +642,10 @@ ProcessGroupNccl::ProcessGroupNccl(std::shared_ptr<StoreClient> store, int rank,
                                        .rank = rank,
                                        .size = size_,
                                        .device = impl.device,
-                                       .capacity = peer_capacity_bytes(),
+                                       .capacity = options.peer_slot_bytes,
                                        .timeout = options.timeout},
                                       &impl.peer_why_not);
-    const char* rs_ag = std::getenv("TRIREME_PEER_RS_AG");
-    impl.peer_rs_ag = impl.peer && !(rs_ag && std::string(rs_ag) == "0");
+    impl.peer_rs_ag = impl.peer != nullptr;
     impl.barrier_buffer = Tensor::empty({1}, DType::f32, Device::cuda(impl.device));
     TRIREME_CUDA_CHECK(cudaMemsetAsync(impl.barrier_buffer.data_ptr(), 0, sizeof(float),
                                        cuda::current_stream(impl.device).handle()));
@@ -747,16 +738,6 @@ WorkPtr ProcessGroupNccl::reduce_scatter(const Tensor& output, const Tensor& inp
 
 namespace {
 
-// TRIREME_PEER_RELEASE_ON_CALLER=1: a staged reduce-scatter frees its slots on the caller's
-// stream, after its sum, as before this was measured (an experiment switch).
-bool release_on_group_stream() {
-  static const bool on_group = [] {
-    const char* v = std::getenv("TRIREME_PEER_RELEASE_ON_CALLER");
-    return !(v && std::string(v) == "1");
-  }();
-  return on_group;
-}
-
 // What a staged op on the copy engines holds (Notes [staged reduce-scatter], [staged
 // all-gather]). One abandoned before finish() (an exception between its steps) is finished by
 // its destructor anyway, so the peers, which take the ops in order, stay in step.
@@ -826,7 +807,7 @@ class PeerStagedReduceScatter : public StagedReduceScatter {
     if (residual.defined()) keep.push_back(residual);
     auto state = s_.impl->issue_on_caller_stream(s_.what, s_.timeout, std::move(keep), [&](cudaStream_t st) {
       s_.impl->peer->finish_staged_reduce_scatter(s_.output, s_.input, reduce_, st, bias, residual,
-                                                  release_on_group_stream() ? s_.impl->stream.handle() : nullptr);
+                                                  s_.impl->stream.handle());
       return ncclSuccess;
     });
     return std::make_shared<NcclWork>(s_.impl, state);

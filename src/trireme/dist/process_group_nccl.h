@@ -71,6 +71,9 @@ struct NcclOptions {
   // (TRIREME_RESTART_COUNT) so a restarted job does not read a previous attempt's id.
   std::string prefix;
   milliseconds watchdog_interval{50};  // how often the watchdog looks (Note [nccl watchdog])
+  // The copy-engine collectives' staging slot per peer (Note [peer all-reduce]; one activation
+  // of GPT 1.3B at B=8, T=1024 in bf16); larger tensors go in pieces. Tests make it small.
+  int64_t peer_slot_bytes = int64_t(32) << 20;
 };
 
 // Whether this build has NCCL (TRIREME_WITH_NCCL); false means constructing a group throws.
@@ -98,7 +101,7 @@ class ProcessGroupNccl : public ProcessGroup {
   bool uses_peer_all_reduce() const;
   std::string peer_all_reduce_why_not() const;
   // Whether reduce-scatters and all-gathers take the copy engines too (whenever the peer
-  // all-reduce is on, unless TRIREME_PEER_RS_AG=0).
+  // all-reduce is on).
   bool uses_peer_rs_ag() const;
 
   WorkPtr all_reduce(const Tensor& tensor, const AllReduceOptions& options = {}) override;

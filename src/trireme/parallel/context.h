@@ -22,8 +22,6 @@ struct ParallelLayout {
   int virtual_stages = 1;          // model chunks per pipeline rank (interleaved 1F1B)
   bool zero1 = false;              // shard optimizer state over dp (ZeRO stage 1)
   int64_t bucket_bytes = 25 << 20; // data-parallel gradient bucket size
-  int tp_comm_chunks = 1;          // row-parallel GEMM + all-reduce in chunks (Note [row-parallel chunks])
-  int tp_interleave = 1;           // batch slices run in lockstep (Note [interleaved batch slices])
   bool sequence_parallel = false;  // shard activations outside tp regions by rows (Note [sequence parallelism])
   int world_size() const { return dp * tp * pp; }
 };

@@ -1,8 +1,6 @@
 // Sequence parallelism's linear layers, each GEMM split by source rows (Note [split by source rows]).
 #include "trireme/parallel/sp_linear.h"
 
-#include <algorithm>
-#include <cstdlib>
 #include <functional>
 #include <string>
 
@@ -43,24 +41,11 @@ Tensor row_range(const Tensor& t, int64_t first, int64_t count) {
 Tensor rows_of(const Tensor& t, int q, int64_t rows) { return row_range(t, int64_t(q) * rows, rows); }
 
 // Note [sending in parts]
-// The row-parallel forward sends another rank's block while it computes its own, which hides the
-// transfer only when its own block's GEMM takes longer than the block's trip. Per row the GEMM
-// does 2·in flops and the trip moves 2 bytes a column (bf16), so on H200s (~650 TFLOP/s, ~390 GB/s
-// a direction between two GPUs) the ratio is ~0.6·in/1000: GPT 1.3B's MLP projection (in = 4096
-// at tp=2) hides its transfer, the attention projection (in = 1024) does not (23 waits of ~45 us
-// a step). Computing and sending the other rank's block in parts, each leaving once written
-// (StagedReduceScatter::chunk_part_written), was measured on 2 H200s (bench/gpu/RESULTS.md,
-// session 6): 4 parts for the attention projection made the step 0.4 ms slower, not faster
-// (79.33 against 78.94 ms; the floor 1.1 ms slower): the quarter-size GEMMs run less efficiently,
-// and each part costs the host an op and the streams an event hop. So a block goes whole unless
-// TRIREME_SP_SEND_PIECES=N asks for N parts (experiments).
-int send_pieces(int64_t rows) {
-  static const int forced = [] {
-    const char* v = std::getenv("TRIREME_SP_SEND_PIECES");
-    return v ? std::atoi(v) : 0;
-  }();
-  return int(std::max<int64_t>(1, std::min<int64_t>(forced > 0 ? forced : 1, rows)));
-}
+// The row-parallel forward sends another rank's block while it computes its own; the transfer
+// hides only when its own block's GEMM takes longer than the block's trip (the MLP projection of
+// GPT 1.3B at tp=2 does, the attention projection does not). Sending a block in parts, each
+// leaving once written, was measured slower on 2 H200s (docs/PERFORMANCE.md, "Tried and not kept": the quarter-size
+// GEMMs run less efficiently and each part costs an op and an event hop), so a block goes whole.
 
 // out = a · b (+ bias on every row), into out's memory (a contiguous view).
 void gemm_into(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor out) {
@@ -92,8 +77,7 @@ dist::WorkPtr product_by_source(const Tensor& mine, const Tensor& kept, const Te
 // g_qᵀ x_q. This rank's own rows are its input, so the forward keeps only the other ranks'
 // (copied out of the staging memory beside its GEMMs) and the backward sums by source with
 // addmm_: at tp = 2 half the device copies of keeping the whole gathered input, the same memory.
-// Measured on 2 H200s (bench/gpu/RESULTS.md, session 6): 78.53 ms a step against 78.74 with the
-// whole gathered input kept for one GEMM (that path was dropped in session 7).
+// Keeping the whole gathered input for one GEMM instead measured no faster on 2 H200s.
 
 // Index of rank q's rows among the other ranks' (rank order without `me`).
 int64_t other_index(int q, int me) { return q < me ? q : q - 1; }
@@ -101,35 +85,24 @@ int64_t other_index(int q, int me) { return q < me ? q : q - 1; }
 // Note [the input gradient's sum in the GEMM]
 // The column-parallel backward reduce-scatters its input gradient gx = g · W (n rows, each rank
 // keeping its own rows summed over tp). As a plain reduce-scatter beside the weight-gradient GEMM
-// the copy-engine group sums on its own stream (the session 6 timeline: 1.4 ms a step of sum
-// kernels beside the GEMMs, on the SMs they want, and 2.5 GB of HBM traffic). Instead the GEMM
+// the copy-engine group sums on its own stream: sum kernels beside the GEMMs, on the SMs they
+// want, and a pass over the result in HBM. Instead the GEMM
 // is split by destination rows: the other ranks' rows first, each sent once written
 // (StagedReduceScatter), then the weight-gradient GEMMs while they travel, then this rank's rows
 // as gx = others' sum + g_own · W, the sum read as the GEMM's C operand (addmm_into): no sum
 // kernel, no pass over the result. With two ranks the others' sum is the peer's block where it
 // landed. (A sum on the compute stream after the weight gradient, the same split without the
-// GEMM's C operand, was measured 0.4 ms a step slower than the group's sums, session 6.)
-// TRIREME_SP_BACKWARD_RS=group keeps the plain reduce-scatter (an experiment switch).
-bool backward_sum_in_gemm() {
-  static const bool on = [] {
-    const char* v = std::getenv("TRIREME_SP_BACKWARD_RS");
-    return !(v && std::string(v) == "group");
-  }();
-  return on;
-}
+// GEMM's C operand, measured slower than the group's sums.)
 
 // A contiguous gradient of `shape` from what an autograd node received (zeros when none came).
 Tensor contiguous_grad(const Tensor& g, const Shape& shape, const Tensor& like) {
   return g.defined() ? contiguous(g) : zeros(shape, like.dtype(), like.device());
 }
 
-// The column-parallel layer behind both entry points: out (n, out_local) computed by source row
-// block; its autograd outputs are out itself, or with as_blocks its tp row blocks (rank q's rows,
-// each of which may then feed a consumer of its own: Note [attention by destination rows]).
-std::vector<Tensor> column_parallel(const Tensor& x_rows, const Tensor& weight, const Tensor& bias, const TpGroup& tp,
-                                    bool as_blocks) {
+// The column-parallel layer: out (n, out_local) computed by source row block.
+Tensor column_parallel(const Tensor& x_rows, const Tensor& weight, const Tensor& bias, const TpGroup& tp) {
   if (auto c = autocast_low_args({x_rows, weight, bias}))  // Note [autocast policy]
-    return column_parallel((*c)[0], (*c)[1], (*c)[2], tp, as_blocks);
+    return column_parallel((*c)[0], (*c)[1], (*c)[2], tp);
   TRIREME_CHECK(x_rows.dim() == 2 && weight.dim() == 2 && x_rows.size(1) == weight.size(1),
                 "sp_column_parallel_linear: rows ", x_rows.sizes(), " and weight ", weight.sizes(), " do not match");
   dist::ProcessGroup& group = group_of(tp, "sp_column_parallel_linear");
@@ -143,43 +116,29 @@ std::vector<Tensor> column_parallel(const Tensor& x_rows, const Tensor& weight, 
     kept_ready = product_by_source(contiguous(x_rows.detach()), kept, transposed(weight.detach()),
                                    bias.defined() ? bias.detach() : Tensor(), tp, group, out);
   }
-  std::vector<Tensor> outs;
-  if (as_blocks) {
-    for (int q = 0; q < tp.size; ++q) outs.push_back(rows_of(out, q, rows));
-  } else {
-    outs.push_back(out);
-  }
-  if (!any_requires_grad({&x_rows, &weight, &bias})) return outs;
+  if (!any_requires_grad({&x_rows, &weight, &bias})) return out;
   const bool need_x = x_rows.requires_grad(), need_b = bias.defined() && bias.requires_grad();
-  std::vector<Tensor*> out_ptrs;
-  for (Tensor& t : outs) out_ptrs.push_back(&t);
   SavedTensor sw(need_x ? weight : Tensor()), sx(x_rows);
-  record("sp_column_parallel_linear", std::vector<Tensor>{x_rows, weight, bias}, out_ptrs,
+  record("sp_column_parallel_linear", std::vector<Tensor>{x_rows, weight, bias}, {&out},
          [=](const TensorList& g) -> TensorList {
            NoGradGuard no_grad;
-           // The output gradient's rows by source rank: each block's own gradient, or rows of the one.
-           const Tensor whole = as_blocks ? Tensor() : contiguous_grad(g[0], {n, out_features}, kept);
+           // The output gradient's rows by source rank.
+           const Tensor whole = contiguous_grad(g[0], {n, out_features}, kept);
            std::vector<Tensor> go(size_t(tp.size));
-           for (int q = 0; q < tp.size; ++q)
-             go[size_t(q)] = as_blocks ? contiguous_grad(g[size_t(q)], {rows, out_features}, kept) : rows_of(whole, q, rows);
+           for (int q = 0; q < tp.size; ++q) go[size_t(q)] = rows_of(whole, q, rows);
            Tensor gx, gw, gb;
-           dist::WorkPtr scatter;
            std::unique_ptr<dist::StagedReduceScatter> staged;
            const Tensor w = need_x ? sw.unpack("sp_column_parallel_linear") : Tensor();
            if (need_x) {  // (g · W) summed over tp, this rank's rows: beside the dW GEMM
              dist::ProcessGroup& grp = group_of(tp, "sp_column_parallel_linear backward");
              gx = Tensor::empty({rows, in}, kept.dtype(), kept.device());
              const Tensor gx_full = Tensor::empty({n, in}, kept.dtype(), kept.device());
-             if (backward_sum_in_gemm()) {  // Note [the input gradient's sum in the GEMM]: others' rows only
-               staged = grp.reduce_scatter_staged(gx, gx_full);
-               for (int step = 1; step < tp.size; ++step) {
-                 const int q = (tp.rank + step) % tp.size;
-                 gemm_into(go[size_t(q)], w, Tensor(), rows_of(gx_full, q, rows));
-                 staged->chunk_written(q);
-               }
-             } else {
-               for (int q = 0; q < tp.size; ++q) gemm_into(go[size_t(q)], w, Tensor(), rows_of(gx_full, q, rows));
-               scatter = grp.reduce_scatter(gx, gx_full);
+             // Note [the input gradient's sum in the GEMM]: the others' rows only
+             staged = grp.reduce_scatter_staged(gx, gx_full);
+             for (int step = 1; step < tp.size; ++step) {
+               const int q = (tp.rank + step) % tp.size;
+               gemm_into(go[size_t(q)], w, Tensor(), rows_of(gx_full, q, rows));
+               staged->chunk_written(q);
              }
            }
            kept_ready->wait();
@@ -189,22 +148,18 @@ std::vector<Tensor> column_parallel(const Tensor& x_rows, const Tensor& weight, 
              if (q == tp.rank) continue;
              addmm_(gw, transpose(go[size_t(q)], 0, 1), rows_of(kept, int(other_index(q, tp.rank)), rows));
            }
-           if (need_b) {  // one column sum over every row when they are one tensor
-             gb = sum(as_blocks ? go[0] : whole, {0});
-             for (int q = 1; as_blocks && q < tp.size; ++q) add_(gb, sum(go[size_t(q)], {0}));
-           }
+           if (need_b) gb = sum(whole, {0});
            if (staged) {  // this rank's rows last: the others' sum read as the GEMM's C operand
              addmm_into(gx, staged->others_sum(), go[size_t(tp.rank)], w);
              staged->finish();  // frees the staging memory after that read; nothing here waits for it
            }
-           if (scatter) scatter->wait();
            return {gx, gw, gb};
          });
-  return outs;
+  return out;
 }
 
-// The row-parallel layer behind both entry points; x_block(q) gives rank q's rows of its input
-// (Note [attention by destination rows]), asked for in the order of the GEMMs that read them.
+// The row-parallel layer; x_block(q) gives rank q's rows of its input, asked for in the order of
+// the GEMMs that read them.
 Tensor row_parallel_start(const std::function<Tensor(int)>& x_block, int64_t rows, const Tensor& weight,
                           const Tensor& bias, const TpGroup& tp, dist::WorkPtr& work, const Tensor& residual) {
   if (auto c = autocast_low_args({weight, bias})) {  // Note [autocast policy]; each block is cast as it comes
@@ -240,22 +195,13 @@ Tensor row_parallel_start(const std::function<Tensor(int)>& x_block, int64_t row
     // send early loses only the difference between one GEMM and tp of 1/tp the rows.) No
     // collective of the group may come between here and finish(): x_block runs none.
     std::unique_ptr<dist::StagedReduceScatter> scatter = group.reduce_scatter_staged(mine, partial);
-    const int pieces = send_pieces(rows);
     for (int step = 1; step <= tp.size; ++step) {
       const int q = (tp.rank + step) % tp.size;  // this rank's own rows last
       xs[size_t(q)] = block(q);                  // recorded by autograd like any op of the caller's
       NoGradGuard no_grad;
       const Tensor xq = contiguous(xs[size_t(q)].detach());
-      if (q == tp.rank) {
-        gemm_into(xq, wt, Tensor(), rows_of(partial, q, rows));
-        continue;
-      }
-      for (int p = 0; p < pieces; ++p) {  // rows [r0, r1) of rank q's block, each part leaving once written
-        const int64_t r0 = rows * p / pieces, r1 = rows * (p + 1) / pieces;
-        gemm_into(row_range(xq, r0, r1 - r0), wt, Tensor(), row_range(partial, q * rows + r0, r1 - r0));
-        if (p + 1 < pieces) scatter->chunk_part_written(q, r1 * out_features);
-      }
-      scatter->chunk_written(q);
+      gemm_into(xq, wt, Tensor(), rows_of(partial, q, rows));
+      if (q != tp.rank) scatter->chunk_written(q);  // Note [sending in parts]: the block goes whole
     }
     NoGradGuard no_grad;
     const Tensor b = bias.defined() ? contiguous(bias.detach()) : Tensor();
@@ -318,12 +264,7 @@ Tensor row_parallel_start(const std::function<Tensor(int)>& x_block, int64_t row
 }  // namespace
 
 Tensor sp_column_parallel_linear(const Tensor& x_rows, const Tensor& weight, const Tensor& bias, const TpGroup& tp) {
-  return column_parallel(x_rows, weight, bias, tp, /*as_blocks=*/false)[0];
-}
-
-std::vector<Tensor> sp_column_parallel_linear_blocks(const Tensor& x_rows, const Tensor& weight, const Tensor& bias,
-                                                     const TpGroup& tp) {
-  return column_parallel(x_rows, weight, bias, tp, /*as_blocks=*/true);
+  return column_parallel(x_rows, weight, bias, tp);
 }
 
 Tensor sp_row_parallel_linear_start(const Tensor& x, const Tensor& weight, const Tensor& bias, const TpGroup& tp,
@@ -337,14 +278,6 @@ Tensor sp_row_parallel_linear_start(const Tensor& x, const Tensor& weight, const
   // which split's backward takes in place.
   const std::vector<Tensor> blocks = split(x, rows, 0);
   return row_parallel_start([&](int q) { return blocks[size_t(q)]; }, rows, weight, bias, tp, work, residual);
-}
-
-Tensor sp_row_parallel_linear_start_by_blocks(const std::function<Tensor(int)>& x_block, int64_t rows,
-                                              const Tensor& weight, const Tensor& bias, const TpGroup& tp,
-                                              dist::WorkPtr& work, const Tensor& residual) {
-  TRIREME_CHECK(weight.dim() == 2 && rows > 0, "sp_row_parallel_linear: weight ", weight.sizes(), " and ", rows,
-                " rows a rank");
-  return row_parallel_start(x_block, rows, weight, bias, tp, work, residual);
 }
 
 }  // namespace trireme::parallel

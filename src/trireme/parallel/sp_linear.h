@@ -2,7 +2,6 @@
 // collective runs beside the GEMMs that do not need it (Note [split by source rows]).
 #pragma once
 
-#include <functional>
 #include <vector>
 
 #include "trireme/core/tensor.h"
@@ -42,31 +41,5 @@ Tensor sp_column_parallel_linear(const Tensor& x_rows, const Tensor& weight, con
 // by source rows; the bias gradient is this rank's rows' part (summed over tp by the caller).
 Tensor sp_row_parallel_linear_start(const Tensor& x, const Tensor& weight, const Tensor& bias, const TpGroup& tp,
                                     dist::WorkPtr& work, const Tensor& residual = Tensor());
-
-// Note [attention by destination rows]
-// The attention projection's reduce-scatter could not hide behind its own GEMM: this rank's
-// block of that GEMM (in = d/tp columns) is shorter than the other ranks' blocks' trip, so the
-// sum waited for them (session 6 timeline: 14-24 waits of 35-47 us a step). But a token's row of
-// attention's output depends only on its own sequence, so when the batch divides over the ranks
-// (row block q of the rows is sequences [q B/tp, (q+1) B/tp)), attention itself can run block by
-// block in the row-parallel GEMM's order: the other ranks' sequences first, their projection
-// rows sent as soon as written, then this rank's sequences' attention and projection while they
-// travel. So the QKV projection hands out its output as row blocks (each block's gradient comes
-// back from its own attention), and the projection takes its input block by block from a
-// callback. Measured on 2 H200s (GPT 1.3B, bench/gpu/RESULTS.md, session 7): 1.5 ms a step
-// slower at first (flash kernels over half the batch have longer tails), equal once the flash
-// grids ran their heaviest tiles first (76.36 against 76.43 ms). So TensorParallelAttention uses
-// it only with TRIREME_SP_ATTENTION_BLOCKS=1 (an experiment switch; layouts tp2.sp.attnblocks,
-// tp4.sp.attnblocks).
-// The same as sp_column_parallel_linear, its output handed out as tp row blocks (rank q's rows
-// of out, (n/tp, out_local) each, separate autograd outputs).
-std::vector<Tensor> sp_column_parallel_linear_blocks(const Tensor& x_rows, const Tensor& weight, const Tensor& bias,
-                                                     const TpGroup& tp);
-// The same as sp_row_parallel_linear_start, its input's row block q ((rows, in_local)) produced
-// by x_block(q), called once per block in the order the GEMMs need them (the other ranks' first,
-// this rank's last) with grad mode as the caller has it; x_block must not use the group.
-Tensor sp_row_parallel_linear_start_by_blocks(const std::function<Tensor(int)>& x_block, int64_t rows,
-                                              const Tensor& weight, const Tensor& bias, const TpGroup& tp,
-                                              dist::WorkPtr& work, const Tensor& residual = Tensor());
 
 }  // namespace trireme::parallel

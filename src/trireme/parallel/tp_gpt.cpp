@@ -2,7 +2,6 @@
 #include "trireme/parallel/tp_gpt.h"
 
 #include <cmath>
-#include <cstdlib>
 #include <string>
 
 #include "trireme/autograd/grad_mode.h"
@@ -45,33 +44,9 @@ PendingSum TensorParallelAttention::start(const Tensor& x) {
   return attend(c_attn->forward(x), /*sp=*/false, Tensor());  // (B, T, 3C): this rank's q | k | v
 }
 
-namespace {
-// TRIREME_SP_ATTENTION_BLOCKS=1: Note [attention by destination rows] (an experiment switch, off:
-// measured no faster, see the note).
-bool attention_by_destination_rows() {
-  static const bool on = [] {
-    const char* v = std::getenv("TRIREME_SP_ATTENTION_BLOCKS");
-    return v && std::string(v) == "1";
-  }();
-  return on;
-}
-}  // namespace
-
 PendingSum TensorParallelAttention::start_sp(const Tensor& x_rows, int64_t B, int64_t T, const Tensor& proj_bias,
                                              const Tensor& residual) {
   const TpGroup& tp = c_attn->tp;
-  if (B % tp.size == 0 && attention_by_destination_rows()) {  // Note [attention by destination rows]
-    const std::vector<Tensor> blocks = sp_column_parallel_linear_blocks(x_rows, c_attn->weight, c_attn->bias, tp);
-    const int64_t Bq = B / tp.size;
-    PendingSum p;
-    p.partial = sp_row_parallel_linear_start_by_blocks(
-        [&](int q) {
-          const Tensor y = attention(reshape(blocks[size_t(q)], {Bq, T, blocks[size_t(q)].size(1)}));
-          return reshape(y, {Bq * T, y.size(2)});
-        },
-        Bq * T, c_proj->weight, proj_bias, c_proj->tp, p.work, residual);
-    return p;
-  }
   const Tensor qkv = sp_column_parallel_linear(x_rows, c_attn->weight, c_attn->bias, tp);
   return attend(reshape(qkv, {B, T, qkv.size(1)}), /*sp=*/true, proj_bias, residual);
 }
@@ -133,14 +108,6 @@ TensorParallelDecoderLayer::TensorParallelDecoderLayer(const models::GPTConfig& 
 Tensor TensorParallelDecoderLayer::forward(const Tensor& x) {
   Tensor h = x + attn->forward(ln_1->forward(x));
   return h + mlp->forward(ln_2->forward(h));
-}
-
-PendingSum TensorParallelDecoderLayer::start(int sub_layer, const Tensor& x) {
-  return sub_layer == 0 ? attn->start(ln_1->forward(x)) : mlp->start(ln_2->forward(x));
-}
-
-Tensor TensorParallelDecoderLayer::finish(int sub_layer, const Tensor& x, PendingSum& pending) {
-  return x + (sub_layer == 0 ? attn->finish(pending) : mlp->finish(pending));
 }
 
 std::vector<Tensor> TensorParallelDecoderLayer::partial_grad_params() const {
@@ -249,7 +216,7 @@ Tensor TensorParallelGPT::forward_local_logits(const Tensor& ids) {
   const Tensor& pos = positions_.get(T, ids.device());
   Tensor x = transformer->wte->forward(ids) + transformer->wpe->forward(pos);
   x = transformer->drop->forward(x);
-  x = transformer->ln_f->forward(interleaved_blocks(x));
+  x = transformer->ln_f->forward(blocks(x));
   // The head is column-parallel over the vocabulary: x enters the tp region here.
   return linear(copy_to_tp_region(x, tp_), lm_head_weight());  // (B, T, V_p / tp)
 }
@@ -266,46 +233,6 @@ Tensor TensorParallelGPT::blocks(const Tensor& x) {
   Tensor h = x;
   for (const auto& layer : transformer->h->as<TensorParallelDecoderLayer>()) h = layer->forward(h);
   return h;
-}
-
-// Note [interleaved batch slices]
-// A row-parallel layer's all-reduce ends each sub-layer (attention, MLP), and the next sub-layer
-// needs its result: in one sequence of blocks every sum sits on the critical path (48 of them a
-// step for GPT 1.3B, ~6 ms at tp=2 on H200s). The samples of a batch never mix inside a block,
-// so with the batch cut into S slices (TpGroup::interleave), slice s + 1's sub-layer k can run
-// while slice s's sum of sub-layer k travels. The slices advance in lockstep, one sub-layer
-// apart in issue order:
-//   for each sub-layer k:  for each slice s:  finish(k - 1, s); start(k, s)
-// so between starting a sum and waiting for it, the stream gets the other slices' compute (a
-// copy-engine sum, Note [peer all-reduce], then runs beside it on no SMs). The backward follows
-// the same interleaving (autograd runs the latest-recorded ready node first), so the backward's
-// sums overlap the other slices' gradients too. The same arithmetic as one batch: every op is
-// per sample or sums over the batch (weight gradients accumulate the slices' contributions), and
-// dropout draws each slice's rows from the step's global batch under a GlobalRowScope.
-// Costs: GEMMs over 1/S of the rows, and the weight-gradient accumulation adds. Measured on 2
-// H200s (GPT 1.3B, B=8, bench/gpu/RESULTS.md, session 4) it loses: S=2 90.3 ms against 88.3, S=4
-// 100.3, as the host's time to queue a step grows (51 -> 66 -> 85 ms) past what the hidden sums
-// save. Off by default (interleave = 1); worth trying again once steps are replayed as graphs.
-Tensor TensorParallelGPT::interleaved_blocks(const Tensor& x) {
-  const int S = tp_.interleave;
-  const int64_t B = x.size(0);
-  const auto outer_row = nn::GlobalRowScope::current();
-  if (tp_.size == 1 || S <= 1 || B % S != 0 || B < S || !dropout_can_split_rows()) return blocks(x);
-  const int64_t b = B / S;
-  std::vector<Tensor> h(static_cast<size_t>(S));
-  std::vector<PendingSum> pending(static_cast<size_t>(S));
-  for (int s = 0; s < S; ++s) h[size_t(s)] = narrow(x, 0, s * b, b);
-  const auto& layers = transformer->h->as<TensorParallelDecoderLayer>();
-  const size_t stages = 2 * layers.size();
-  auto layer_of = [&](size_t k) { return layers[k / 2]; };
-  for (size_t k = 0; k <= stages; ++k) {
-    for (int s = 0; s < S; ++s) {
-      nn::GlobalRowScope rows(outer_row.value_or(0) + s * b);
-      if (k > 0) h[size_t(s)] = layer_of(k - 1)->finish(int((k - 1) % 2), h[size_t(s)], pending[size_t(s)]);
-      if (k < stages) pending[size_t(s)] = layer_of(k)->start(int(k % 2), h[size_t(s)]);
-    }
-  }
-  return cat(h, 0);
 }
 
 std::optional<Tensor> TensorParallelGPT::sequence_parallel_hidden(const Tensor& ids) {

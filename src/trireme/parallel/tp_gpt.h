@@ -16,7 +16,7 @@
 // Between the tensor-parallel regions (the layer norms, residual adds, dropouts and the
 // row-parallel biases) every rank holds the same (B, T, d) activations and does the same work:
 // at tp=2 on GPT 1.3B that work does not halve and is most of what keeps rank 0's shard from
-// half of one GPU's step (docs/STATUS.md). With ParallelLayout::sequence_parallel each rank
+// half of one GPU's step. With ParallelLayout::sequence_parallel each rank
 // holds only its rows (tokens) [r n/tp, (r+1) n/tp) of the n = B T rows there, and the
 // regions' all-reduces split in two (Megatron-LM's sequence parallelism, over flattened tokens):
 //   LN(x_r) -> all-gather rows -> column-parallel ... row-parallel GEMM -> reduce-scatter rows
@@ -113,10 +113,6 @@ class TensorParallelDecoderLayer : public nn::Module {
  public:
   TensorParallelDecoderLayer(const models::GPTConfig& config, TpGroup tp);
   Tensor forward(const Tensor& x);
-  // The layer as two sub-layers (0: attention, 1: MLP), each started and finished apart:
-  // forward(x) = finish(1, h, start(1, h)) with h = finish(0, x, start(0, x)).
-  PendingSum start(int sub_layer, const Tensor& x);
-  Tensor finish(int sub_layer, const Tensor& x, PendingSum& pending);  // x + the sub-layer's output
   // The layer under sequence parallelism (Note [sequence parallelism]): x is this rank's rows
   // (B T / tp, d) of the (B, T, d) activations, and so is the result.
   // sum_grads: sum the partial gradients of the layer norms and row-parallel biases over tp in
@@ -190,7 +186,6 @@ class TensorParallelGPT : public nn::Module {
   void build(uint64_t seed);
   Tensor blocks(const Tensor& x);              // the decoder layers, one after another
   bool dropout_can_split_rows() const;         // may a forward's rows be split (dropout's counter)?
-  Tensor interleaved_blocks(const Tensor& x);  // Note [interleaved batch slices]
   // ids (B, T) -> the final layer norm's output (B, T, d), gathered, computed under sequence
   // parallelism; nullopt when it does not apply (then the replicated path runs).
   std::optional<Tensor> sequence_parallel_hidden(const Tensor& ids);

@@ -105,34 +105,12 @@ Tensor RowParallelLinear::start(const Tensor& x, dist::WorkPtr& work) const {
                 " must end in this rank's ", in_local, " of ", in_features, " input features");
   work = nullptr;
   if (tp.size == 1) return linear(x, weight);
-  const int64_t rows = x.numel() / in_local;
-  if (tp.comm_chunks > 1 && rows % tp.comm_chunks == 0) return chunked_sum(x, rows);
   return start_reduce_from_tp_region_owned(linear(x, weight), tp, work);
 }
 
 Tensor RowParallelLinear::finish(const Tensor& y, const dist::WorkPtr& work) const {
   if (work) work->wait();
   return bias.defined() ? y + bias : y;  // the replicated bias once, after the sum
-}
-
-// Note [row-parallel chunks]: the all-reduce that ends a row-parallel layer sits on the forward's
-// critical path (nothing can use a partial sum). Cut into row chunks, chunk k's all-reduce runs
-// on the group's stream while chunk k + 1's GEMM runs on the compute stream, and the waits come
-// after the last GEMM. The same sums as one piece; costs: a copy to join the chunks, smaller
-// GEMMs and collectives. Off unless ParallelLayout::tp_comm_chunks > 1: on 2 H200s (GPT 1.3B,
-// bench/gpu/RESULTS.md, session 4) 2 and 4 chunks made a tp=2 step 3.9 and 15.2 ms slower with
-// NCCL, 2.8 and 6.3 ms with the copy-engine all-reduce; the joining copies and the smaller GEMMs
-// cost more than the overlap wins.
-Tensor RowParallelLinear::chunked_sum(const Tensor& x, int64_t rows) const {
-  Shape out_shape = x.sizes();
-  out_shape.back() = out_features;
-  std::vector<Tensor> parts = split(reshape(x, {rows, in_local}), rows / tp.comm_chunks, 0);
-  std::vector<dist::WorkPtr> works(parts.size());
-  for (size_t k = 0; k < parts.size(); ++k)
-    parts[k] = start_reduce_from_tp_region_owned(linear(parts[k], weight), tp, works[k]);
-  for (const auto& w : works)
-    if (w) w->wait();
-  return reshape(cat(parts, 0), out_shape);
 }
 
 // ---- VocabParallelEmbedding ----

@@ -90,7 +90,6 @@ class RowParallelLinear : public TensorParallelModule {
   Tensor bias;    // (out), replicated; or undefined
 
  private:
-  Tensor chunked_sum(const Tensor& x, int64_t rows) const;  // Note [row-parallel chunks]
 };
 
 // The embedding table split by vocabulary rows: rank r holds rows [r V_p/p, (r+1) V_p/p) of the

@@ -37,12 +37,6 @@ struct TpGroup {
   dist::ProcessGroup* group = nullptr;
   int size = 1;
   int rank = 0;
-  // Row-parallel outputs are computed and all-reduced in this many row chunks, so chunk k's
-  // all-reduce runs while chunk k + 1's GEMM does (Note [row-parallel chunks]); 1: one piece.
-  int comm_chunks = 1;
-  // TensorParallelGPT runs its blocks over this many batch slices in lockstep, so one slice's
-  // all-reduces run while another slice computes (Note [interleaved batch slices]); 1: off.
-  int interleave = 1;
   // Activations outside the tensor-parallel regions are sharded by rows (tokens) over the group
   // instead of replicated (Note [sequence parallelism], tp_gpt.h).
   bool sequence_parallel = false;

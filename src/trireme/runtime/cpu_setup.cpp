@@ -16,10 +16,6 @@
 namespace trireme::runtime {
 namespace {
 
-// Tests pretend OpenBLAS detected a weaker core than it did, to exercise the real re-exec on a
-// machine whose OpenBLAS knows its CPU.
-constexpr const char* kTestDetectedEnv = "TRIREME_TEST_OPENBLAS_DETECTED";
-
 bool is_set(const char* v) { return v != nullptr && *v != '\0'; }
 
 // kCpuSetupEnv's "key=value;..." fields.
@@ -63,10 +59,12 @@ CpuEnvPlan plan_cpu_environment(const CpuFeatures& cpu, std::string_view openbla
 }
 
 void configure_cpu_runtime(char** argv) {
-  const char* test_detected = std::getenv(kTestDetectedEnv);
   // An OpenBLAS built for one core ignores OPENBLAS_CORETYPE: an empty name leaves it alone.
   const bool dynamic_arch = std::string_view(openblas_get_config()).find("DYNAMIC_ARCH") != std::string_view::npos;
-  const std::string detected = is_set(test_detected) ? test_detected : dynamic_arch ? openblas_get_corename() : "";
+  configure_cpu_runtime_as_if_detected(argv, dynamic_arch ? openblas_get_corename() : "");
+}
+
+void configure_cpu_runtime_as_if_detected(char** argv, const std::string& detected) {
   const CpuEnvPlan plan =
       plan_cpu_environment(detect_cpu_features(), detected, [](const char* v) { return std::getenv(v); });
   if (plan.reexec()) {

@@ -49,6 +49,9 @@ CpuEnvPlan plan_cpu_environment(const CpuFeatures& cpu, std::string_view openbla
 // re-exec failed) it caps the default thread count at available_cpus() (cpu_threads.h) unless
 // OMP_NUM_THREADS is set. argv must be main's, null-terminated.
 void configure_cpu_runtime(char** argv);
+// The same with `detected` as the core OpenBLAS chose by itself: a test seam, so that a test
+// program can exercise the real re-exec on a machine whose OpenBLAS knows its CPU.
+void configure_cpu_runtime_as_if_detected(char** argv, const std::string& detected);
 
 // For `trireme env`: the core OpenBLAS runs and why ("SkylakeX (chosen by trireme: ...)"), and
 // the OpenMP wait policy in force and who chose it.

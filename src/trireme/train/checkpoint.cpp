@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -33,11 +34,9 @@ namespace {
 constexpr const char* kFormat = "trireme-checkpoint-1";
 constexpr const char* kStepMetadata = "trireme.step";
 
-// Test hook: TRIREME_TEST_DIE_IN_SAVE=1 kills the process after the model file is written,
-// which is how the test proves an interrupted save leaves the previous checkpoint loadable.
-void maybe_die_for_test() {
-  const char* v = std::getenv("TRIREME_TEST_DIE_IN_SAVE");
-  if (v && std::string(v) == "1") std::_Exit(137);
+std::function<void()>& after_model_written_hook() {
+  static std::function<void()> hook;
+  return hook;
 }
 
 // The step of a folder named step_<digits>, or nullopt for any other name.
@@ -265,6 +264,10 @@ std::string checkpoint_checksum(std::string_view bytes) {
   return buf;
 }
 
+void set_save_checkpoint_test_hook(std::function<void()> after_model_written) {
+  after_model_written_hook() = std::move(after_model_written);
+}
+
 fs::path save_checkpoint(const fs::path& root, const Checkpoint& ckpt, int keep) {
   fs::create_directories(root);
   const std::string name = checkpoint_folder_name(ckpt.step);
@@ -273,7 +276,7 @@ fs::path save_checkpoint(const fs::path& root, const Checkpoint& ckpt, int keep)
   fs::create_directories(tmp);
   nlohmann::json state = state_with_format(ckpt);
   state["files"]["model.safetensors"] = write_tensor_file(tmp / "model.safetensors", ckpt.model, ckpt.step);
-  maybe_die_for_test();
+  if (after_model_written_hook()) after_model_written_hook()();  // a test's seam (checkpoint.h)
   state["files"]["optimizer.safetensors"] = write_tensor_file(tmp / "optimizer.safetensors", ckpt.optimizer, ckpt.step);
   io::write_file(tmp / "state.json", state.dump(2));
   publish(root, tmp, ckpt.step, keep);

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -57,6 +58,9 @@ std::string checkpoint_checksum(std::string_view bytes);
 
 // Saves under `root` (e.g. out/checkpoints) as step_<step>; keeps the newest `keep` checkpoints.
 std::filesystem::path save_checkpoint(const std::filesystem::path& root, const Checkpoint& ckpt, int keep = 2);
+// Test seam: save_checkpoint calls this once the model file is written and before the save is
+// complete (a test kills the process there); an empty function removes it.
+void set_save_checkpoint_test_hook(std::function<void()> after_model_written);
 
 // Every rank of `world` calls this together, each with its own part:
 //   ckpt.model      the model tensors this rank writes (whole single-process tensors): rank 0

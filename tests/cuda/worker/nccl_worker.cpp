@@ -287,24 +287,16 @@ void p2p_order(ProcessGroupNccl& world, StoreClient& store, bool alone) {
 // Note [peer all-reduce]: the copy-engine path gives the bits NCCL gives, for every floating
 // dtype, sum and avg, sizes from 1 element to several pieces of the staging slots, unaligned
 // views, and many ops queued back to back (the staging parities and the consumed waits).
-void peer_all_reduce(ProcessGroupNccl& world) {
+void peer_all_reduce(ProcessGroupNccl& world, const std::shared_ptr<StoreClient>& store) {
   const int r = world.rank();
   EXPECT_TRUE(world.uses_peer_all_reduce(), "2 GPUs of one host should use the peer all-reduce: ",
               world.peer_all_reduce_why_not());
   EXPECT_TRUE(world.uses_peer_rs_ag(), "reduce-scatter and all-gather take the copy engines with the all-reduce");
-  ::setenv("TRIREME_PEER_RS_AG", "0", 1);
-  auto rs_ag_off = world.new_group({0, 1}, "rs_ag_off");
-  ::unsetenv("TRIREME_PEER_RS_AG");
-  auto* rs_ag_off_group = dynamic_cast<ProcessGroupNccl*>(rs_ag_off.get());
-  EXPECT_TRUE(rs_ag_off_group && rs_ag_off_group->uses_peer_all_reduce() && !rs_ag_off_group->uses_peer_rs_ag(),
-              "TRIREME_PEER_RS_AG=0 should keep reduce-scatter and all-gather on NCCL");
   // 1 MiB staging slots, so that the large cases below go in several pieces.
-  ::setenv("TRIREME_PEER_ALLREDUCE_MB", "1", 1);
-  auto peer = world.new_group({0, 1}, "small_slots");
-  ::unsetenv("TRIREME_PEER_ALLREDUCE_MB");
-  auto* peer_group = dynamic_cast<ProcessGroupNccl*>(peer.get());
-  EXPECT_TRUE(peer_group && peer_group->uses_peer_all_reduce() && peer_group->uses_peer_rs_ag(),
-              "the second group should use it for all three");
+  auto peer = std::make_shared<ProcessGroupNccl>(
+      store, r, std::vector<int>{0, 1},
+      NcclOptions{.timeout = 20s, .prefix = "test/small_slots/", .peer_slot_bytes = int64_t(1) << 20});
+  EXPECT_TRUE(peer->uses_peer_all_reduce() && peer->uses_peer_rs_ag(), "the second group should use it for all three");
   ::setenv("TRIREME_PEER_ALLREDUCE", "0", 1);
   auto nccl = world.new_group({0, 1}, "nccl_only");
   ::unsetenv("TRIREME_PEER_ALLREDUCE");
@@ -464,7 +456,7 @@ int main(int argc, char** argv) {
     if (scenario == "collectives") {
       collectives(world, store);
     } else if (scenario == "peer_all_reduce") {
-      peer_all_reduce(world);
+      peer_all_reduce(world, store);
     } else if (scenario == "p2p_alone" || scenario == "p2p_queued") {
       p2p_order(world, *store, scenario == "p2p_alone");
     } else if (scenario == "timeout") {

@@ -31,7 +31,7 @@ using namespace std::chrono_literals;
 namespace {
 
 struct Args {
-  int pp = 2, dp = 1, tp = 1, tp_chunks = 1, layers = 4, micro_batches = 4, virtual_stages = 1, steps = 20;
+  int pp = 2, dp = 1, tp = 1, layers = 4, micro_batches = 4, virtual_stages = 1, steps = 20;
   double lr = 1e-2;
   std::string schedule = "1f1b";
 };
@@ -61,7 +61,6 @@ int main(int argc, char** argv) {
     if (k == "--pp") a.pp = std::atoi(v.c_str());
     else if (k == "--dp") a.dp = std::atoi(v.c_str());
     else if (k == "--tp") a.tp = std::atoi(v.c_str());
-    else if (k == "--tp-chunks") a.tp_chunks = std::atoi(v.c_str());
     else if (k == "--layers") a.layers = std::atoi(v.c_str());
     else if (k == "--micro-batches") a.micro_batches = std::atoi(v.c_str());
     else if (k == "--virtual") a.virtual_stages = std::atoi(v.c_str());
@@ -82,8 +81,7 @@ int main(int argc, char** argv) {
     auto world = std::make_shared<dist::ProcessGroupGloo>(store, env.rank, env.world_size,
                                                           dist::GlooOptions{.timeout = 20s});
     parallel::ParallelContext ctx(world, {.dp = a.dp, .tp = a.tp, .pp = a.pp, .micro_batches = a.micro_batches,
-                                          .schedule = a.schedule, .virtual_stages = a.virtual_stages,
-                                          .tp_comm_chunks = a.tp_chunks});
+                                          .schedule = a.schedule, .virtual_stages = a.virtual_stages});
     std::printf("%s schedule=%s m=%d v=%d layers=%d\n", ctx.describe().c_str(), a.schedule.c_str(),
                 a.micro_batches, a.virtual_stages, a.layers);
 

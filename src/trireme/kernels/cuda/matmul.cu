@@ -30,31 +30,6 @@ AlgoCache& algo_cache() {
   return *c;
 }
 
-// Note [GEMM SM carveout]: a collective overlapped with a GEMM (data-parallel buckets during the
-// backward pass, the column-parallel dX all-reduce beside the dW GEMM) needs SMs for its own
-// kernel, but cuBLASLt's kernels are sized for every SM of the device, so the two can end up
-// running one after the other. TRIREME_GEMM_SM_CARVEOUT=N asks the heuristic for kernels sized
-// for N fewer SMs (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET), for every GEMM; unset or 0 changes
-// nothing. Measured on 2 H200s (docs/PERFORMANCE.md, "Tried and not kept") it only costs: carveouts of
-// 8/16/24 SMs made dp=2 (GPT-2) 0.5/1.1/1.5 ms and tp=2 (GPT 1.3B) 3.7/3.8/5.3 ms slower a step;
-// the copy-engine all-reduce (Note [peer all-reduce]) took its place. Kept as an experiment
-// switch. Read on every call (well under a microsecond beside a GEMM's launch), so a test can
-// change it.
-int sm_count_target(int dev) {
-  const char* env = std::getenv("TRIREME_GEMM_SM_CARVEOUT");
-  if (env == nullptr || *env == '\0') return 0;
-  char* end = nullptr;
-  const long carveout = std::strtol(env, &end, 10);
-  TRIREME_CHECK(*end == '\0' && carveout >= 0, "TRIREME_GEMM_SM_CARVEOUT must be a number of SMs (0 or more), got '",
-                env, "'");
-  if (carveout == 0) return 0;
-  int sms = 0;
-  TRIREME_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  TRIREME_CHECK(carveout < sms, "TRIREME_GEMM_SM_CARVEOUT=", carveout, " leaves no SM of cuda:", dev, "'s ", sms,
-                " for the GEMMs");
-  return int(sms - carveout);
-}
-
 // A matrix operand as cuBLASLt sees it: rows x cols column-major with leading dim ld.
 struct Layout {
   bool transpose = false;
@@ -191,11 +166,6 @@ void matmul_cuda(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, con
     MatrixLayoutHandle desc_a(type, lb, batch), desc_b(type, la, batch), desc_d(type, lo, batch);
 
     const int dev = out.device().index;
-    const int32_t sm_target = sm_count_target(dev);  // Note [GEMM SM carveout]
-    if (sm_target > 0) {
-      TRIREME_CUBLAS_CHECK(
-          cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sm_target, sizeof(sm_target)));
-    }
     const BlasContext bc = blas_context(dev, ctx.stream);
     cublasLtHandle_t handle = bc.handle;
     void* workspace = bc.workspace;
@@ -207,7 +177,7 @@ void matmul_cuda(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, con
                                    lo.ld, batch, lb.batch_stride, la.batch_stride, epilogue,
                                    int64_t(pointer_alignment(b.data_ptr())), int64_t(pointer_alignment(a.data_ptr())),
                                    int64_t(pointer_alignment(out.data_ptr())),
-                                   int64_t(bias_in_epilogue ? pointer_alignment(bias_ptr) : 0), sm_target,
+                                   int64_t(bias_in_epilogue ? pointer_alignment(bias_ptr) : 0),
                                    int64_t(Accumulate), int64_t(Accumulate ? pointer_alignment(c.data_ptr()) : 0)};
       std::string key(reinterpret_cast<const char*>(key_parts), sizeof(key_parts));
       auto it = st.algos.find(key);
@@ -233,20 +203,6 @@ void matmul_cuda(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, con
         TRIREME_CHECK(hs == CUBLAS_STATUS_SUCCESS && found > 0, "matmul (CUDA): cuBLASLt found no algorithm for ",
                       a_in.sizes(), " x ", b_in.sizes(), " in ", dtype_name(dtype_v<T>), " (status ", int(hs), ")");
         it = st.algos.emplace(std::move(key), result.algo).first;
-        // TRIREME_GEMM_TRACE=1: one line per heuristic query (a cache miss costs the host tens to
-        // hundreds of microseconds; in a steady training step there should be none).
-        static const bool trace = [] {
-          const char* v = std::getenv("TRIREME_GEMM_TRACE");
-          return v && std::string(v) == "1";
-        }();
-        if (trace) {
-          const std::string line =
-              str_cat("[trireme] cuBLASLt heuristic query #", st.algos.size(), ": ", a_in.sizes(), " x ", b_in.sizes(),
-                      " -> ", out.sizes(), " ", dtype_name(dtype_v<T>), ", alignments ", pointer_alignment(a.data_ptr()),
-                      "/", pointer_alignment(b.data_ptr()), "/", pointer_alignment(out.data_ptr()),
-                      Accumulate ? ", accumulate" : bias_in_epilogue ? ", bias" : "");
-          std::fprintf(stderr, "%s\n", line.c_str());
-        }
       }
       algo = it->second;
     }
