@@ -54,7 +54,7 @@ bool fused_projection_views(const Tensor& q, const Tensor& k, const Tensor& v) {
 // Gradients for q, k, v: one (B, T, 3, H, hd) buffer in the layout q, k, v have when they are
 // fused projection views (see above), else three (B, T, H, hd) buffers (Note [attention layouts]).
 std::array<Tensor, 3> empty_qkv_grads(const Tensor& q, const Tensor& k, bool fused) {
-  const int64_t nb = q.size(0), nh = q.size(1), tq = q.size(2), hd = q.size(3);
+  const int64_t nb = q.size(0), nh = q.size(1), tq = q.size(2), tk = k.size(2), hd = q.size(3);
   if (!fused) {
     return {empty_bthd(nb, nh, tq, hd, q.dtype(), q.device()), empty_bthd(nb, nh, tk, hd, q.dtype(), q.device()),
             empty_bthd(nb, nh, tk, hd, q.dtype(), q.device())};
