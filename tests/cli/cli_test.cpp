@@ -1,6 +1,8 @@
 // The trireme command line as a user meets it: help everywhere, one clear line for a bad flag or
 // a missing file, exit status 2 for configuration errors that name the key.
 #include <gtest/gtest.h>
+
+#include "run_command.h"
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,21 +16,8 @@
 
 namespace {
 
-struct Result {
-  int status;
-  std::string out;  // stdout and stderr together
-};
-
-Result run(const std::string& args) {
-  std::string cmd = std::string(TRIREME_BINARY) + " " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  int st = ::pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out};
-}
+using trireme::cli_testing::Result;
+using trireme::cli_testing::run;
 
 int lines(const std::string& s) {
   int n = 0;

@@ -2,6 +2,8 @@
 // the one the user set), the OpenMP wait policy, the backends built in (Gloo always); and it does
 // not list trireme's internal switches as settings.
 #include <gtest/gtest.h>
+
+#include "run_command.h"
 #include <sys/wait.h>
 
 #include <array>
@@ -19,15 +21,10 @@ namespace {
 std::string env_output(const std::string& vars, int* status = nullptr,
                        const std::string& command = std::string(TRIREME_BINARY) + " env") {
   std::string cmd = "env -u OPENBLAS_CORETYPE -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u TRIREME_CPU_SETUP " + vars +
-                    " timeout 60 " + command + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int st = ::pclose(p);
-  if (status) *status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return out;
+                    " timeout 60 " + command;
+  const trireme::cli_testing::Result r = trireme::cli_testing::run_command(cmd);
+  if (status) *status = r.status;
+  return r.out;
 }
 
 std::string probe(const std::string& detected) { return std::string(TRIREME_CPU_SETUP_PROBE) + " " + detected; }

@@ -2,6 +2,8 @@
 // samples, an empty prompt, a checkpoint without its optimizer state, and clear refusals (exit 2)
 // of invalid UTF-8, unknown characters and texts that cannot be scored.
 #include <gtest/gtest.h>
+
+#include "run_command.h"
 #include <sys/wait.h>
 
 #include <array>
@@ -17,21 +19,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int status;
-  std::string out;  // stdout and stderr together
-};
-
-Result run(const std::string& args) {
-  std::string cmd = std::string(TRIREME_BINARY) + " " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  int st = ::pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out};
-}
+using trireme::cli_testing::Result;
+using trireme::cli_testing::run;
 
 int count(const std::string& s, const std::string& what) {
   int n = 0;

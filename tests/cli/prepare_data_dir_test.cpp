@@ -2,6 +2,8 @@
 // they are; a missing, incomplete or inconsistent folder, or data.dir with data.corpus, is refused
 // with one line naming data.dir; a full disk or a kill -9 never leaves a partial file.
 #include <gtest/gtest.h>
+
+#include "run_command.h"
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -19,21 +21,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int status;
-  std::string out;  // stdout and stderr together
-};
-
-Result run(const std::string& args) {
-  std::string cmd = std::string(TRIREME_BINARY) + " " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  int st = ::pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out};
-}
+using trireme::cli_testing::Result;
+using trireme::cli_testing::run;
 
 fs::path scratch(const std::string& name) {
   fs::path d = fs::temp_directory_path() / ("trireme_cli_" + name + "_" + std::to_string(::getpid()));

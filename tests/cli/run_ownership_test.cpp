@@ -3,6 +3,8 @@
 // without training; a folder in use is refused naming the pid; --nproc N alone means dp = N;
 // a trainer killed with SIGKILL mid-run resumes to the same losses with no partial metrics line.
 #include <gtest/gtest.h>
+
+#include "run_command.h"
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,21 +25,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int status;
-  std::string out;  // stdout and stderr together
-};
-
-Result trireme_cli(const std::string& args) {
-  const std::string cmd = std::string(TRIREME_BINARY) + " " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int st = ::pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out};
-}
+using trireme::cli_testing::Result;
+Result trireme_cli(const std::string& args) { return trireme::cli_testing::run(args); }
 
 int count_lines(const std::string& s) {
   int n = 0;
@@ -155,6 +144,8 @@ TEST_F(RunOwnership, ATrainerKilledMidRunResumesToTheSameLosses) {
   ASSERT_EQ(int64_t(after.size()), reached + 5);
   for (size_t i = 0; i < after.size(); ++i) {
     EXPECT_EQ(after[i]["step"], int64_t(i + 1));
-    if (i < before.size()) EXPECT_EQ(after[i]["loss"].get<double>(), before[i]["loss"].get<double>()) << "step " << i + 1;
+    if (i < before.size()) {
+      EXPECT_EQ(after[i]["loss"].get<double>(), before[i]["loss"].get<double>()) << "step " << i + 1;
+    }
   }
 }

@@ -1,6 +1,8 @@
 // The users' size reports through the binary: every one is a config error (exit 2) naming the
 // key, or a clean run, never a signal and never a run that allocates until the OOM killer.
 #include <gtest/gtest.h>
+
+#include "run_command.h"
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,21 +17,8 @@
 
 namespace {
 
-struct Result {
-  int status;
-  std::string out;  // stdout and stderr together
-};
-
-Result run(const std::string& args) {
-  std::string cmd = std::string(TRIREME_BINARY) + " " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  int st = ::pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out};
-}
+using trireme::cli_testing::Result;
+using trireme::cli_testing::run;
 
 std::string fresh_dir(const std::string& name) {
   auto d = std::filesystem::temp_directory_path() / (name + std::to_string(::getpid()));
