@@ -103,3 +103,11 @@ TEST_F(ParallelRelayout, TensorParallelZeroToPipeline) {
                         "--set parallel.bucket_mb=0.05",
                         "--nproc 2 --set parallel.pp=2 --set parallel.micro_batches=2");
 }
+
+// ZeRO cuts its shards along the data-parallel buckets, so another bucket size is another layout
+// of the optimizer state even with the same dp, tp and pp.
+TEST_F(ParallelRelayout, ZeroWithAnotherBucketSize) {
+  expect_resume_matches("dp2_zero_buckets",
+                        "--nproc 2 --set parallel.dp=2 --set parallel.zero=true --set parallel.bucket_mb=0.05",
+                        "--nproc 2 --set parallel.dp=2 --set parallel.zero=true --set parallel.bucket_mb=0.2");
+}

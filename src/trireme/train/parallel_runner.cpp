@@ -77,8 +77,11 @@ std::shared_ptr<ParallelJob> ParallelJob::connect(const io::ParallelConfig& conf
 namespace {
 
 nlohmann::json layout_json_of(const io::ParallelConfig& p) {
-  return {{"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"virtual_stages", p.schedule == "interleaved" ? p.virtual_stages : 1},
-          {"zero", p.zero}, {"sequence_parallel", p.sequence_parallel}};
+  nlohmann::json j = {{"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp},
+                      {"virtual_stages", p.schedule == "interleaved" ? p.virtual_stages : 1},
+                      {"zero", p.zero}, {"sequence_parallel", p.sequence_parallel}};
+  if (p.zero) j["bucket_mb"] = p.bucket_mb;  // ZeRO's shards follow the buckets
+  return j;
 }
 
 // x averaged over `group` (a double, as f64 so the mean of the losses does not round to f32).

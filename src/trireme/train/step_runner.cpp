@@ -56,7 +56,10 @@ bool optimizer_layout_differs(const Checkpoint& ckpt, const nlohmann::json& layo
   for (const char* key : {"dp", "tp", "pp", "virtual_stages"}) {
     if (layout_int(saved, key) != layout_int(layout, key)) return true;
   }
-  return saved.value("zero", false) != layout.value("zero", false);
+  if (saved.value("zero", false) != layout.value("zero", false)) return true;
+  // ZeRO cuts its shards along the data-parallel buckets: another bucket size is another cut.
+  // (Checkpoints written before the layout recorded it are taken to have this run's.)
+  return saved.contains("bucket_mb") && layout.contains("bucket_mb") && saved["bucket_mb"] != layout["bucket_mb"];
 }
 
 std::map<std::string, Tensor> load_whole_optimizer_state(const std::filesystem::path& dir, const Checkpoint& ckpt,
