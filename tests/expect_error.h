@@ -36,4 +36,17 @@ void expect_error(Fn&& fn, const std::string& part) {
   expect_error_parts(std::forward<Fn>(fn), {part});
 }
 
+// The message of the trireme::Error fn() throws (a test failure and "" when it throws none), for
+// tests that check its parts one by one.
+template <class Fn>
+std::string error_message(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no error thrown";
+  return "";
+}
+
 }  // namespace trireme::testing

@@ -2,25 +2,16 @@
 // wrapped count and a too-small allocation.
 #include <gtest/gtest.h>
 
+#include "expect_error.h"
+
 #include "trireme/core/tensor.h"
 
 using namespace trireme;
 
-namespace {
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
-}  // namespace
 
 TEST(SizeOverflow, ElementCountOfAHugeShapeIsAnError) {
   const int64_t big = int64_t(1) << 40;
-  std::string e = error_of([&] { shape_numel({big, big}); });
+  std::string e = trireme::testing::error_message([&] { shape_numel({big, big}); });
   EXPECT_NE(e.find("element count of shape"), std::string::npos) << e;
   EXPECT_NE(e.find("overflows"), std::string::npos) << e;
   EXPECT_EQ(shape_numel({big, 4}), big * 4);  // large but representable counts still work
@@ -28,9 +19,9 @@ TEST(SizeOverflow, ElementCountOfAHugeShapeIsAnError) {
 
 TEST(SizeOverflow, ByteCountOfAnEmptyTensorIsCheckedBeforeAllocating) {
   // 2^61 f64 elements are 2^64 bytes: the element count fits, the byte count wraps to 0.
-  std::string e = error_of([] { Tensor::empty({int64_t(1) << 61}, DType::f64); });
+  std::string e = trireme::testing::error_message([] { Tensor::empty({int64_t(1) << 61}, DType::f64); });
   EXPECT_NE(e.find("byte count"), std::string::npos) << e;
-  e = error_of([] { Tensor::empty({1623261534117349, 1623261534117349}, DType::f32); });
+  e = trireme::testing::error_message([] { Tensor::empty({1623261534117349, 1623261534117349}, DType::f32); });
   EXPECT_NE(e.find("overflows"), std::string::npos) << e;
 }
 

@@ -1,7 +1,8 @@
 // Checked writes: a full disk or a missing folder is an error naming the file and the reason.
 #include <gtest/gtest.h>
 
-#include <functional>
+#include "expect_error.h"
+
 
 #include "io_test_util.h"
 #include "trireme/core/checked.h"
@@ -10,17 +11,6 @@
 using namespace trireme;
 using namespace trireme::io;
 
-namespace {
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
-}  // namespace
 
 TEST(FileWrite, AtomicWriteReplacesWholeAndLeavesNoTemporary) {
   auto dir = io::testing::scratch_dir();
@@ -33,28 +23,28 @@ TEST(FileWrite, AtomicWriteReplacesWholeAndLeavesNoTemporary) {
 }
 
 TEST(FileWrite, FullDiskNamesFileAndReason) {
-  std::string msg = error_of([] { io::write_file("/dev/full", "some bytes", /*durable=*/false); });
+  std::string msg = trireme::testing::error_message([] { io::write_file("/dev/full", "some bytes", /*durable=*/false); });
   EXPECT_NE(msg.find("/dev/full"), std::string::npos) << msg;
   EXPECT_NE(msg.find("No space left on device"), std::string::npos) << msg;
 
   AppendFile f("/dev/full", AppendFile::Mode::kAppend);
-  msg = error_of([&] { f.write_line("{\"step\": 1}"); });
+  msg = trireme::testing::error_message([&] { f.write_line("{\"step\": 1}"); });
   EXPECT_NE(msg.find("No space left on device"), std::string::npos) << msg;
 }
 
 TEST(FileWrite, MissingFolderNamesFile) {
-  std::string msg = error_of([] { write_file_atomic("/nonexistent_trireme_dir/x.json", "x"); });
+  std::string msg = trireme::testing::error_message([] { write_file_atomic("/nonexistent_trireme_dir/x.json", "x"); });
   EXPECT_NE(msg.find("x.json"), std::string::npos) << msg;
   EXPECT_NE(msg.find("No such file or directory"), std::string::npos) << msg;
 }
 
 TEST(CheckedArithmetic, OverflowIsAnErrorNamingTheQuantity) {
   EXPECT_EQ(checked_mul<int64_t>(1 << 20, 1 << 20, "x"), int64_t(1) << 40);
-  std::string msg = error_of([] { checked_mul<int64_t>(int64_t(1) << 40, int64_t(1) << 40, "batch tokens"); });
+  std::string msg = trireme::testing::error_message([] { checked_mul<int64_t>(int64_t(1) << 40, int64_t(1) << 40, "batch tokens"); });
   EXPECT_NE(msg.find("batch tokens"), std::string::npos) << msg;
-  msg = error_of([] { checked_add<int64_t>(INT64_MAX, 1, "block_size + 1"); });
+  msg = trireme::testing::error_message([] { checked_add<int64_t>(INT64_MAX, 1, "block_size + 1"); });
   EXPECT_NE(msg.find("block_size + 1"), std::string::npos) << msg;
-  msg = error_of([] { checked_cast<size_t>(int64_t(-1), "count"); });
+  msg = trireme::testing::error_message([] { checked_cast<size_t>(int64_t(-1), "count"); });
   EXPECT_NE(msg.find("count"), std::string::npos) << msg;
   EXPECT_EQ(checked_cast<int32_t>(int64_t(7), "x"), 7);
 }

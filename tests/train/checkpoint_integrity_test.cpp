@@ -3,6 +3,8 @@
 // never deletes the only complete checkpoint or a newer one, and a model-only load needs no
 // optimizer file.
 #include <gtest/gtest.h>
+
+#include "expect_error.h"
 #include <unistd.h>
 
 #include <filesystem>
@@ -50,14 +52,6 @@ Checkpoint adam_checkpoint(int64_t step) {
   return c;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 nlohmann::json read_json(const fs::path& p) { return nlohmann::json::parse(io::read_file(p)); }
 void write_json(const fs::path& p, const nlohmann::json& j) { io::write_file(p, j.dump(2)); }
@@ -105,7 +99,7 @@ TEST(CheckpointIntegrity, AFlippedByteIsRefusedNamingFileAndTensor) {
   std::string bytes = io::read_file(dir / "model.safetensors");
   bytes[bytes.size() - 3] ^= 0x10;  // in the last tensor's data
   io::write_file(dir / "model.safetensors", bytes);
-  const std::string err = error_of([&] { load_checkpoint(dir); });
+  const std::string err = trireme::testing::error_message([&] { load_checkpoint(dir); });
   EXPECT_NE(err.find("model.safetensors"), std::string::npos) << err;
   EXPECT_NE(err.find("checksum"), std::string::npos) << err;
   EXPECT_NE(err.find("tensor b"), std::string::npos) << err;
@@ -120,7 +114,7 @@ TEST(CheckpointIntegrity, AStepThatDisagreesWithTheFolderIsRefused) {
     nlohmann::json state = read_json(dir / "state.json");
     state["step"] = wrong;
     write_json(dir / "state.json", state);
-    const std::string err = error_of([&] { load_checkpoint(dir); });
+    const std::string err = trireme::testing::error_message([&] { load_checkpoint(dir); });
     EXPECT_NE(err.find("state.json"), std::string::npos) << err;
     EXPECT_NE(err.find("step_00000030"), std::string::npos) << err;
     EXPECT_NE(err.find(std::to_string(wrong)), std::string::npos) << err;
@@ -137,7 +131,7 @@ TEST(CheckpointIntegrity, AFileOfAnotherStepIsRefused) {
   nlohmann::json state = read_json(d30 / "state.json");
   state["files"]["optimizer.safetensors"]["xxh3"] = checkpoint_checksum(io::read_file(d30 / "optimizer.safetensors"));
   write_json(d30 / "state.json", state);
-  const std::string err = error_of([&] { load_checkpoint(d30); });
+  const std::string err = trireme::testing::error_message([&] { load_checkpoint(d30); });
   EXPECT_NE(err.find("optimizer.safetensors belongs to step 20"), std::string::npos) << err;
   fs::remove_all(root);
 }
@@ -146,7 +140,7 @@ TEST(CheckpointIntegrity, AMissingOptimizerTensorIsRefusedNamingIt) {
   fs::path root = fresh_dir("missing");
   fs::path dir = save_checkpoint(root, adam_checkpoint(30));
   rewrite_consistently(dir, "optimizer.safetensors", without(adam_checkpoint(30).optimizer, "state.b.exp_avg_sq"));
-  const std::string err = error_of([&] { load_checkpoint_optimizer(dir, 0); });
+  const std::string err = trireme::testing::error_message([&] { load_checkpoint_optimizer(dir, 0); });
   EXPECT_NE(err.find("optimizer.safetensors"), std::string::npos) << err;
   EXPECT_NE(err.find("state.b.exp_avg_sq"), std::string::npos) << err;
   EXPECT_NE(checkpoint_problem(dir).value_or("").find("state.b.exp_avg_sq"), std::string::npos);
@@ -154,7 +148,7 @@ TEST(CheckpointIntegrity, AMissingOptimizerTensorIsRefusedNamingIt) {
   // A whole parameter's state gone (nothing to compare within the file): the model says it is needed.
   rewrite_consistently(dir, "optimizer.safetensors",
                        without(without(adam_checkpoint(30).optimizer, "state.w.exp_avg_sq"), "state.w.exp_avg"));
-  const std::string err2 = error_of([&] { load_checkpoint_optimizer(dir, 0); });
+  const std::string err2 = trireme::testing::error_message([&] { load_checkpoint_optimizer(dir, 0); });
   EXPECT_NE(err2.find("state.w.exp_avg"), std::string::npos) << err2;
   fs::remove_all(root);
 }
@@ -167,7 +161,7 @@ TEST(CheckpointIntegrity, AnOptimizerTensorOfTheWrongDtypeIsRefusedNamingIt) {
     if (n == "state.w.exp_avg") t = zeros({4, 8}, DType::i32);
   }
   rewrite_consistently(dir, "optimizer.safetensors", opt);
-  const std::string err = error_of([&] { load_checkpoint_optimizer(dir, 0); });
+  const std::string err = trireme::testing::error_message([&] { load_checkpoint_optimizer(dir, 0); });
   EXPECT_NE(err.find("optimizer.safetensors"), std::string::npos) << err;
   EXPECT_NE(err.find("state.w.exp_avg"), std::string::npos) << err;
   EXPECT_NE(err.find("i32"), std::string::npos) << err;
@@ -180,7 +174,7 @@ TEST(CheckpointIntegrity, JsonTypeErrorsNameFileAndKey) {
   nlohmann::json state = read_json(dir / "state.json");
   state["step"] = "30";
   write_json(dir / "state.json", state);
-  std::string err = error_of([&] { load_checkpoint(dir); });
+  std::string err = trireme::testing::error_message([&] { load_checkpoint(dir); });
   EXPECT_NE(err.find("state.json"), std::string::npos) << err;
   EXPECT_NE(err.find("\"step\""), std::string::npos) << err;
   EXPECT_NE(err.find("string"), std::string::npos) << err;
@@ -188,7 +182,7 @@ TEST(CheckpointIntegrity, JsonTypeErrorsNameFileAndKey) {
   state["step"] = 30;
   state["files"]["model.safetensors"]["xxh3"] = 12;
   write_json(dir / "state.json", state);
-  err = error_of([&] { load_checkpoint(dir); });
+  err = trireme::testing::error_message([&] { load_checkpoint(dir); });
   EXPECT_NE(err.find("files.model.safetensors.xxh3"), std::string::npos) << err;
   fs::remove_all(root);
 }

@@ -31,16 +31,7 @@ Command add_eval_command(CLI::App& root) {
   app->add_option("--batch-size", opt->batch_size, "windows per forward pass")
       ->check(CLI::Range(int64_t(1), int64_t(4096)))
       ->capture_default_str();
-  app->add_option("--device", opt->device, "where the model runs: cpu, cuda or cuda:N")
-      ->capture_default_str()
-      ->check([](const std::string& s) {
-        try {
-          Device::parse(s);
-          return std::string();
-        } catch (const Error&) {
-          return "expected cpu, cuda or cuda:N, not '" + s + "'";
-        }
-      });
+  add_device_option(app, opt->device);
   return {app, [opt] {
             try {
               const std::string text = io::read_file(opt->text);

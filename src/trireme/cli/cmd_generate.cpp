@@ -51,16 +51,7 @@ Command add_generate_command(CLI::App& root) {
       ->check(CLI::Range(1, 10000))
       ->capture_default_str();
   app->add_option("--seed", opt->seed, "sampling seed")->capture_default_str();
-  app->add_option("--device", opt->device, "where the model runs: cpu, cuda or cuda:N")
-      ->capture_default_str()
-      ->check([](const std::string& s) {
-        try {
-          Device::parse(s);
-          return std::string();
-        } catch (const Error&) {
-          return "expected cpu, cuda or cuda:N, not '" + s + "'";
-        }
-      });
+  add_device_option(app, opt->device);
   return {app, [opt] {
             const std::string source = opt->prompt_file.empty() ? "--prompt" : "--prompt-file " + opt->prompt_file;
             const std::string text = opt->prompt_file.empty() ? opt->prompt : io::read_file(opt->prompt_file);
