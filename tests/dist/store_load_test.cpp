@@ -230,9 +230,9 @@ TEST(StoreLoad, ARendezvousCompletesUnderHostileLoadAndMemoryStaysSmall) {
   std::cerr << "rendezvous: " << quiet << " s quiet, " << loaded << " s under attack; store RSS " << rss_before / 1024
             << " MiB before, peak " << hwm / 1024 << " MiB\n";
   EXPECT_GE(junk, kJunkGoal);
-  // Generous bounds that a loaded machine meets and the old server (a thread per connection
-  // believing every length) did not: it stalled clients for over 10 s and allocated GiBs.
-  EXPECT_LT(loaded, quiet + 5.0);
+  // The bounds (within 2 s of a quiet start, under 64 MiB): the old server (a thread per
+  // connection believing every length) stalled clients for over 10 s and allocated GiBs.
+  EXPECT_LT(loaded, quiet + 2.0);
   EXPECT_LT(hwm - rss_before, 64 * 1024) << "the store grew by " << (hwm - rss_before) / 1024 << " MiB";
 
   // And it still serves.
