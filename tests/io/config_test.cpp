@@ -139,6 +139,19 @@ TEST(Config, SyntaxErrorsGiveLineAndColumn) {
   EXPECT_CONTAINS(e, "TOML syntax error");
 }
 
+// toml++ 3.3.0's whitespace lookup was undefined behaviour on most non-ASCII characters where a
+// key or a bare value is expected (found by the config fuzzer); they are syntax errors now, and
+// non-ASCII text in strings and comments is kept as it was written.
+TEST(Config, NonAsciiOutsideStringsIsASyntaxError) {
+  for (const char* text : {"[optim]\nlr = \u03db-3\n", "[optim]\nlr = 1\u3002\n", "[model]\n\u3002 = 1\n",
+                           "[data]\ncorpus = [\"a\"\u3001 \"b\"]\n"}) {
+    EXPECT_CONTAINS(config_error(text), "TOML syntax error");
+  }
+  EXPECT_CONTAINS(config_error("[model]\n\"\u3002\" = 1\n"), "\u3002");
+  Config cfg = Config::parse("# \u5510\u8bd7\u3002\n[data]\ncorpus = [\"\u5510\u8bd7\u3002.txt\"]\n", "train.toml");
+  EXPECT_EQ(cfg.resolve().data.corpus, std::vector<std::string>{"\u5510\u8bd7\u3002.txt"});
+}
+
 TEST(Config, SetOverridesAreParsedWithTheKeysType) {
   Config c = Config::parse("[optim]\nlr = 0.1\n", "train.toml",
                            {"optim.lr=3e-4", "train.steps = 20", "model.bias=true", "train.out_dir=runs/x y",

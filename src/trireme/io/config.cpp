@@ -8,9 +8,9 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
-#include <toml++/toml.h>
 
 #include "trireme/core/device.h"
+#include "trireme/io/toml_repaired.h"
 #include "trireme/io/utf8.h"
 
 namespace trireme::io {
