@@ -46,7 +46,7 @@
 #include "trireme/optim/adamw.h"
 #include "trireme/parallel/context.h"
 #include "trireme/parallel/data_parallel.h"
-#include "trireme/parallel/tp_gpt.h"
+#include "trireme/models/gpt.h"
 
 using namespace trireme;
 
@@ -71,7 +71,7 @@ int usage(const std::string& why) {
 }
 
 // Whole parameters: a tensor-parallel shard counts as its full (unpadded) shape.
-int64_t full_parameter_count(parallel::TensorParallelGPT& gpt) {
+int64_t full_parameter_count(models::GPT& gpt) {
   int64_t n = 0;
   for (const auto& [name, p] : gpt.named_parameters()) {
     auto it = gpt.shard_specs().find(name);
@@ -208,13 +208,13 @@ int main(int argc, char** argv) {
 
   models::GPTConfig cfg{.vocab_size = s->V, .block_size = s->T, .n_layer = s->L, .n_head = s->h, .d_model = s->d};
   std::unique_ptr<SkippedCollectives> skipped;  // --tp-alone's group: outlives the model
-  std::shared_ptr<parallel::TensorParallelGPT> gpt;
+  std::shared_ptr<models::GPT> gpt;
   if (tp_alone) {
     skipped = std::make_unique<SkippedCollectives>(int(tp_alone));
-    gpt = std::make_shared<parallel::TensorParallelGPT>(cfg, parallel::TpGroup{skipped.get(), int(tp_alone), 0, sp},
-                                                        /*seed=*/0);
+    gpt = std::make_shared<models::GPT>(
+        cfg, models::GPTPlacement{.tp = {skipped.get(), int(tp_alone), 0}, .sequence_parallel = sp}, /*seed=*/0);
   } else {
-    gpt = std::make_shared<parallel::TensorParallelGPT>(cfg, *ctx, /*seed=*/0);
+    gpt = std::make_shared<models::GPT>(cfg, *ctx, /*seed=*/0);
   }
   gpt->defer_grad_sums(defer_sums);
   if (dtype_arg == "bf16") gpt->to(DType::bf16);

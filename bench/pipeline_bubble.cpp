@@ -17,6 +17,7 @@
 #include "trireme/core/rng.h"
 #include "trireme/dist/env.h"
 #include "trireme/dist/process_group_gloo.h"
+#include "trireme/models/gpt.h"
 #include "trireme/parallel/pipeline_executor.h"
 
 using namespace trireme;
@@ -49,7 +50,7 @@ int main(int argc, char** argv) {
     const int p = env.world_size;
     parallel::ParallelContext ctx(world, {.pp = p, .micro_batches = m, .schedule = schedule});
     const models::GPTConfig cfg{.vocab_size = V, .block_size = T, .n_layer = layers, .n_head = 4, .d_model = d};
-    auto stage = parallel::PipelineStage::build(cfg, ctx, 1);
+    auto stage = std::make_shared<models::GPT>(cfg, ctx, 1);
     parallel::PipelineExecutor pipe(stage, ctx);
 
     Tensor ids = Tensor::empty({B, T}, DType::i64), tgt = Tensor::empty({B, T}, DType::i64);

@@ -27,7 +27,6 @@
 #include "trireme/optim/clip_grad.h"
 #include "trireme/parallel/data_parallel.h"
 #include "trireme/parallel/grad_norm.h"
-#include "trireme/parallel/tp_gpt.h"
 #include "trireme/parallel/zero.h"
 
 using namespace trireme;
@@ -182,7 +181,7 @@ void tp_gpt(const std::shared_ptr<dist::ProcessGroup>& world) {
   ParallelContext ctx(world, {.tp = world->size()});
   for (bool tie : {true, false}) {
     models::GPT ref(tiny_config(tie), 11);
-    TensorParallelGPT tp(tiny_config(tie), ctx, 11);
+    models::GPT tp(tiny_config(tie), ctx, 11);
     auto [x, y] = batch(0, 0, 4, 8, 61);
     Tensor lr = ref.loss(x, y), lt = tp.loss(x, y);
     WCHECK(std::abs(lr.item() - lt.item()) < 1e-5 * lr.item(), "loss ", lr.item(), " vs ", lt.item());
@@ -210,7 +209,7 @@ void tp_gpt(const std::shared_ptr<dist::ProcessGroup>& world) {
 void tp_defer_mixed(const std::shared_ptr<dist::ProcessGroup>& world) {
   ParallelContext ctx(world, {.tp = world->size(), .sequence_parallel = true});
   models::GPT ref(tiny_config(true), 11);
-  TensorParallelGPT tp(tiny_config(true), ctx, 11);
+  models::GPT tp(tiny_config(true), ctx, 11);
   tp.defer_grad_sums(true);
   auto [x, y] = batch(0, 0, 4, 8, 61);  // 32 tokens: divisible by tp, the sequence-parallel path
   ref.loss(x, y).backward();
@@ -303,7 +302,7 @@ Run train_single(double dropout) {
 
 Run train_parallel(const std::shared_ptr<dist::ProcessGroup>& world, const TrainLayout& t, ReducerStats* stats) {
   ParallelContext ctx(world, t.layout);
-  TensorParallelGPT model(tiny_config(true, t.dropout), ctx, kSeed);
+  models::GPT model(tiny_config(true, t.dropout), ctx, kSeed);
   model.defer_grad_sums(t.defer_sums);
   const auto& L = t.layout;
   Reducer reducer(model.named_parameters(), ctx.dp_group(),

@@ -4,7 +4,7 @@
 // GoogleTest's main. Each rank computes the single-process reference itself, so the checks need
 // no files. Scenarios:
 //   tp_layers              column/row-parallel linear, vocab embedding and cross-entropy (tp = world)
-//   tp_gpt                 TensorParallelGPT loss and gradients vs models::GPT (tp = world)
+//   tp_gpt                 models::GPT split over tp = world: loss and gradients vs one process
 //   train:<layout>         20 AdamW steps vs one process, e.g. train:dp2, train:dp2.tp2, train:dp2.zero,
 //                          train:tp2.drop (dropout 0.1), train:dp2.mb2 (2 micro-batches)
 #pragma once

@@ -201,7 +201,7 @@ TEST(Module, GPTInitFollowsGPT2Scales) {
   models::GPT gpt(c, 3);
   auto std_of = [](const Tensor& t) { return std::sqrt(var(t).item()); };
   EXPECT_NEAR(std_of(gpt.transformer->wte->weight), 0.02, 0.002);
-  auto layer = gpt.transformer->h->as<nn::TransformerDecoderLayer>()[1];
+  auto layer = gpt.blocks()[1];
   EXPECT_NEAR(std_of(layer->mlp->c_proj->weight), 0.02 / std::sqrt(4.0), 0.001);
   EXPECT_EQ(sum(abs(layer->attn->c_attn->bias)).item(), 0.0);
   EXPECT_EQ(mean(layer->ln_2->weight).item(), 1.0);

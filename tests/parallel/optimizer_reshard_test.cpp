@@ -91,7 +91,7 @@ void expect_same(const std::map<std::string, Tensor>& got, const std::map<std::s
 
 TEST(OptimizerReshard, ZeroShardsOverTensorParallelComeBackWhole) {
   const Whole w = random_whole_state();
-  const ShardRule rule = gpt_shard_rule(tiny_config(), 2);
+  const ShardRule rule = models::gpt_shard_rule(tiny_config(), 2);
   ASSERT_TRUE(rule("transformer.h.1.attn.c_attn.weight", 1));  // the fused q|k|v of a later block
   ASSERT_FALSE(rule("transformer.h.1.ln_1.weight", 0));
   const auto files = zero_files(w, rule, 2, false);
@@ -102,7 +102,7 @@ TEST(OptimizerReshard, ZeroShardsOverTensorParallelComeBackWhole) {
 
 TEST(OptimizerReshard, PipelineStagesOverTensorParallelComeBackWhole) {
   const Whole w = random_whole_state();
-  const ShardRule rule = gpt_shard_rule(tiny_config(), 2);
+  const ShardRule rule = models::gpt_shard_rule(tiny_config(), 2);
   // pp = 2: stage 0 the first half of the parameters, stage 1 the rest plus its copy of the tied
   // embedding (the same values, Note [pipeline tied embeddings]); mesh (pp, tp), tp fastest.
   const size_t half = w.params.size() / 2;
@@ -122,7 +122,7 @@ TEST(OptimizerReshard, PipelineStagesOverTensorParallelComeBackWhole) {
 
 TEST(OptimizerReshard, MissingPiecesAreErrorsNamingTheParameter) {
   const Whole w = random_whole_state();
-  const ShardRule rule = gpt_shard_rule(tiny_config(), 2);
+  const ShardRule rule = models::gpt_shard_rule(tiny_config(), 2);
   const auto files = zero_files(w, rule, 2, true);
   try {
     whole_optimizer_state([&](int r) { return files.at(size_t(r)); }, {.dp = 2, .tp = 2, .zero = true}, rule, w.shapes);

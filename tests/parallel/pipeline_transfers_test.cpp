@@ -13,7 +13,7 @@
 #include "trireme/models/gpt.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/parallel/pipeline_executor.h"
-#include "trireme/parallel/pipeline_stage.h"
+#include "trireme/models/gpt.h"
 
 using namespace trireme;
 using namespace trireme::parallel;
@@ -77,7 +77,8 @@ TEST(PipelineTransfers, EveryTransferOfAStepStartsAloneInTableOrder) {
                         Case{3, 4, 1, ScheduleKind::one_f_one_b}, Case{2, 4, 2, ScheduleKind::interleaved}}) {
     for (int r = 0; r < c.p; ++r) {
       const std::string name = str_cat(schedule_kind_name(c.kind), " p=", c.p, " m=", c.m, " v=", c.v, " rank ", r);
-      auto stage = std::make_shared<PipelineStage>(tiny(), PipelineStageSpec{.stages = c.p, .rank = r, .virtual_stages = c.v}, 3);
+      auto stage = std::make_shared<models::GPT>(
+          tiny(), models::GPTPlacement{.pipeline = {.stages = c.p, .rank = r, .virtual_stages = c.v}}, 3);
       RecordingGroup group(r, c.p);
       PipelineExecutor pipe(stage, &group, {.micro_batches = c.m, .schedule = c.kind});
       group.transfers.clear();  // the warm-up's exchange (Note [pipeline p2p warm-up]) pairs on purpose

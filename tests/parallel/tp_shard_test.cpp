@@ -11,7 +11,7 @@
 #include "trireme/ops/factory.h"
 #include "trireme/ops/nn_functional.h"
 #include "trireme/ops/view.h"
-#include "trireme/parallel/tp_gpt.h"
+#include "trireme/models/gpt.h"
 
 using namespace trireme;
 using namespace trireme::parallel;
@@ -90,14 +90,14 @@ TEST(ShardSpec, UnshardInvertsShardOf) {
 }
 
 // Every rank's shard, built without communication, is exactly its slice of models::GPT's parameter.
-TEST(TensorParallelGPT, ShardsAreSlicesOfTheSingleProcessInit) {
+TEST(GPTTensorParallel, ShardsAreSlicesOfTheSingleProcessInit) {
   for (bool tie : {true, false}) {
     models::GPT ref(tiny_config(tie), 1234);
     std::map<std::string, Tensor> full;
     for (auto& [n, t] : ref.named_parameters()) full[n] = t;
     for (int p : {2, 4}) {
       for (int r = 0; r < p; ++r) {
-        TensorParallelGPT tp(tiny_config(tie), TpGroup{nullptr, p, r}, 1234);
+        models::GPT tp(tiny_config(tie), models::GPTPlacement{.tp = {nullptr, p, r}}, 1234);
         auto params = tp.named_parameters();
         ASSERT_EQ(params.size(), full.size());
         for (auto& [name, shard] : params) {
@@ -111,8 +111,8 @@ TEST(TensorParallelGPT, ShardsAreSlicesOfTheSingleProcessInit) {
   }
 }
 
-TEST(TensorParallelGPT, DeclaresTheShardingOfEachParameter) {
-  TensorParallelGPT tp(tiny_config(), TpGroup{nullptr, 2, 0}, 1);
+TEST(GPTTensorParallel, DeclaresTheShardingOfEachParameter) {
+  models::GPT tp(tiny_config(), models::GPTPlacement{.tp = {nullptr, 2, 0}}, 1);
   const auto& s = tp.shard_specs();
   EXPECT_EQ(s.at("transformer.wte.weight").dim, 0);
   EXPECT_TRUE(s.at("transformer.wte.weight").pad);
@@ -124,25 +124,8 @@ TEST(TensorParallelGPT, DeclaresTheShardingOfEachParameter) {
   EXPECT_FALSE(s.contains("transformer.ln_f.weight"));
   EXPECT_FALSE(s.contains("transformer.wpe.weight"));
   EXPECT_EQ(tp.transformer->wte->weight.sizes(), (Shape{31, 32}));
-  TensorParallelGPT odd_heads_ok(tiny_config(), TpGroup{nullptr, 4, 3}, 1);
-  EXPECT_THROW(TensorParallelGPT(tiny_config(), TpGroup{nullptr, 8, 0}, 1), Error);  // 4 heads over 8
-}
-
-// With tp = 1 the model is models::GPT: same loss, same gradients.
-TEST(TensorParallelGPT, SingleRankEqualsGPT) {
-  models::GPT ref(tiny_config(), 7);
-  TensorParallelGPT tp(tiny_config(), TpGroup::single(), 7);
-  Tensor ids = ids_for(4, 8, 61, 1), targets = ids_for(4, 8, 61, 2);
-  Tensor l1 = ref.loss(ids, targets), l2 = tp.loss(ids, targets);
-  EXPECT_EQ(l1.item(), l2.item());
-  l1.backward();
-  l2.backward();
-  auto a = ref.named_parameters(), b = tp.named_parameters();
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(a[i].first, b[i].first);
-    EXPECT_LT(max_abs_diff(a[i].second.grad(), b[i].second.grad()), 1e-6) << a[i].first;
-  }
+  models::GPT odd_heads_ok(tiny_config(), models::GPTPlacement{.tp = {nullptr, 4, 3}}, 1);
+  EXPECT_THROW(models::GPT(tiny_config(), models::GPTPlacement{.tp = {nullptr, 8, 0}}, 1), Error);  // 4 heads over 8
 }
 
 // Padding columns (however large) change neither the loss nor get any gradient.

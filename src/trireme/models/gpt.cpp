@@ -1,8 +1,10 @@
-// GPT model: config validation, structure, initialisation, forward/loss, and HF name mapping.
+// GPT model: config validation, the one definition for every layout (placement, structure,
+// initialisation, forward and loss, whole tensors), and the Hugging Face name mapping.
 #include "trireme/models/gpt.h"
 
 #include <cmath>
 
+#include "trireme/autograd/grad_mode.h"
 #include "trireme/core/checked.h"
 #include "trireme/nn/init.h"
 #include "trireme/ops/copy.h"
@@ -10,6 +12,8 @@
 #include "trireme/ops/linalg.h"
 #include "trireme/ops/nn_functional.h"
 #include "trireme/ops/view.h"
+#include "trireme/parallel/pipeline_schedule.h"
+#include "trireme/parallel/tp_mappings.h"
 
 namespace trireme::models {
 
@@ -50,33 +54,90 @@ int64_t GPTConfig::num_parameters() const {
   return add(add(embeddings, mul(n_layer, block)), add(ln, tie_embeddings ? 0 : mul(V, d)));
 }
 
-GPTTransformer::GPTTransformer(const GPTConfig& c) : Module("GPTTransformer") {
-  wte = register_module("wte", std::make_shared<nn::Embedding>(c.vocab_size, c.d_model));
-  wpe = register_module("wpe", std::make_shared<nn::Embedding>(c.block_size, c.d_model));
-  drop = register_module("drop", std::make_shared<nn::Dropout>(c.dropout));
-  h = register_module("h", std::make_shared<nn::LayerList>());
-  for (int64_t i = 0; i < c.n_layer; ++i) {
-    h->push_back(std::make_shared<nn::TransformerDecoderLayer>(nn::DecoderLayerOptions{
-        .d_model = c.d_model,
-        .n_head = c.n_head,
-        .bias = c.bias,
-        .dropout = c.dropout,
-        .ln_eps = c.ln_eps,
-        .gelu = c.gelu}));
-  }
-  ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(c.d_model, c.ln_eps, c.bias));
+// ---- placement and structure ----
+
+GPTPlacement GPTPlacement::of(const parallel::ParallelContext& ctx, std::vector<int> layer_sizes) {
+  const parallel::ParallelLayout& L = ctx.layout();
+  const bool interleaved = parallel::schedule_kind_from_name(L.schedule) == parallel::ScheduleKind::interleaved;
+  return {.tp = parallel::TpGroup::of(ctx),
+          .sequence_parallel = L.sequence_parallel,
+          .pipeline = {.stages = L.pp, .rank = ctx.pp_rank(), .virtual_stages = interleaved ? L.virtual_stages : 1},
+          .layer_sizes = std::move(layer_sizes)};
 }
 
-GPT::GPT(const GPTConfig& config, uint64_t seed) : Module("GPT"), config_(config) {
+GPT::GPT(const GPTConfig& config, uint64_t seed) : GPT(config, GPTPlacement{}, seed) {}
+
+GPT::GPT(const GPTConfig& config, const parallel::ParallelContext& ctx, uint64_t seed, std::vector<int> layer_sizes)
+    : GPT(config, GPTPlacement::of(ctx, std::move(layer_sizes)), seed) {}
+
+GPT::GPT(const GPTConfig& config, const GPTPlacement& placement, uint64_t seed)
+    : PipelineModel("GPT"), config_(config), placement_(placement) {
   config_.validate();
-  transformer = register_module("transformer", std::make_shared<GPTTransformer>(config_));
-  if (!config_.tie_embeddings) {
-    lm_head = register_module("lm_head", std::make_shared<nn::Linear>(config_.d_model, config_.vocab_size, false));
+  const parallel::PipelinePosition& pp = placement_.pipeline;
+  TRIREME_CHECK(pp.stages >= 1 && pp.rank >= 0 && pp.rank < pp.stages, "GPT: pipeline rank ", pp.rank,
+                " is outside [0, ", pp.stages, ")");
+  TRIREME_CHECK(pp.virtual_stages >= 1, "GPT: virtual_stages must be >= 1, got ", pp.virtual_stages);
+  TRIREME_CHECK(!placement_.sequence_parallel || pp.stages == 1,
+                "GPT: sequence parallelism inside pipeline stages is not supported (pp = ", pp.stages, ")");
+  ranges_ = parallel::pipeline_partition(int(config_.n_layer), pp.stages * pp.virtual_stages, placement_.layer_sizes);
+
+  // Registration in GPT-2's order (wte, wpe, drop, h, ln_f, lm_head), holding only what this
+  // rank's chunks need, so names and named_parameters() order are the single process's.
+  const GPTConfig& c = config_;
+  const parallel::TpGroup& tp = placement_.tp;
+  const bool first = pp.is_first(0), last = pp.is_last(pp.virtual_stages - 1);
+  transformer = register_module("transformer", std::make_shared<GPTTransformer>());
+  if (first || (last && c.tie_embeddings)) {
+    transformer->wte = transformer->register_module(
+        "wte", std::make_shared<parallel::VocabParallelEmbedding>(c.vocab_size, c.d_model, tp));
   }
+  if (first) {
+    transformer->wpe = transformer->register_module("wpe", std::make_shared<nn::Embedding>(c.block_size, c.d_model));
+    transformer->drop = transformer->register_module("drop", std::make_shared<nn::Dropout>(c.dropout));
+  }
+  transformer->h = transformer->register_module("h", std::make_shared<nn::Module>("LayerList"));
+  for (int chunk = 0; chunk < pp.virtual_stages; ++chunk) {
+    blocks_.emplace_back();
+    for (int i = layers(chunk).begin; i < layers(chunk).end; ++i) {
+      blocks_.back().push_back(transformer->h->register_module(std::to_string(i), std::make_shared<GPTBlock>(c, tp)));
+    }
+  }
+  if (last) {
+    transformer->ln_f = transformer->register_module("ln_f", std::make_shared<nn::LayerNorm>(c.d_model, c.ln_eps, c.bias));
+    if (!c.tie_embeddings) {
+      lm_head = register_module("lm_head", std::make_shared<parallel::ColumnParallelLinear>(
+                                               c.d_model, c.vocab_size, tp,
+                                               parallel::ColumnParallelOptions{.bias = false, .pad = true}));
+    }
+  }
+  specs_ = parallel::collect_shard_specs(*this);
   init_weights(seed);
 }
 
-const Tensor& GPT::lm_head_weight() const { return lm_head ? lm_head->weight : transformer->wte->weight; }
+parallel::StageLayers GPT::layers(int chunk) const {
+  return ranges_.at(size_t(placement_.pipeline.virtual_stage(chunk)));
+}
+
+const Tensor& GPT::lm_head_weight() const {
+  TRIREME_CHECK(lm_head || (transformer->wte && placement_.pipeline.is_last(placement_.pipeline.virtual_stages - 1)),
+                "GPT: pipeline rank ", placement_.pipeline.rank, " does not hold the head");
+  return lm_head ? lm_head->weight : transformer->wte->weight;
+}
+
+parallel::VocabShard GPT::vocab_shard() const {
+  return parallel::VocabShard::of(specs_.at(lm_head ? "lm_head.weight" : "transformer.wte.weight"));
+}
+
+DType GPT::activation_dtype() const {
+  for (const auto& [name, p] : named_parameters()) return p.dtype();
+  return DType::f32;
+}
+
+Tensor GPT::tied_weight() const {
+  if (!config_.tie_embeddings || placement_.pipeline.stages == 1) return Tensor();
+  // Rank 0 (embedding use) or the last rank (head use), never both; with tp, this rank's shard.
+  return transformer->wte ? transformer->wte->weight : Tensor();
+}
 
 namespace {
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -91,10 +152,15 @@ void GPT::init_weights(uint64_t seed) {
       nn::init_constant(p, 0.0);
     } else if (p.dim() == 1) {  // LayerNorm weights
       nn::init_constant(p, 1.0);
-    } else if (ends_with(name, "attn.c_proj.weight") || ends_with(name, "mlp.c_proj.weight")) {
-      nn::init_normal(p, residual_std, seed, name);
     } else {
-      nn::init_normal(p, std, seed, name);
+      const bool residual = ends_with(name, "attn.c_proj.weight") || ends_with(name, "mlp.c_proj.weight");
+      const double s = residual ? residual_std : std;
+      auto it = specs_.find(name);
+      if (it != specs_.end()) {
+        parallel::init_shard_normal(p, it->second, s, seed, name);
+      } else {
+        nn::init_normal(p, s, seed, name);
+      }
     }
   }
 }
@@ -117,26 +183,161 @@ const Tensor& PositionCache::rows(int64_t first, int64_t count, int64_t T, Devic
   return rows_;
 }
 
+// ---- forward ----
+
 Tensor GPT::forward(const Tensor& ids) {
-  TRIREME_CHECK(ids.dim() == 2 && (ids.dtype() == DType::i64 || ids.dtype() == DType::i32),
-                "GPT.forward: ids must be (B, T) integers, got ", ids.str());
-  const int64_t T = ids.size(1);
-  TRIREME_CHECK(T >= 1 && T <= config_.block_size, "GPT.forward: sequence length ", T,
-                " is outside [1, block_size = ", config_.block_size, "]");
-  const Tensor& pos = positions_.get(T, ids.device());
-  Tensor x = transformer->wte->forward(ids) + transformer->wpe->forward(pos);  // (B, T, d) + (T, d)
-  x = transformer->drop->forward(x);
-  for (const auto& layer : transformer->h->as<nn::TransformerDecoderLayer>()) x = layer->forward(x);
-  x = transformer->ln_f->forward(x);
-  return linear(x, lm_head_weight());  // (B, T, V)
+  TRIREME_CHECK(placement_.pipeline.stages == 1, "GPT.forward: this process holds pipeline stage ",
+                placement_.pipeline.rank, " of ", placement_.pipeline.stages, "; run it with forward_chunk");
+  return forward_chunk(0, ids);
+}
+
+Tensor GPT::forward_chunk(int chunk, const Tensor& input) {
+  const parallel::PipelinePosition& pp = placement_.pipeline;
+  TRIREME_CHECK(chunk >= 0 && chunk < pp.virtual_stages, "GPT.forward: chunk ", chunk, " is outside [0, ",
+                pp.virtual_stages, ")");
+  Tensor x = input;
+  if (pp.is_first(chunk)) {
+    TRIREME_CHECK(x.dim() == 2 && (x.dtype() == DType::i64 || x.dtype() == DType::i32),
+                  "GPT.forward: ids must be (B, T) integers, got ", x.str());
+    const int64_t T = x.size(1);
+    TRIREME_CHECK(T >= 1 && T <= config_.block_size, "GPT.forward: sequence length ", T,
+                  " is outside [1, block_size = ", config_.block_size, "]");
+    if (pp.stages == 1) {
+      if (auto hidden = sequence_parallel_hidden(x)) return head(*hidden);
+    }
+    if (defer_grad_sums_ && autograd::grad_enabled()) ++whole_forwards_;  // Note [deferred gradient sums]
+    x = transformer->drop->forward(transformer->wte->forward(x) +
+                                   transformer->wpe->forward(positions_.get(T, x.device())));  // (B, T, d) + (T, d)
+  } else {
+    TRIREME_CHECK(x.dim() == 3 && x.size(2) == config_.d_model, "GPT.forward: virtual stage ", pp.virtual_stage(chunk),
+                  " takes activations (b, T, ", config_.d_model, "), got ", x.str());
+  }
+  for (const auto& block : blocks(chunk)) x = block->forward(x);
+  return pp.is_last(chunk) ? head(transformer->ln_f->forward(x)) : x;
+}
+
+Tensor GPT::head(const Tensor& hidden) const {
+  // The head is column-parallel over the vocabulary: the hidden state enters the tp region here.
+  return linear(parallel::copy_to_tp_region(hidden, placement_.tp), lm_head_weight());  // (B, T, V_p / tp)
+}
+
+// Splitting a forward's rows (batch slices, sequence-parallel tokens) runs each dropout layer
+// once per part under a GlobalRowScope, which draws with the layer's current counter. Without
+// a caller's scope a single forward advances each counter once per call, which the parts would
+// do several times; so then, and only if dropout draws at all, the rows stay whole.
+bool GPT::dropout_can_split_rows() const {
+  return !(is_training() && config_.dropout > 0) || nn::GlobalRowScope::current().has_value();
+}
+
+std::optional<Tensor> GPT::sequence_parallel_hidden(const Tensor& ids) {
+  const parallel::TpGroup& tp = placement_.tp;
+  const int64_t B = ids.size(0), T = ids.size(1), d = config_.d_model, n = B * T;
+  const auto outer_row = nn::GlobalRowScope::current();
+  if (!placement_.sequence_parallel || tp.size == 1 || n % tp.size != 0 || !dropout_can_split_rows()) {
+    return std::nullopt;
+  }
+  const int64_t rows = n / tp.size, first = int64_t(tp.rank) * rows;
+  const bool sum_now = !defer_grad_sums_;  // Note [deferred gradient sums]
+  auto partial = [&](std::vector<Tensor> params) {
+    return sum_now ? parallel::sum_grads_over_tp(params, tp) : params;
+  };
+  if (!sum_now && autograd::grad_enabled()) ++partial_forwards_;
+  // This rank's token rows: the lookup summed over tp straight into them, plus their positions.
+  const Tensor wpe = partial({transformer->wpe->weight})[0];
+  Tensor tokens = parallel::reduce_scatter_rows_to_sp(reshape(transformer->wte->forward_partial(ids), {n, d}), tp);
+  Tensor pos = embedding(wpe, positions_.rows(first, rows, T, ids.device()));
+  // Dropout over token rows: token j of the global batch is row outer_row T + j.
+  nn::GlobalRowScope token_rows(outer_row.value_or(0) * T + first);
+  Tensor x = transformer->drop->forward(tokens + pos);
+  for (const auto& block : blocks(0)) x = block->forward_sp(x, B, T, sum_now);
+  const std::vector<Tensor> ln_f = partial({transformer->ln_f->weight, transformer->ln_f->bias});
+  x = layer_norm(x, ln_f[0], ln_f[1], transformer->ln_f->eps);
+  // Gathered for the head, whose backward sums its input gradient over tp.
+  return reshape(parallel::gather_rows_from_sp(x, tp), {B, T, d});
+}
+
+void GPT::sum_deferred_grads() {
+  const int partial = partial_forwards_, whole = whole_forwards_;
+  partial_forwards_ = whole_forwards_ = 0;
+  if (partial == 0) return;
+  TRIREME_CHECK(whole == 0, "GPT: of this step's forwards ", partial,
+                " left their layer-norm gradients partial (sequence parallelism, deferred sums) and ", whole,
+                " did not (the replicated path: rows not divisible by tp, or dropout that cannot split them); "
+                "their sum cannot be told apart. Give every micro-batch a token count divisible by tp, or "
+                "call defer_grad_sums(false)");
+  std::vector<Tensor> params{transformer->wpe->weight, transformer->ln_f->weight, transformer->ln_f->bias};
+  for (const auto& block : blocks(0))
+    for (const Tensor& p : block->partial_grad_params()) params.push_back(p);
+  parallel::sum_partial_grads_over_tp(params, placement_.tp);
 }
 
 Tensor GPT::loss(const Tensor& ids, const Tensor& targets) {
   TRIREME_CHECK(targets.sizes() == ids.sizes(), "GPT.loss: targets ", targets.sizes(), " must match ids ",
                 ids.sizes());
-  Tensor logits = forward(ids);
-  const int64_t V = config_.vocab_size;
-  return cross_entropy(reshape(logits, {-1, V}), reshape(targets, {-1}));
+  return loss_of(forward(ids), targets);
+}
+
+Tensor GPT::loss_of(const Tensor& logits, const Tensor& targets) const {
+  const parallel::TpGroup& tp = placement_.tp;
+  const int64_t V = parallel::round_up(config_.vocab_size, tp.size) / tp.size;
+  TRIREME_CHECK(logits.dim() == 3 && logits.size(2) == V, "GPT.loss: logits ", logits.sizes(), " are not (b, T, ",
+                tp.size > 1 ? "V_p / tp = " : "V = ", V, ")");
+  TRIREME_CHECK(targets.dim() == 2 && targets.size(0) == logits.size(0) && targets.size(1) == logits.size(1),
+                "GPT.loss: targets ", targets.sizes(), " must be (b, T) of logits ", logits.sizes());
+  if (tp.size == 1) return cross_entropy(reshape(logits, {-1, V}), reshape(targets, {-1}));
+  return parallel::vocab_parallel_cross_entropy(reshape(logits, {-1, V}), reshape(targets, {-1}), vocab_shard(), tp);
+}
+
+// ---- whole tensors ----
+
+nn::NamedTensors GPT::full_state_dict() const {
+  nn::NamedTensors out;
+  for (const auto& [name, t] : state_dict()) {
+    auto it = specs_.find(name);
+    const bool split = it != specs_.end() && placement_.tp.size > 1;
+    out.emplace_back(name, split ? parallel::gather_shards(t, it->second, placement_.tp.group) : t.detach());
+  }
+  return out;
+}
+
+void GPT::load_full_state_dict(const std::map<std::string, Tensor>& full) {
+  std::map<std::string, Tensor> mine;
+  for (const auto& [name, t] : state_dict()) {
+    auto it = full.find(name);
+    TRIREME_CHECK(it != full.end(), "GPT.load_full_state_dict: no '", name, "'");
+    auto spec = specs_.find(name);
+    const bool split = spec != specs_.end() && placement_.tp.size > 1;
+    mine[name] = split ? parallel::shard_of(it->second, spec->second) : it->second;
+  }
+  load_state_dict(mine);
+}
+
+// "transformer.h.7.attn.c_attn.weight" -> "transformer.h.0.attn.c_attn.weight".
+namespace {
+std::string as_first_block(const std::string& name) {
+  const std::string prefix = "transformer.h.";
+  if (name.rfind(prefix, 0) != 0) return name;
+  const size_t dot = name.find('.', prefix.size());
+  if (dot == std::string::npos) return name;
+  return prefix + "0" + name.substr(dot);
+}
+}  // namespace
+
+parallel::ShardRule gpt_shard_rule(const GPTConfig& config, int tp) {
+  if (tp == 1) return [](const std::string&, int) { return std::optional<parallel::ShardSpec>(); };
+  GPTConfig one = config;
+  one.n_layer = 1;
+  one.dropout = 0;
+  NoGradGuard no_grad;
+  GPT model(one, GPTPlacement{.tp = {.group = nullptr, .size = tp, .rank = 0}}, /*seed=*/0);
+  std::map<std::string, parallel::ShardSpec> specs = model.shard_specs();
+  return [specs = std::move(specs)](const std::string& name, int tp_rank) -> std::optional<parallel::ShardSpec> {
+    auto it = specs.find(as_first_block(name));
+    if (it == specs.end()) return std::nullopt;
+    parallel::ShardSpec s = it->second;
+    s.rank = tp_rank;
+    return s;
+  };
 }
 
 // ---- Hugging Face mapping (Note [Hugging Face GPT-2 checkpoints]) ----

@@ -1,5 +1,12 @@
 // GPT: the GPT-2 architecture (learned token and position embeddings, pre-LN decoder blocks,
-// a final LayerNorm, a language-model head tied to the token embedding or separate).
+// a final LayerNorm, a language-model head tied to the token embedding or separate), defined
+// once. Every parallel layout is a view of this one class: the layout's tensor-parallel group
+// splits each block's heads and MLP and the vocabulary (Megatron-style; size 1 is the plain
+// model), sequence parallelism shards the activations between those splits by tokens, and a
+// pipeline stage holds a contiguous slice of the blocks (plus the embeddings on the first stage,
+// the final norm and head on the last). Whatever the layout, parameters keep their
+// single-process names and are initialised as their slices of the single-process values, so
+// every layout starts from, and checkpoints as, the same model.
 //
 // Parameter names follow Hugging Face's GPT2LMHeadModel, so checkpoints map one to one:
 //   transformer.wte.weight              (V, d)
@@ -12,24 +19,36 @@
 //   transformer.h.<i>.mlp.c_proj.{weight,bias}    weight (d, 4d)
 //   transformer.ln_f.{weight,bias}
 //   lm_head.weight                      (V, d), only when the head is not tied
+// Under tensor parallelism a rank holds its slice of the split ones (ShardSpec, parallel/shard.h):
+// c_attn and c_fc by output rows (c_attn per q/k/v block), the c_proj weights by input columns,
+// wte and lm_head by vocabulary rows, padded to a multiple of tp with zero rows that never win
+// and never change the loss.
 //
 //   models::GPTConfig cfg{.vocab_size = 50257, .block_size = 1024, .n_layer = 12, .n_head = 12, .d_model = 768};
-//   models::GPT gpt(cfg, /*seed=*/1337);
-//   Tensor logits = gpt.forward(ids);            // ids (B, T) i64 -> (B, T, V)
-//   Tensor loss = gpt.loss(ids, targets);        // scalar mean cross-entropy
+//   models::GPT gpt(cfg, /*seed=*/1337);             // the whole model in this process
+//   Tensor logits = gpt.forward(ids);                // ids (B, T) i64 -> (B, T, V)
+//   Tensor loss = gpt.loss(ids, targets);            // scalar mean cross-entropy
+//
+//   models::GPT mine(cfg, ctx, 1337);                // this rank's part of ctx's layout (tp, sp, pp)
+//   Tensor loss = mine.loss(ids, targets);           // one stage: the same value on every tp rank
+//   nn::NamedTensors full = mine.full_state_dict();  // collective over tp: single-process tensors
 #pragma once
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
-#include "trireme/nn/decoder_layer.h"
+#include "trireme/models/gpt_block.h"
 #include "trireme/nn/dropout.h"
 #include "trireme/nn/embedding.h"
-#include "trireme/nn/layer_list.h"
 #include "trireme/nn/layer_norm.h"
-#include "trireme/nn/linear.h"
 #include "trireme/ops/elementwise.h"
+#include "trireme/parallel/context.h"
+#include "trireme/parallel/pipeline_model.h"
+#include "trireme/parallel/pipeline_partition.h"
+#include "trireme/parallel/tp_layers.h"
 
 namespace trireme::models {
 
@@ -51,14 +70,26 @@ struct GPTConfig {
   int64_t num_parameters() const;
 };
 
-// The container of the body, so names read "transformer.h.0...." as in Hugging Face.
+// How this process holds the GPT: the layout's view of it.
+struct GPTPlacement {
+  parallel::TpGroup tp;                  // splits each block and the vocabulary (size 1: whole)
+  bool sequence_parallel = false;        // Note [sequence parallelism] (gpt_block.h): tp > 1, one stage
+  parallel::PipelinePosition pipeline;   // the stage(s) held
+  std::vector<int> layer_sizes;          // blocks per virtual stage in order; empty: balanced
+
+  // This rank's placement in ctx's layout (virtual stages only under the interleaved schedule).
+  static GPTPlacement of(const parallel::ParallelContext& ctx, std::vector<int> layer_sizes = {});
+};
+
+// The container of the body, so names read "transformer.h.0...." as in Hugging Face. Members are
+// null where this process does not hold them (pipeline stages).
 class GPTTransformer : public nn::Module {
  public:
-  explicit GPTTransformer(const GPTConfig& config);
-  std::shared_ptr<nn::Embedding> wte;
+  GPTTransformer() : Module("GPTTransformer") {}
+  std::shared_ptr<parallel::VocabParallelEmbedding> wte;
   std::shared_ptr<nn::Embedding> wpe;
   std::shared_ptr<nn::Dropout> drop;
-  std::shared_ptr<nn::LayerList> h;
+  std::shared_ptr<nn::Module> h;  // the blocks held, under their model-wide indices
   std::shared_ptr<nn::LayerNorm> ln_f;
 };
 
@@ -78,32 +109,110 @@ class PositionCache {
   int64_t rows_first_ = -1, rows_T_ = -1;
 };
 
-class GPT : public nn::Module {
+class GPT : public parallel::PipelineModel {
  public:
+  // The whole model in this process.
   explicit GPT(const GPTConfig& config, uint64_t seed = 0);
+  // This rank's part of ctx's layout; `layer_sizes` as in GPTPlacement.
+  GPT(const GPTConfig& config, const parallel::ParallelContext& ctx, uint64_t seed,
+      std::vector<int> layer_sizes = {});
+  // Any placement; with a tp group whose `group` is null, the shards of one rank for tools and
+  // tests that need no communication (forward then fails at the first collective).
+  GPT(const GPTConfig& config, const GPTPlacement& placement, uint64_t seed);
 
-  // ids (B, T) integer, T <= block_size -> logits (B, T, V).
+  // With one stage held: ids (B, T) integer, T <= block_size -> logits (B, T, V); under tensor
+  // parallelism this rank's vocabulary slice (B, T, V_p / tp), padding columns included.
   Tensor forward(const Tensor& ids);
-  // Mean cross-entropy of forward(ids) against targets (B, T); targets == -100 are ignored.
+  // Mean cross-entropy of forward(ids) over the full vocabulary; targets == -100 are ignored.
+  // The same value on every tp rank.
   Tensor loss(const Tensor& ids, const Tensor& targets);
 
-  // GPT-2 initialisation, layout-independent (nn/init.h): weights N(0, 0.02), residual
-  // projections (attn.c_proj, mlp.c_proj) N(0, 0.02 / sqrt(2 n_layer)), biases 0, LN weights 1.
+  // PipelineModel: chunk c of a pipeline rank (forward(ids) is chunk 0 of a single stage).
+  const parallel::PipelinePosition& pipeline() const override { return placement_.pipeline; }
+  Tensor forward_chunk(int chunk, const Tensor& input) override;
+  Tensor loss_of(const Tensor& logits, const Tensor& targets) const override;
+  int64_t hidden_size() const override { return config_.d_model; }
+  DType activation_dtype() const override;
+  // Note [pipeline tied embeddings].
+  Tensor tied_weight() const override;
+  const parallel::TpGroup& tp() const override { return placement_.tp; }
+  const std::map<std::string, parallel::ShardSpec>& shard_specs() const override { return specs_; }
+
+  // GPT-2 initialisation, by parameter name and layout-independent (nn/init.h): weights N(0, 0.02),
+  // residual projections (attn.c_proj, mlp.c_proj) N(0, 0.02 / sqrt(2 n_layer)), biases 0, LN
+  // weights 1; a shard draws its slice of the full parameter.
   void init_weights(uint64_t seed);
   // nn::init_parameters(gpt, seed) runs the layers' defaults first and this last: GPT-2's scheme.
   void reset_parameters(uint64_t seed) override { init_weights(seed); }
 
   const GPTConfig& config() const { return config_; }
-  // The head's weight: transformer.wte.weight when tied.
+  const GPTPlacement& placement() const { return placement_; }
+  // The head's weight (transformer.wte.weight when tied), on the last stage.
   const Tensor& lm_head_weight() const;
+  // The vocabulary range of this rank's logits.
+  parallel::VocabShard vocab_shard() const;
+  // The blocks of chunk `chunk` (model-wide indices layers(chunk)).
+  const std::vector<std::shared_ptr<GPTBlock>>& blocks(int chunk = 0) const { return blocks_.at(size_t(chunk)); }
+  parallel::StageLayers layers(int chunk = 0) const;
+
+  // Note [deferred gradient sums]
+  // Under sequence parallelism the layer norms, the row-parallel biases and the position
+  // embedding see only this rank's token rows, so their gradients are partial sums over tp. By
+  // default each layer's are summed inside the backward, in one all-reduce that the backward
+  // waits for. With defer_grad_sums(true) the backward leaves them partial and
+  // sum_deferred_grads() sums them all in one all-reduce, which the caller runs once after the
+  // backward (after gradient accumulation and after any data-parallel Reducer's finish(): both
+  // are linear, so the order does not change the sum) and before reading the gradients. The
+  // trainer does so unless ZeRO shards the gradients. A step whose forwards did not all take the
+  // sequence-parallel path is refused there.
+  void defer_grad_sums(bool defer) { defer_grad_sums_ = defer; }
+  bool defers_grad_sums() const { return defer_grad_sums_; }
+  void sum_deferred_grads();
+
+  // Every parameter held, whole, under its single-process name (a collective over tp).
+  nn::NamedTensors full_state_dict() const;
+  // Loads the held parameters from single-process tensors (a superset is fine, a missing one is
+  // an error naming it): each rank copies in its slices.
+  void load_full_state_dict(const std::map<std::string, Tensor>& full);
 
   std::shared_ptr<GPTTransformer> transformer;
-  std::shared_ptr<nn::Linear> lm_head;  // null when tied
+  std::shared_ptr<parallel::ColumnParallelLinear> lm_head;  // untied head on the last stage, (V_p / tp, d)
 
  private:
+  // Splitting a forward's rows (batch slices, sequence-parallel tokens) needs dropout's counter
+  // from the caller's GlobalRowScope when dropout draws.
+  bool dropout_can_split_rows() const;
+  // ids (B, T) -> the final layer norm's output (B, T, d), gathered, computed under sequence
+  // parallelism; nullopt when it does not apply (then the replicated path runs).
+  std::optional<Tensor> sequence_parallel_hidden(const Tensor& ids);
+  Tensor head(const Tensor& hidden) const;  // the final norm's output -> this rank's logits
+
   GPTConfig config_;
+  GPTPlacement placement_;
+  std::vector<parallel::StageLayers> ranges_;              // per virtual stage
+  std::vector<std::vector<std::shared_ptr<GPTBlock>>> blocks_;  // per chunk of this rank
+  std::map<std::string, parallel::ShardSpec> specs_;
   PositionCache positions_;
+  bool defer_grad_sums_ = false;
+  // Forwards since the last sum_deferred_grads() whose gradients are partial (the sequence-
+  // parallel path with deferral) and whose gradients are whole (the replicated path).
+  int partial_forwards_ = 0, whole_forwards_ = 0;
 };
+
+// Note [pipeline tied embeddings]
+// GPT ties the head to transformer.wte.weight. When the first and last virtual stages are on
+// different ranks, each holds its own copy of that weight under the same name and with the same
+// initial value (initialisation is keyed by name, nn/init.h). After backward the two copies'
+// gradients are summed between those two ranks (parallel::PipelineExecutor does it), which is
+// exactly the single process's gradient of the shared weight; the optimizers, fed identical
+// gradients and states, then keep the copies identical. A checkpoint takes the weight from rank
+// 0. With tensor parallelism each copy is a vocabulary shard, and the sum pairs the shards of the
+// same tp rank (the pipeline group of a rank holds the ranks with its dp and tp coordinates).
+
+// The sharding of `config`'s parameters over `tp` ranks, by single-process name, read off a
+// one-block model (every block is cut alike): for reassembling optimizer state written by
+// another layout (parallel/optimizer_reshard.h).
+parallel::ShardRule gpt_shard_rule(const GPTConfig& config, int tp);
 
 // Note [Hugging Face GPT-2 checkpoints]
 // Hugging Face stores c_attn, c_proj and c_fc as Conv1D, whose weight is (in, out): the

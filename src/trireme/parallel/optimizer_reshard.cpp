@@ -8,7 +8,6 @@
 #include "trireme/ops/copy.h"
 #include "trireme/ops/factory.h"
 #include "trireme/ops/view.h"
-#include "trireme/parallel/tp_gpt.h"
 
 namespace trireme::parallel {
 namespace {
@@ -45,14 +44,6 @@ ZeroRange parse_zero_range(const std::string& name) {
   return r;
 }
 
-// "transformer.h.7.attn.c_attn.weight" -> "transformer.h.0.attn.c_attn.weight".
-std::string as_first_block(const std::string& name) {
-  const std::string prefix = "transformer.h.";
-  if (!starts_with(name, prefix)) return name;
-  const size_t dot = name.find('.', prefix.size());
-  if (dot == std::string::npos) return name;
-  return prefix + "0" + name.substr(dot);
-}
 
 // One state tensor of one parameter as one tp rank held it, being assembled.
 struct TpPiece {
@@ -61,23 +52,6 @@ struct TpPiece {
 };
 
 }  // namespace
-
-ShardRule gpt_shard_rule(const models::GPTConfig& config, int tp) {
-  if (tp == 1) return [](const std::string&, int) { return std::optional<ShardSpec>(); };
-  models::GPTConfig one = config;
-  one.n_layer = 1;
-  one.dropout = 0;
-  NoGradGuard no_grad;
-  TensorParallelGPT model(one, TpGroup{.group = nullptr, .size = tp, .rank = 0}, /*seed=*/0);
-  std::map<std::string, ShardSpec> specs = model.shard_specs();
-  return [specs = std::move(specs)](const std::string& name, int tp_rank) -> std::optional<ShardSpec> {
-    auto it = specs.find(as_first_block(name));
-    if (it == specs.end()) return std::nullopt;
-    ShardSpec s = it->second;
-    s.rank = tp_rank;
-    return s;
-  };
-}
 
 std::map<std::string, Tensor> whole_optimizer_state(const std::function<NamedTensorList(int rank)>& rank_state,
                                                     const SavedLayout& old, const ShardRule& rule,

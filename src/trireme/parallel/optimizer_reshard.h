@@ -14,8 +14,8 @@
 // checkpoint written so far. The cost, paid once per resume: each new rank reads all the old
 // files and holds the whole state of the parameters it keeps while cutting its part.
 //
-//   auto whole = whole_optimizer_state(read_rank_file, {.dp = 2, .tp = 2, .zero = true}, gpt_shard_rule(cfg, 2), shapes);
-//   auto mine = shard_optimizer_state(whole, stage->named_parameters(), stage->shard_specs());
+//   auto whole = whole_optimizer_state(read_rank_file, {.dp = 2, .tp = 2, .zero = true}, models::gpt_shard_rule(cfg, 2), shapes);
+//   auto mine = shard_optimizer_state(whole, gpt->named_parameters(), gpt->shard_specs());
 //   optimizer.load_state_dict(mine);          // or zero.load_unsharded_state(mine)
 #pragma once
 
@@ -27,7 +27,6 @@
 #include <vector>
 
 #include "trireme/core/tensor.h"
-#include "trireme/models/gpt.h"
 #include "trireme/parallel/shard.h"
 
 namespace trireme::parallel {
@@ -40,14 +39,6 @@ struct SavedLayout {
   bool zero = false;
   int world_size() const { return dp * tp * pp; }
 };
-
-// The ShardSpec of a parameter (by single-process name) on tp rank `tp_rank`; nullopt when the
-// parameter is replicated over tp.
-using ShardRule = std::function<std::optional<ShardSpec>(const std::string& name, int tp_rank)>;
-
-// TensorParallelGPT's (and PipelineStage's) sharding of `config`'s parameters over `tp` ranks.
-// Read off a one-block TensorParallelGPT, since every block is cut alike.
-ShardRule gpt_shard_rule(const models::GPTConfig& config, int tp);
 
 // The whole optimizer state in Optimizer::state_dict's format: "state.<param>.<key>" as whole
 // single-process tensors, plus every other entry ("step", "lr", "amp.*") from rank 0 ("zero.*"

@@ -75,19 +75,19 @@ std::string pipeline_messages_out_of_order(const ScheduleTable& table) {
   return "";
 }
 
-PipelineExecutor::PipelineExecutor(std::shared_ptr<PipelineStage> stage, dist::ProcessGroup* pp_group,
+PipelineExecutor::PipelineExecutor(std::shared_ptr<PipelineModel> stage, dist::ProcessGroup* pp_group,
                                    PipelineOptions options)
     : stage_(std::move(stage)), pp_(pp_group), options_(options) {
   TRIREME_CHECK(stage_ != nullptr, "PipelineExecutor: no stage");
-  stages_ = stage_->stages();
-  rank_ = stage_->rank();
+  stages_ = stage_->pipeline().stages;
+  rank_ = stage_->pipeline().rank;
   if (stages_ > 1) {
     TRIREME_CHECK(pp_ != nullptr, "PipelineExecutor: ", stages_, " stages need a pipeline process group");
     TRIREME_CHECK(pp_->size() == stages_ && pp_->rank() == rank_, "PipelineExecutor: the stage is rank ", rank_,
                   " of ", stages_, " but the pipeline group is ", pp_->describe_rank(pp_->rank()), " of ",
                   pp_->size());
   }
-  const int v = stage_->virtual_stages();
+  const int v = stage_->pipeline().virtual_stages;
   TRIREME_CHECK(v == 1 || options_.schedule == ScheduleKind::interleaved, "PipelineExecutor: a stage with ", v,
                 " chunks needs the interleaved schedule, not ", schedule_kind_name(options_.schedule));
   table_ = pipeline_schedule(stages_, options_.micro_batches, options_.schedule, v);
@@ -106,7 +106,7 @@ PipelineExecutor::PipelineExecutor(std::shared_ptr<PipelineStage> stage, dist::P
     tied_group_ = pp_->new_group({0, stages_ - 1}, "pipeline_tied_embedding");
 }
 
-PipelineExecutor::PipelineExecutor(std::shared_ptr<PipelineStage> stage, const ParallelContext& ctx)
+PipelineExecutor::PipelineExecutor(std::shared_ptr<PipelineModel> stage, const ParallelContext& ctx)
     : PipelineExecutor(std::move(stage), ctx.pp_group(),
                        PipelineOptions{.micro_batches = ctx.layout().micro_batches,
                                        .schedule = schedule_kind_from_name(ctx.layout().schedule)}) {}
@@ -140,10 +140,10 @@ double PipelineExecutor::step(const Tensor& ids, const Tensor& targets, int64_t 
   const int m = options_.micro_batches;
   TRIREME_CHECK(ids.dim() == 2 && targets.sizes() == ids.sizes(), "PipelineExecutor.step: ids ", ids.sizes(),
                 " and targets ", targets.sizes(), " must be the same (B, T)");
-  const int64_t B = ids.size(0), T = ids.size(1), d = stage_->config().d_model;
+  const int64_t B = ids.size(0), T = ids.size(1), d = stage_->hidden_size();
   TRIREME_CHECK(B % m == 0, "PipelineExecutor.step: batch ", B, " does not split into ", m, " micro-batches");
   const int64_t b = B / m;
-  const DType act_dtype = stage_->dtype();
+  const DType act_dtype = stage_->activation_dtype();
   TRIREME_CHECK(first_row >= 0, "PipelineExecutor.step: first_row must be >= 0, got ", first_row);
 
   // State of one (micro-batch, chunk) between its actions.
@@ -171,7 +171,7 @@ double PipelineExecutor::step(const Tensor& ids, const Tensor& targets, int64_t 
   for (const Action& a : table_[size_t(rank_)]) {
     trace(rank_, step, action_describe(a));
     Slot& s = slots[{a.micro_batch, a.chunk}];
-    const int vs = stage_->virtual_stage(a.chunk);
+    const int vs = stage_->pipeline().virtual_stage(a.chunk);
     switch (a.kind) {
       case ActionKind::recv_activation:
         s.input = Tensor::empty({b, T, d}, act_dtype, device_);
@@ -183,7 +183,7 @@ double PipelineExecutor::step(const Tensor& ids, const Tensor& targets, int64_t 
         break;
       case ActionKind::forward: {
         Tensor input;
-        if (stage_->is_first(a.chunk)) {
+        if (stage_->pipeline().is_first(a.chunk)) {
           input = narrow(ids, 0, a.micro_batch * b, b);
         } else {
           wait(s.input_work);
@@ -193,9 +193,9 @@ double PipelineExecutor::step(const Tensor& ids, const Tensor& targets, int64_t 
         const auto t = Clock::now();
         // Note [dropout keyed by global sample]: this micro-batch's rows of the global batch.
         nn::GlobalRowScope rows(first_row + a.micro_batch * b);
-        Tensor out = stage_->forward(a.chunk, input);
-        if (stage_->is_last(a.chunk)) {
-          Tensor loss = stage_->loss(out, narrow(targets, 0, a.micro_batch * b, b));
+        Tensor out = stage_->forward_chunk(a.chunk, input);
+        if (stage_->pipeline().is_last(a.chunk)) {
+          Tensor loss = stage_->loss_of(out, narrow(targets, 0, a.micro_batch * b, b));
           loss_sum += host_scalar(loss);
           out = mul(loss, loss_scale_ / m);  // every micro-batch weighs 1/m of the batch's mean (x the f16 loss scale)
         }
@@ -208,14 +208,14 @@ double PipelineExecutor::step(const Tensor& ids, const Tensor& targets, int64_t 
             pp_->send(contiguous(s.output.detach()), a.peer, {.tag = tag_of(0, a.micro_batch, vs), .alone = true}));
         break;
       case ActionKind::backward: {
-        if (!stage_->is_last(a.chunk)) wait(s.grad_work);
+        if (!stage_->pipeline().is_last(a.chunk)) wait(s.grad_work);
         const auto t = Clock::now();
-        if (stage_->is_last(a.chunk)) {
+        if (stage_->pipeline().is_last(a.chunk)) {
           autograd::backward({s.output});
         } else {
           autograd::backward({s.output}, {s.grad});
         }
-        if (!stage_->is_first(a.chunk)) {
+        if (!stage_->pipeline().is_first(a.chunk)) {
           TRIREME_CHECK(s.input.grad().defined(), "PipelineExecutor: virtual stage ", vs,
                         " produced no gradient for its input of micro-batch ", a.micro_batch);
           s.input_grad = contiguous(s.input.grad());
@@ -264,7 +264,10 @@ double PipelineExecutor::grad_norm() {
     if (tied.defined() && rank_ == stages_ - 1 && p.impl() == tied.impl()) continue;
     (stage_->shard_specs().count(name) ? sharded : replicated).push_back(p);
   }
-  if (tp.size == 1 && stages_ == 1) return optim::grad_norm(replicated);
+  if (tp.size == 1 && stages_ == 1) {
+    replicated.insert(replicated.end(), sharded.begin(), sharded.end());  // size-1 shards are whole
+    return optim::grad_norm(replicated);
+  }
   auto squared = [](const std::vector<Tensor>& ps) {
     const double n = ps.empty() ? 0.0 : optim::grad_norm(ps);
     return n * n;

@@ -1,7 +1,7 @@
 // PipelineExecutor: runs this rank's schedule table for one optimizer step, moving activations
 // and gradients through the pipeline process group.
 //
-//   auto stage = PipelineStage::build(cfg, ctx, seed);
+//   auto stage = std::make_shared<models::GPT>(cfg, ctx, seed);  // this rank's stage (a PipelineModel)
 //   PipelineExecutor pipe(stage, ctx);                       // pp group, micro-batches, schedule
 //   optim::AdamW opt(stage->named_parameters(), {.lr = 3e-4});
 //   for (...) {
@@ -15,9 +15,10 @@
 // as the table says (the last stage scales each micro-batch's mean loss by 1/m, so the
 // accumulated gradients are those of the whole batch's mean loss when every target counts), sums
 // the tied embedding's gradient between the first and last stage (Note [pipeline tied
-// embeddings]), and returns the batch's mean loss on every pipeline rank. A stage with tensor
-// parallelism (Note [tensor parallelism inside stages]) runs the same table on each of its tp
-// ranks, each paired through its own pipeline group with the same tp rank of the other stages.
+// embeddings] in models/gpt.h), and returns the batch's mean loss on every pipeline rank. A stage
+// with tensor parallelism runs the same table on each of its tp ranks, each paired through its
+// own pipeline group with the same tp rank of the other stages; what crosses between stages is
+// the (b, T, d) activation, replicated over tp.
 //
 // Communication uses only ProcessGroup send/recv/all_reduce/broadcast: a send is posted when the
 // table says and waited for at the end of the step; a receive is posted when the table says and
@@ -62,7 +63,7 @@
 #include "trireme/dist/process_group.h"
 #include "trireme/parallel/context.h"
 #include "trireme/parallel/pipeline_schedule.h"
-#include "trireme/parallel/pipeline_stage.h"
+#include "trireme/parallel/pipeline_model.h"
 
 namespace trireme::parallel {
 
@@ -85,9 +86,9 @@ std::string pipeline_messages_out_of_order(const ScheduleTable& table);
 class PipelineExecutor {
  public:
   // pp_group: the stage's pipeline group (rank i holds stage i); may be null for one stage.
-  PipelineExecutor(std::shared_ptr<PipelineStage> stage, dist::ProcessGroup* pp_group, PipelineOptions options);
+  PipelineExecutor(std::shared_ptr<PipelineModel> stage, dist::ProcessGroup* pp_group, PipelineOptions options);
   // From ctx: its pp group, layout().micro_batches and layout().schedule.
-  PipelineExecutor(std::shared_ptr<PipelineStage> stage, const ParallelContext& ctx);
+  PipelineExecutor(std::shared_ptr<PipelineModel> stage, const ParallelContext& ctx);
 
   // One step's forwards and backwards; accumulates into the stage parameters' .grad. Returns the
   // mean loss over the batch (the last stage's, broadcast to every pipeline rank). first_row: the
@@ -111,7 +112,7 @@ class PipelineExecutor {
   const ScheduleTable& table() const { return table_; }
   const std::vector<Action>& actions() const { return table_[size_t(rank_)]; }
   const PipelineStepStats& last_stats() const { return stats_; }
-  PipelineStage& stage() { return *stage_; }
+  PipelineModel& stage() { return *stage_; }
 
  private:
   int tag_of(int direction, int micro_batch, int sender_virtual_stage) const;
@@ -119,7 +120,7 @@ class PipelineExecutor {
   void connect_peers();
   static constexpr int kWarmupTag = (1 << 30) + 1;  // above every step tag (and the runner's eval tags)
 
-  std::shared_ptr<PipelineStage> stage_;
+  std::shared_ptr<PipelineModel> stage_;
   dist::ProcessGroup* pp_;
   PipelineOptions options_;
   int rank_ = 0, stages_ = 1;

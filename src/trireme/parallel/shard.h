@@ -19,7 +19,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,6 +67,10 @@ Tensor shard_of(const Tensor& full, const ShardSpec& spec);
 Tensor unshard(const std::vector<Tensor>& shards, const ShardSpec& spec);
 // unshard over a process group: every rank gets the full tensor (a collective on `group`).
 Tensor gather_shards(const Tensor& shard, const ShardSpec& spec, dist::ProcessGroup* group);
+
+// The ShardSpec of a parameter (by single-process name) on tp rank `tp_rank`; nullopt when the
+// parameter is replicated over tp. A model states its own (models::gpt_shard_rule).
+using ShardRule = std::function<std::optional<ShardSpec>(const std::string& name, int tp_rank)>;
 
 // Initialisation of a shard as the same slice of the full parameter initialised by nn/init.h
 // under `name` (the full parameter's qualified name); padding rows are set to zero.

@@ -11,7 +11,7 @@
 namespace trireme::parallel {
 
 // Note [split by source rows]
-// Under sequence parallelism (Note [sequence parallelism], tp_gpt.h) a column-parallel layer
+// Under sequence parallelism (Note [sequence parallelism], models/gpt_block.h) a column-parallel layer
 // needs every rank's rows of its input (an all-gather) and a row-parallel layer's backward needs
 // every rank's rows of its output gradient (an all-gather too). Done as "gather, then one GEMM"
 // the GEMM waits for the whole gather. But row block q of a product depends only on row block q

@@ -16,7 +16,7 @@ using autograd::TensorList;
 
 TpGroup TpGroup::of(const ParallelContext& ctx) {
   const ParallelLayout& L = ctx.layout();
-  return {ctx.tp_group(), L.tp, ctx.tp_rank(), L.sequence_parallel};
+  return {ctx.tp_group(), L.tp, ctx.tp_rank()};
 }
 
 namespace {

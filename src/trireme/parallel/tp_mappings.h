@@ -37,9 +37,6 @@ struct TpGroup {
   dist::ProcessGroup* group = nullptr;
   int size = 1;
   int rank = 0;
-  // Activations outside the tensor-parallel regions are sharded by rows (tokens) over the group
-  // instead of replicated (Note [sequence parallelism], tp_gpt.h).
-  bool sequence_parallel = false;
   static TpGroup of(const ParallelContext& ctx);
   static TpGroup single() { return {}; }
 };
@@ -57,7 +54,7 @@ Tensor scatter_to_tp_region(const Tensor& x, const TpGroup& tp);
 // x (..., m) -> (..., m * size): every rank's chunk concatenated along the last dim in rank order.
 Tensor gather_from_tp_region(const Tensor& x, const TpGroup& tp);
 
-// Sequence parallelism's conjugate pair (Note [sequence parallelism], tp_gpt.h), over the rows
+// Sequence parallelism's conjugate pair (Note [sequence parallelism], models/gpt_block.h), over the rows
 // (first dim) of a contiguous tensor, rank r's rows being [r n/size, (r+1) n/size):
 // x (n/size, ...) -> (n, ...) every rank's rows in rank order; backward: the gradient summed
 // over the group and this rank's rows kept (reduce-scatter).
@@ -73,7 +70,7 @@ Tensor reduce_scatter_rows_to_sp(const Tensor& x, const TpGroup& tp);
 std::vector<Tensor> sum_grads_over_tp(const std::vector<Tensor>& params, const TpGroup& tp);
 // The same sum done later, once, on the parameters' accumulated .grad (in place; a gradient that
 // did not arrive on this rank counts as zeros): for a model that left its partial gradients
-// unsummed in the backward (TensorParallelGPT::defer_grad_sums). One all-reduce for all of them
+// unsummed in the backward (models::GPT::defer_grad_sums). One all-reduce for all of them
 // instead of one per layer, each of which held the backward up (Note [deferred gradient sums]).
 void sum_partial_grads_over_tp(const std::vector<Tensor>& params, const TpGroup& tp);
 

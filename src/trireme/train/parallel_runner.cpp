@@ -5,6 +5,7 @@
 #include <set>
 
 #include "trireme/autograd/grad_mode.h"
+#include "trireme/models/gpt.h"
 #include "trireme/cuda/device.h"
 #include "trireme/dist/process_group_factory.h"
 #include "trireme/nn/dropout.h"
@@ -18,7 +19,6 @@
 #include "trireme/parallel/optimizer_reshard.h"
 #include "trireme/parallel/pipeline_executor.h"
 #include "trireme/parallel/replica_check.h"
-#include "trireme/parallel/tp_gpt.h"
 #include "trireme/parallel/zero.h"
 
 namespace trireme::train {
@@ -177,7 +177,7 @@ class TensorDataRunner : public ParallelRunnerBase {
   TensorDataRunner(const io::TrainConfig& cfg, int64_t vocab, std::shared_ptr<ParallelJob> job)
       : ParallelRunnerBase(cfg, vocab, std::move(job)) {
     const auto& L = ctx().layout();
-    model_ = std::make_shared<parallel::TensorParallelGPT>(gpt_config(cfg, vocab), ctx(), uint64_t(cfg.train.seed));
+    model_ = std::make_shared<models::GPT>(gpt_config(cfg, vocab), ctx(), uint64_t(cfg.train.seed));
     // On the device before the Reducer and the optimizers: their buckets and state live there.
     if (!job_->device.is_cpu()) model_->to(job_->device);
     // One sum of the partial gradients after the backward rather than one per layer inside it
@@ -286,7 +286,7 @@ class TensorDataRunner : public ParallelRunnerBase {
   }
 
  private:
-  std::shared_ptr<parallel::TensorParallelGPT> model_;
+  std::shared_ptr<models::GPT> model_;
   std::unique_ptr<parallel::Reducer> reducer_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<parallel::ZeroOptimizer> zero_;
@@ -299,7 +299,7 @@ class PipelineRunner : public ParallelRunnerBase {
   PipelineRunner(const io::TrainConfig& cfg, int64_t vocab, std::shared_ptr<ParallelJob> job)
       : ParallelRunnerBase(cfg, vocab, std::move(job)) {
     const auto& L = ctx().layout();
-    stage_ = parallel::PipelineStage::build(gpt_config(cfg, vocab), ctx(), uint64_t(cfg.train.seed));
+    stage_ = std::make_shared<models::GPT>(gpt_config(cfg, vocab), ctx(), uint64_t(cfg.train.seed));
     // On the device before the executor (its buffers follow the parameters) and the optimizers.
     if (!job_->device.is_cpu()) stage_->to(job_->device);
     pipe_ = std::make_unique<parallel::PipelineExecutor>(stage_, ctx());
@@ -385,7 +385,7 @@ class PipelineRunner : public ParallelRunnerBase {
     auto autocast = precision_.autocast_guard(job_->device);
     stage_->eval();
     dist::ProcessGroup* pp = ctx().pp_group();
-    const int p = ctx().layout().pp, r = ctx().pp_rank(), v = stage_->virtual_stages(), S = p * v;
+    const int p = ctx().layout().pp, r = ctx().pp_rank(), v = stage_->pipeline().virtual_stages, S = p * v;
     const DType dtype = stage_->named_parameters().front().second.dtype();
     double total = 0;
     for (int64_t i = 0; i < batches; ++i) {
@@ -402,9 +402,9 @@ class PipelineRunner : public ParallelRunnerBase {
           // Started alone, like the executor's (Note [pipeline transfers start alone]).
           pp->recv(input, (s - 1) % p, {.tag = kEvalTag + s, .alone = true})->wait();
         }
-        Tensor out = stage_->forward(s / p, input);
+        Tensor out = stage_->forward_chunk(s / p, input);
         if (s == S - 1) {
-          loss = host_value(stage_->loss(out, b.targets));
+          loss = host_value(stage_->loss_of(out, b.targets));
         } else {
           keep.push_back(contiguous(out));
           sends.push_back(pp->send(keep.back(), (s + 1) % p, {.tag = kEvalTag + s + 1, .alone = true}));
@@ -474,7 +474,7 @@ class PipelineRunner : public ParallelRunnerBase {
     return out;
   }
 
-  std::shared_ptr<parallel::PipelineStage> stage_;
+  std::shared_ptr<models::GPT> stage_;
   std::unique_ptr<parallel::PipelineExecutor> pipe_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<parallel::Reducer> reducer_;  // zero: the dp group's gradient buckets

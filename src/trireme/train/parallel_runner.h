@@ -1,9 +1,9 @@
 // The trainer's parallel runs: connecting to the job (store, Gloo world, ParallelContext) and
 // the StepRunners for each layout (docs/PARALLELISM.md):
-//   pp == 1   TensorParallelGPT (tp = 1 included) + Reducer over dp (overlapped buckets) + AdamW,
-//             SGD or ZeroOptimizer; micro_batches > 1 accumulates gradients
-//   pp > 1    PipelineStage (tp > 1: tensor-parallel blocks, embedding and head inside each
-//             stage) + PipelineExecutor (its schedule and micro-batches), gradients averaged over
+//   pp == 1   models::GPT (this rank's tp part; tp = 1 included) + Reducer over dp (overlapped
+//             buckets) + AdamW, SGD or ZeroOptimizer; micro_batches > 1 accumulates gradients
+//   pp > 1    models::GPT holding this rank's stage (tp > 1: its tp part of it) +
+//             PipelineExecutor (its schedule and micro-batches), gradients averaged over
 //             dp after the pipeline step, or with zero reduce-scattered into ZeroOptimizer's
 //             shards (Note [ZeRO inside a pipeline]); on the CPU (Gloo) or GPUs (NCCL)
 //

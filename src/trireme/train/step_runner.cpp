@@ -73,7 +73,7 @@ std::map<std::string, Tensor> load_whole_optimizer_state(const std::filesystem::
   std::map<std::string, Shape> shapes;
   for (const auto& [name, t] : ckpt.model) shapes[name] = t.sizes();
   return parallel::whole_optimizer_state([&](int rank) { return load_checkpoint_optimizer(dir, rank); }, old,
-                                         parallel::gpt_shard_rule(model, old.tp), shapes);
+                                         models::gpt_shard_rule(model, old.tp), shapes);
 }
 
 namespace {

@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
     }
 
     // The layout: this dp rank's rows through the pipeline, gradients averaged over dp.
-    auto stage = parallel::PipelineStage::build(cfg, ctx, seed);
+    auto stage = std::make_shared<models::GPT>(cfg, ctx, seed);
     parallel::PipelineExecutor pipe(stage, ctx);
     optim::AdamW opt(stage->named_parameters(), adam);
     const int64_t rows = B / a.dp;

@@ -1,6 +1,7 @@
-// Pipeline partitions and stages without processes: balanced sizes, stage slices that hold the
-// single-process parameters (same names, same initial values), one-stage execution with
-// micro-batches that reproduces the whole batch's loss and gradients.
+// Pipeline partitions and the GPT's stages without processes: balanced sizes, stage slices that
+// hold the single-process parameters (same names, same initial values), chained stages that
+// compute the whole model's logits, one-stage execution with micro-batches that reproduces the
+// whole batch's loss and gradients.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -16,7 +17,6 @@
 #include "trireme/optim/clip_grad.h"
 #include "trireme/parallel/pipeline_executor.h"
 #include "trireme/parallel/pipeline_partition.h"
-#include "trireme/parallel/pipeline_stage.h"
 
 using namespace trireme;
 using namespace trireme::parallel;
@@ -65,27 +65,14 @@ TEST(PipelinePartition, BalancedGivesExtrasToEarlyStages) {
   EXPECT_THROW(pipeline_partition_sizes(2, 3), Error);
 }
 
-TEST(PipelineStage, OneStageIsTheWholeGPT) {
-  models::GPT gpt(tiny(), 11);
-  PipelineStage stage(tiny(), {}, 11);
-  auto a = gpt.named_parameters(), b = stage.named_parameters();
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(a[i].first, b[i].first);
-    EXPECT_EQ(max_abs_diff(a[i].second, b[i].second), 0.0) << a[i].first;
-  }
-  Tensor ids = tokens(2, 8, 0);
-  EXPECT_LE(max_abs_diff(gpt.forward(ids), stage.forward(0, ids)), 0.0);
-}
-
-TEST(PipelineStage, SlicesHoldTheSingleProcessParameters) {
+TEST(GPTPipelineStages, SlicesHoldTheSingleProcessParameters) {
   for (auto [layers, p, v] : {std::tuple{4, 2, 1}, std::tuple{4, 4, 1}, std::tuple{5, 3, 1}, std::tuple{4, 2, 2}}) {
     models::GPT gpt(tiny(layers), 5);
     std::map<std::string, Tensor> whole;
     for (auto& [n, t] : gpt.named_parameters()) whole[n] = t;
     std::set<std::string> seen;
     for (int r = 0; r < p; ++r) {
-      PipelineStage stage(tiny(layers), {.stages = p, .rank = r, .virtual_stages = v}, 5);
+      models::GPT stage(tiny(layers), models::GPTPlacement{.pipeline = {.stages = p, .rank = r, .virtual_stages = v}}, 5);
       for (auto& [n, t] : stage.named_parameters()) {
         ASSERT_TRUE(whole.count(n)) << n;
         EXPECT_EQ(max_abs_diff(whole[n], t), 0.0) << n << " on rank " << r;
@@ -96,7 +83,7 @@ TEST(PipelineStage, SlicesHoldTheSingleProcessParameters) {
     EXPECT_EQ(seen.size(), whole.size());
   }
   // 5 layers over 3 stages: h.0-1, h.2-3, h.4 with ln_f and the tied head.
-  PipelineStage last(tiny(5), {.stages = 3, .rank = 2}, 5);
+  models::GPT last(tiny(5), models::GPTPlacement{.pipeline = {.stages = 3, .rank = 2}}, 5);
   std::vector<std::string> names;
   for (auto& [n, t] : last.named_parameters()) names.push_back(n);
   EXPECT_EQ(names.front(), "transformer.wte.weight");
@@ -104,7 +91,7 @@ TEST(PipelineStage, SlicesHoldTheSingleProcessParameters) {
   EXPECT_EQ(names.back(), "transformer.ln_f.bias");
 }
 
-TEST(PipelineStage, TensorParallelStagesHoldSlicesOfTheSingleProcessParameters) {
+TEST(GPTPipelineStages, TensorParallelStagesHoldSlicesOfTheSingleProcessParameters) {
   // tp 2 x pp 2 without processes (construction needs no communication): every shard is its
   // slice of models::GPT's parameter, and the slices of both tp ranks cover it.
   for (bool tie : {true, false}) {
@@ -118,7 +105,7 @@ TEST(PipelineStage, TensorParallelStagesHoldSlicesOfTheSingleProcessParameters) 
       std::map<std::string, std::vector<Tensor>> shards;
       std::map<std::string, ShardSpec> specs;
       for (int r = 0; r < 2; ++r) {
-        PipelineStage stage(cfg, {.stages = 2, .rank = pp, .tp = TpGroup{nullptr, 2, r}}, 5);
+        models::GPT stage(cfg, models::GPTPlacement{.tp = {nullptr, 2, r}, .pipeline = {.stages = 2, .rank = pp}}, 5);
         EXPECT_FALSE(stage.shard_specs().empty());
         EXPECT_EQ(stage.tied_weight().defined(), tie) << pp;
         for (auto& [n, t] : stage.named_parameters()) {
@@ -139,13 +126,13 @@ TEST(PipelineStage, TensorParallelStagesHoldSlicesOfTheSingleProcessParameters) 
   }
 }
 
-TEST(PipelineStage, ChainedStagesComputeTheGPTLogits) {
+TEST(GPTPipelineStages, ChainedStagesComputeTheGPTLogits) {
   models::GPT gpt(tiny(5), 3);
   Tensor ids = tokens(2, 8, 1);
   Tensor x = ids;
   for (int r = 0; r < 3; ++r) {
-    PipelineStage stage(tiny(5), {.stages = 3, .rank = r}, 3);
-    x = stage.forward(0, x);
+    models::GPT stage(tiny(5), models::GPTPlacement{.pipeline = {.stages = 3, .rank = r}}, 3);
+    x = stage.forward_chunk(0, x);
   }
   EXPECT_LE(max_abs_diff(gpt.forward(ids), x), 1e-6);
 }
@@ -153,7 +140,7 @@ TEST(PipelineStage, ChainedStagesComputeTheGPTLogits) {
 TEST(PipelineExecutor, OneStageWithMicroBatchesMatchesTheWholeBatch) {
   for (auto kind : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b}) {
     models::GPT gpt(tiny(), 9);
-    auto stage = std::make_shared<PipelineStage>(tiny(), PipelineStageSpec{}, 9);
+    auto stage = std::make_shared<models::GPT>(tiny(), 9);
     PipelineExecutor pipe(stage, nullptr, {.micro_batches = 4, .schedule = kind});
     Tensor ids = tokens(8, 8, 2), tgt = tokens(8, 8, 3);
     Tensor loss = gpt.loss(ids, tgt);
