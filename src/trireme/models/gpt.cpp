@@ -203,7 +203,9 @@ Tensor GPT::forward_chunk(int chunk, const Tensor& input) {
     TRIREME_CHECK(T >= 1 && T <= config_.block_size, "GPT.forward: sequence length ", T,
                   " is outside [1, block_size = ", config_.block_size, "]");
     if (pp.stages == 1) {
-      if (auto hidden = sequence_parallel_hidden(x)) return head(*hidden);
+      // Gathered from the sequence-parallel rows, whose backward already sums the head's input
+      // gradient over tp: no copy into the tp region.
+      if (auto hidden = sequence_parallel_hidden(x)) return linear(*hidden, lm_head_weight());
     }
     if (defer_grad_sums_ && autograd::grad_enabled()) ++whole_forwards_;  // Note [deferred gradient sums]
     x = transformer->drop->forward(transformer->wte->forward(x) +
@@ -252,7 +254,6 @@ std::optional<Tensor> GPT::sequence_parallel_hidden(const Tensor& ids) {
   for (const auto& block : blocks(0)) x = block->forward_sp(x, B, T, sum_now);
   const std::vector<Tensor> ln_f = partial({transformer->ln_f->weight, transformer->ln_f->bias});
   x = layer_norm(x, ln_f[0], ln_f[1], transformer->ln_f->eps);
-  // Gathered for the head, whose backward sums its input gradient over tp.
   return reshape(parallel::gather_rows_from_sp(x, tp), {B, T, d});
 }
 

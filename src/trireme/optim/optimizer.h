@@ -33,8 +33,10 @@ class Optimizer {
   Optimizer& operator=(const Optimizer&) = delete;
 
   // One update of every parameter that has a gradient (others are skipped), with grad mode off.
-  void step();
-  void zero_grad(bool set_to_none = true);
+  // An optimizer that holds part of a distributed state (ZeRO, parallel/zero.h) overrides these
+  // and the state functions, so that a trainer drives every optimizer the same way.
+  virtual void step();
+  virtual void zero_grad(bool set_to_none = true);
 
   double lr() const { return lr_; }
   void set_lr(double lr) { lr_ = lr; }
@@ -44,10 +46,15 @@ class Optimizer {
   // Named tensors: "step" (i64, one element), "lr" (f64, one element) and
   // "state.<param name>.<key>" for each state tensor (e.g. "state.h.0.ln_1.weight.exp_avg").
   // The state tensors are copies.
-  std::vector<std::pair<std::string, Tensor>> state_dict() const;
+  virtual std::vector<std::pair<std::string, Tensor>> state_dict() const;
   // Restores what state_dict() saved. Errors name unknown parameters and state keys, and
   // shape mismatches.
-  void load_state_dict(const std::map<std::string, Tensor>& state);
+  virtual void load_state_dict(const std::map<std::string, Tensor>& state);
+  // Restores a state in this optimizer's format as if it held every parameter it was built for
+  // whole ("state.<param>.<key>" shaped as the parameter): what a checkpoint of another layout
+  // comes back as (parallel/optimizer_reshard.h). The same as load_state_dict unless the
+  // optimizer keeps only part of it.
+  virtual void load_unsharded_state_dict(const std::map<std::string, Tensor>& state) { load_state_dict(state); }
 
   // A parameter's state tensor (undefined if it has none yet).
   Tensor state(const std::string& param_name, const std::string& key) const;

@@ -13,12 +13,13 @@
 
 namespace trireme::parallel {
 
-std::vector<GradPiece> grad_pieces(const nn::NamedTensors& params, const std::map<std::string, ShardSpec>& tp_specs) {
+std::vector<GradPiece> grad_pieces(const nn::NamedTensors& params, const std::map<std::string, ShardSpec>& tp_specs,
+                                   const std::set<std::string>& counted_elsewhere) {
   std::vector<GradPiece> out;
   for (const auto& [name, p] : params) {
     if (!p.grad().defined()) continue;
     auto it = tp_specs.find(name);
-    out.push_back({p.grad(), it != tp_specs.end() && it->second.size > 1, false});
+    out.push_back({p.grad(), it != tp_specs.end() && it->second.size > 1, false, !counted_elsewhere.count(name)});
   }
   return out;
 }

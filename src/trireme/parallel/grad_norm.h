@@ -14,6 +14,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,8 +35,10 @@ struct GradPiece {
   bool counted = true;
 };
 
-// The pieces of whole (dp-replicated) parameters' gradients; those named in tp_specs are tp shards.
-std::vector<GradPiece> grad_pieces(const nn::NamedTensors& params, const std::map<std::string, ShardSpec>& tp_specs);
+// The pieces of whole (dp-replicated) parameters' gradients; those named in tp_specs (over more
+// than one rank) are tp shards, those named in counted_elsewhere are not counted.
+std::vector<GradPiece> grad_pieces(const nn::NamedTensors& params, const std::map<std::string, ShardSpec>& tp_specs,
+                                   const std::set<std::string>& counted_elsewhere = {});
 
 // sqrt of the sum of squares of every element once (accumulated in f64); the same on every rank.
 double global_grad_norm(const std::vector<GradPiece>& pieces, const ParallelContext& ctx);

@@ -16,7 +16,7 @@
 //
 //   auto whole = whole_optimizer_state(read_rank_file, {.dp = 2, .tp = 2, .zero = true}, models::gpt_shard_rule(cfg, 2), shapes);
 //   auto mine = shard_optimizer_state(whole, gpt->named_parameters(), gpt->shard_specs());
-//   optimizer.load_state_dict(mine);          // or zero.load_unsharded_state(mine)
+//   optimizer.load_unsharded_state_dict(mine);   // AdamW, SGD or ZeroOptimizer alike
 #pragma once
 
 #include <functional>

@@ -9,15 +9,14 @@
 
 namespace trireme::parallel {
 
-ZeroOptimizer::ZeroOptimizer(Reducer& reducer, const optim::AdamWOptions& options) : reducer_(reducer) {
+std::vector<ZeroOptimizer::Piece> ZeroOptimizer::pieces_of(Reducer& reducer) {
   TRIREME_CHECK(reducer.zero1(), "ZeroOptimizer: the Reducer must be built with zero1 = true");
   const int D = reducer.dp_size(), k = reducer.dp_rank();
   const auto& params = reducer.params();
-  optim::NamedParams named;
+  std::vector<Piece> pieces;
   for (size_t b = 0; b < reducer.buckets().size(); ++b) {
     const BucketLayout& L = reducer.buckets()[b];
     const int64_t chunk = L.numel / D, lo = int64_t(k) * chunk, hi = lo + chunk;
-    gather_out_.push_back(zeros({L.numel}, L.dtype, reducer.shard_grad(b).device()));
     for (const BucketSlot& slot : L.slots) {
       // The part of this parameter inside my chunk [lo, hi) of the bucket.
       const int64_t a = std::max(lo, slot.offset), e = std::min(hi, slot.offset + slot.numel);
@@ -29,16 +28,31 @@ ZeroOptimizer::ZeroOptimizer(Reducer& reducer, const optim::AdamWOptions& option
       Tensor master = p.detach().alias({end - begin}, {1}, p.offset() + begin);  // shares p's storage
       master.set_requires_grad(true);
       master.set_grad(reducer.shard_grad(b).alias({end - begin}, {1}, reducer.shard_grad(b).offset() + (a - lo)));
-      std::string name = str_cat(params[slot.param].first, "[", begin, ":", end, "]");
-      pieces_.push_back({slot.param, name, begin, end, master});
-      named.emplace_back(name, master);
+      pieces.push_back({slot.param, str_cat(params[slot.param].first, "[", begin, ":", end, "]"), begin, end, master});
     }
   }
-  adamw_ = std::make_unique<optim::AdamW>(named, options);
+  return pieces;
+}
+
+optim::NamedParams ZeroOptimizer::named(const std::vector<Piece>& pieces) {
+  optim::NamedParams out;
+  for (const Piece& p : pieces) out.emplace_back(p.name, p.master);
+  return out;
+}
+
+ZeroOptimizer::ZeroOptimizer(Reducer& reducer, const optim::AdamWOptions& options)
+    : ZeroOptimizer(reducer, options, pieces_of(reducer)) {}
+
+ZeroOptimizer::ZeroOptimizer(Reducer& reducer, const optim::AdamWOptions& options, std::vector<Piece> pieces)
+    : optim::AdamW(named(pieces), options), reducer_(reducer), pieces_(std::move(pieces)) {
+  for (size_t b = 0; b < reducer.buckets().size(); ++b) {
+    const BucketLayout& L = reducer.buckets()[b];
+    gather_out_.push_back(zeros({L.numel}, L.dtype, reducer.shard_grad(b).device()));
+  }
 }
 
 void ZeroOptimizer::step() {
-  adamw_->step();  // updates my elements of the parameters in place
+  optim::AdamW::step();  // updates my elements of the parameters in place
   const int D = reducer_.dp_size(), k = reducer_.dp_rank();
   const auto& params = reducer_.params();
   NoGradGuard no_grad;
@@ -68,7 +82,7 @@ void ZeroOptimizer::step() {
   }
 }
 
-void ZeroOptimizer::zero_grad() {
+void ZeroOptimizer::zero_grad(bool /*set_to_none*/) {
   NoGradGuard no_grad;
   for (const auto& [name, p] : reducer_.params()) {
     if (!p.grad().defined()) continue;
@@ -100,7 +114,7 @@ int64_t ZeroOptimizer::shard_numel() const {
 }
 
 std::vector<std::pair<std::string, Tensor>> ZeroOptimizer::state_dict() const {
-  auto out = adamw_->state_dict();
+  auto out = optim::AdamW::state_dict();
   Tensor rank = Tensor::empty({1}, DType::i64), size = Tensor::empty({1}, DType::i64);
   rank.data<int64_t>()[0] = reducer_.dp_rank();
   size.data<int64_t>()[0] = reducer_.dp_size();
@@ -122,10 +136,10 @@ void ZeroOptimizer::load_state_dict(const std::map<std::string, Tensor>& state) 
   std::map<std::string, Tensor> rest(state);
   rest.erase("zero.dp_rank");
   rest.erase("zero.dp_size");
-  adamw_->load_state_dict(rest);
+  optim::AdamW::load_state_dict(rest);
 }
 
-void ZeroOptimizer::load_unsharded_state(const std::map<std::string, Tensor>& state) {
+void ZeroOptimizer::load_unsharded_state_dict(const std::map<std::string, Tensor>& state) {
   NoGradGuard no_grad;
   std::map<std::string, Tensor> mine;
   for (const char* key : {"step", "lr"}) {
@@ -137,14 +151,23 @@ void ZeroOptimizer::load_unsharded_state(const std::map<std::string, Tensor>& st
       const std::string key = it->first.substr(prefix.size());
       if (key.find('.') != std::string::npos) continue;  // another parameter's, named with this one as prefix
       const Tensor& t = it->second;
-      TRIREME_CHECK(t.numel() == reducer_.params()[piece.param].second.numel(), "ZeroOptimizer::load_unsharded_state: '",
+      TRIREME_CHECK(t.numel() == reducer_.params()[piece.param].second.numel(), "ZeroOptimizer::load_unsharded_state_dict: '",
                     it->first, "' has ", t.numel(), " elements but the parameter has ",
                     reducer_.params()[piece.param].second.numel());
       mine["state." + piece.name + "." + key] =
           contiguous(narrow(reshape(contiguous(t), {-1}), 0, piece.begin, piece.end - piece.begin));
     }
   }
-  adamw_->load_state_dict(mine);
+  optim::AdamW::load_state_dict(mine);
+}
+
+std::vector<GradPiece> optimizer_grad_pieces(const optim::Optimizer& optimizer, const nn::NamedTensors& params,
+                                             const std::map<std::string, ShardSpec>& tp_specs,
+                                             const std::set<std::string>& counted_elsewhere) {
+  if (const auto* zero = dynamic_cast<const ZeroOptimizer*>(&optimizer)) {
+    return zero->grad_pieces(tp_specs, counted_elsewhere);
+  }
+  return grad_pieces(params, tp_specs, counted_elsewhere);
 }
 
 }  // namespace trireme::parallel

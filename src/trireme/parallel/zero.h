@@ -8,7 +8,7 @@
 // parameters; the update of each element is exactly AdamW's, so training matches unsharded AdamW.
 //
 //   Reducer reducer(model.named_parameters(), ctx.dp_group(), {.bucket_bytes = 1 << 20, .zero1 = true});
-//   ZeroOptimizer opt(reducer, {.lr = 3e-4, .weight_decay = 0.1});
+//   ZeroOptimizer opt(reducer, {.lr = 3e-4, .weight_decay = 0.1});   // an optim::Optimizer
 //   reducer.prepare_backward();
 //   model.loss(x, y).backward();
 //   reducer.finish();                                   // shard gradients ready
@@ -36,19 +36,18 @@
 
 namespace trireme::parallel {
 
-class ZeroOptimizer {
+// An optim::Optimizer: the trainer steps, saves and restores it as it does AdamW. Its params()
+// are the pieces it updates, "<param>[<begin>:<end>]" (1-D views into the parameters whose
+// gradients are the Reducer's shard gradients).
+class ZeroOptimizer : public optim::AdamW {
  public:
   ZeroOptimizer(Reducer& reducer, const optim::AdamWOptions& options);
 
   // AdamW on this rank's shard (after reducer.finish()), then all-gather the parameters over dp.
-  void step();
-  // Zeroes the gradient buckets and the shard gradients in place (the parameters' grads stay
-  // views of the buckets).
-  void zero_grad();
-
-  double lr() const { return adamw_->lr(); }
-  void set_lr(double lr) { adamw_->set_lr(lr); }
-  int64_t step_count() const { return adamw_->step_count(); }
+  void step() override;
+  // Zeroes the gradient buckets and the shard gradients in place, whatever set_to_none says:
+  // the parameters' grads stay views of the buckets.
+  void zero_grad(bool set_to_none = true) override;
 
   // This rank's shard gradients, as pieces for the global norm (dp-sharded; tp-sharded when the
   // parameter is, per `tp_specs`, the model's shard specs; not counted for the parameters named
@@ -58,12 +57,13 @@ class ZeroOptimizer {
   // Elements of optimizer state this rank keeps (2 per element it owns): for memory reports.
   int64_t shard_numel() const;
 
-  std::vector<std::pair<std::string, Tensor>> state_dict() const;
-  void load_state_dict(const std::map<std::string, Tensor>& state);
+  std::vector<std::pair<std::string, Tensor>> state_dict() const override;
+  // Refuses a state written by another dp rank or dp size.
+  void load_state_dict(const std::map<std::string, Tensor>& state) override;
   // Loads this rank's shard from an unsharded AdamW state of the parameters as this process
   // holds them ("step", "lr", "state.<param>.<key>" of tp-shard shape; what an AdamW over the
   // Reducer's parameters saves): a checkpoint of another layout (optimizer_reshard.h).
-  void load_unsharded_state(const std::map<std::string, Tensor>& state);
+  void load_unsharded_state_dict(const std::map<std::string, Tensor>& state) override;
 
  private:
   struct Piece {
@@ -72,10 +72,20 @@ class ZeroOptimizer {
     int64_t begin, end; // the parameter's flat elements [begin, end)
     Tensor master;      // 1-D view of the parameter's elements [begin, end), a leaf for AdamW
   };
+  static std::vector<Piece> pieces_of(Reducer& reducer);
+  static optim::NamedParams named(const std::vector<Piece>& pieces);
+  ZeroOptimizer(Reducer& reducer, const optim::AdamWOptions& options, std::vector<Piece> pieces);
+
   Reducer& reducer_;
   std::vector<Piece> pieces_;
   std::vector<Tensor> gather_out_;  // per bucket: the all-gathered parameter values
-  std::unique_ptr<optim::AdamW> adamw_;
 };
+
+// The gradient pieces the global norm of a step runs over for `optimizer` (grad_norm.h): a
+// ZeroOptimizer's shard of them, or the whole gradients of `params` (as the model holds them,
+// with its tp shard specs); parameters in counted_elsewhere are left out of the norm.
+std::vector<GradPiece> optimizer_grad_pieces(const optim::Optimizer& optimizer, const nn::NamedTensors& params,
+                                             const std::map<std::string, ShardSpec>& tp_specs,
+                                             const std::set<std::string>& counted_elsewhere = {});
 
 }  // namespace trireme::parallel

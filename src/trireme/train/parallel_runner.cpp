@@ -95,11 +95,41 @@ double mean_over(dist::ProcessGroup* group, double x, Device device) {
 
 std::map<std::string, Tensor> as_map(const NamedTensors& v) { return {v.begin(), v.end()}; }
 
-// Common to both runners: config, job, layout description.
-class ParallelRunnerBase : public StepRunner {
+// Every layout's runner: this rank's part of the model (models::GPT of the layout), the
+// forward and backward of a step (gradient accumulation over micro-batches with one stage, the
+// PipelineExecutor's schedule with several), the gradients made whole over dp (the Reducer) and
+// tp (the deferred sums), then one global norm and the optimizer (AdamW, SGD or ZeRO-1's).
+class ParallelRunner : public StepRunner {
  public:
-  ParallelRunnerBase(const io::TrainConfig& cfg, int64_t vocab, std::shared_ptr<ParallelJob> job)
-      : cfg_(cfg), vocab_(vocab), job_(std::move(job)) {}
+  ParallelRunner(const io::TrainConfig& cfg, int64_t vocab, std::shared_ptr<ParallelJob> job)
+      : cfg_(cfg), vocab_(vocab), job_(std::move(job)) {
+    const auto& L = ctx().layout();
+    model_ = std::make_shared<models::GPT>(gpt_config(cfg, vocab), ctx(), uint64_t(cfg.train.seed));
+    // On the device before the executor (its buffers follow the parameters), the Reducer and
+    // the optimizers: their buckets and state live there.
+    if (!job_->device.is_cpu()) model_->to(job_->device);
+    if (L.pp > 1) {
+      pipe_ = std::make_unique<parallel::PipelineExecutor>(model_, ctx());
+    } else {
+      // One sum of the partial gradients after the backward rather than one per layer inside it
+      // (Note [deferred gradient sums]); ZeRO-1 shards the gradients as they arrive, so not there.
+      model_->defer_grad_sums(!L.zero1);
+    }
+    // With one stage the Reducer reduces during the last micro-batch's backward; a pipeline's
+    // backwards are interleaved with its transfers, so it reduces what they accumulated after
+    // the step (Note [ZeRO inside a pipeline]).
+    reducer_ = std::make_unique<parallel::Reducer>(
+        model_->named_parameters(), ctx().dp_group(),
+        parallel::ReducerOptions{.bucket_bytes = L.bucket_bytes, .zero1 = L.zero1});
+    if (L.zero1) {
+      optimizer_ = std::make_unique<parallel::ZeroOptimizer>(
+          *reducer_, optim::AdamWOptions{.lr = cfg.optim.lr, .betas = {cfg.optim.beta1, cfg.optim.beta2},
+                                         .eps = cfg.optim.eps, .weight_decay = cfg.optim.weight_decay});
+    } else {
+      optimizer_ = make_optimizer(cfg, model_->named_parameters());
+    }
+  }
+
   int rank() const override { return job_->ctx->world_rank(); }
   Device device() const override { return job_->device; }
   std::string describe_layout() const override {
@@ -113,7 +143,135 @@ class ParallelRunnerBase : public StepRunner {
   nlohmann::json layout_json() const override { return layout_json_of(cfg_.parallel); }
   void barrier() override { job_->world->barrier({.timeout = std::chrono::hours(1)})->wait(); }
 
- protected:
+  int64_t num_parameters() override {
+    // Whole parameters, each once: a tp shard counts as its full (unpadded) shape, stages are
+    // summed over pp, and the last stage leaves the tied head weight to stage 0.
+    const std::set<std::string> elsewhere = second_tied_copy();
+    double n = 0;
+    for (const auto& [name, p] : model_->named_parameters()) {
+      if (elsewhere.count(name)) continue;
+      auto it = model_->shard_specs().find(name);
+      if (it == model_->shard_specs().end()) {
+        n += double(p.numel());
+      } else {
+        double full = 1;
+        for (int64_t s : it->second.full_shape) full *= double(s);
+        n += full;
+      }
+    }
+    if (ctx().layout().pp == 1) return int64_t(n);
+    Tensor t = full({1}, n, DType::f64, job_->device);
+    ctx().pp_group()->all_reduce(t)->wait();
+    return int64_t(std::llround(host_value(t)));
+  }
+
+  void set_lr(double lr) override { optimizer_->set_lr(lr); }
+
+  StepResult train_step(int64_t step, const io::DataLoader& train) override {
+    model_->set_rng(uint64_t(cfg_.train.seed), uint64_t(step));
+    io::Batch b = local_batch_of(train, step);
+    StepResult r{.loss = mean_over(ctx().dp_group(), pipe_ ? pipeline_step(b) : accumulated_step(b), job_->device),
+                 .grad_norm = NAN};
+    // The gradients whole: averaged over dp (ZeRO: this rank's shard of them), summed over tp.
+    if (pipe_) {
+      reducer_->reduce_accumulated();
+    } else {
+      reducer_->finish();
+      model_->sum_deferred_grads();  // after the dp average: both sums are linear
+    }
+    auto pieces =
+        parallel::optimizer_grad_pieces(*optimizer_, model_->named_parameters(), model_->shard_specs(), second_tied_copy());
+    std::vector<Tensor> grads;
+    for (const auto& piece : pieces) grads.push_back(piece.grad);
+    if (unscale_and_check(grads)) {  // every rank the same answer
+      r.grad_norm = cfg_.optim.grad_clip > 0 ? parallel::clip_global_grad_norm(pieces, cfg_.optim.grad_clip, ctx())
+                                             : parallel::global_grad_norm(pieces, ctx());
+      optimizer_->step();
+    }
+    optimizer_->zero_grad();
+    if (precision_.has_scaler()) r.loss_scale = precision_.loss_scale(), r.skipped_steps = precision_.skipped_steps();
+    check_replicas(step);
+    return r;
+  }
+
+  // Forward only, one virtual stage after another: stage s runs on pipeline rank s mod p (its
+  // chunk s / p), receiving its input from stage s - 1 and sending its output to stage s + 1.
+  // With one stage, the model's forward and loss.
+  double eval_loss(const io::DataLoader& val, int64_t batches) override {
+    NoGradGuard no_grad;
+    auto autocast = precision_.autocast_guard(job_->device);
+    model_->eval();
+    dist::ProcessGroup* pp = ctx().pp_group();
+    const int p = ctx().layout().pp, r = ctx().pp_rank(), S = p * model_->pipeline().virtual_stages;
+    double total = 0;
+    for (int64_t i = 0; i < batches; ++i) {
+      io::Batch b = local_batch_of(val, i);
+      const int64_t rows = b.inputs.size(0), T = b.inputs.size(1);
+      std::vector<dist::WorkPtr> sends;
+      std::vector<Tensor> keep;  // the sent activations stay alive until their sends finish
+      double loss = 0;
+      for (int s = 0; s < S; ++s) {
+        if (s % p != r) continue;
+        Tensor input = b.inputs;
+        if (s > 0) {
+          input = Tensor::empty({rows, T, model_->hidden_size()}, model_->activation_dtype(), job_->device);
+          // Started alone, like the executor's (Note [pipeline transfers start alone]).
+          pp->recv(input, (s - 1) % p, {.tag = kEvalTag + s, .alone = true})->wait();
+        }
+        Tensor out = model_->forward_chunk(s / p, input);
+        if (s == S - 1) {
+          loss = host_value(model_->loss_of(out, b.targets));
+        } else {
+          keep.push_back(contiguous(out));
+          sends.push_back(pp->send(keep.back(), (s + 1) % p, {.tag = kEvalTag + s + 1, .alone = true}));
+        }
+      }
+      for (auto& w : sends) w->wait();
+      if (p > 1) {
+        Tensor l = full({1}, loss, DType::f64, job_->device);  // NCCL groups take GPU tensors only
+        pp->broadcast(l, {.root = (S - 1) % p})->wait();
+        loss = host_value(l);
+      }
+      total += loss;
+    }
+    model_->train();
+    return mean_over(ctx().dp_group(), total / double(batches), job_->device);
+  }
+
+  std::filesystem::path save(const std::filesystem::path& root, Checkpoint ckpt) override {
+    // The first replica writes the model, whole: each stage gathers its tp shards and its tp rank
+    // 0 writes them; rank 0 merges the stages' parts, the tied weight from stage 0 (Note
+    // [pipeline tied embeddings]). Every rank writes its optimizer state.
+    if (ctx().dp_rank() == 0) {
+      NamedTensors whole = model_->full_state_dict();  // collective over tp
+      if (ctx().tp_rank() == 0) ckpt.model = std::move(whole);
+    }
+    ckpt.optimizer = optimizer_->state_dict();
+    precision_.add_state(ckpt.optimizer);
+    return save_checkpoint_distributed(root, ckpt, *job_->world);
+  }
+
+  void load(const std::filesystem::path& dir, const Checkpoint& ckpt) override {
+    auto full = as_map(ckpt.model);
+    for (const auto& [name, t] : model_->state_dict()) {
+      TRIREME_CHECK(full.count(name), "checkpoint '", dir.string(), "': model.safetensors has no '", name, "'");
+    }
+    model_->load_full_state_dict(full);  // each tp rank its slices
+    // This rank's optimizer file when the checkpoint has this run's layout (bit-identical
+    // resume), else its part of the whole state reassembled from every rank's file (Note
+    // [resuming in another layout]).
+    if (!optimizer_layout_differs(ckpt, layout_json())) {
+      optimizer_->load_state_dict(precision_.take_state(as_map(load_checkpoint_optimizer(dir, rank()))));
+      return;
+    }
+    auto whole = precision_.take_state(load_whole_optimizer_state(dir, ckpt, gpt_config(cfg_, vocab_)));
+    optimizer_->load_unsharded_state_dict(
+        parallel::shard_optimizer_state(whole, model_->named_parameters(), model_->shard_specs()));
+  }
+
+ private:
+  static constexpr int kEvalTag = 1 << 20;  // far from the executor's tags
+
   const parallel::ParallelContext& ctx() const { return *job_->ctx; }
   int64_t local_batch() const { return cfg_.train.batch_size / cfg_.parallel.dp; }
   // The row of the step's global batch where this dp rank's slice starts (Note [global sample
@@ -128,97 +286,10 @@ class ParallelRunnerBase : public StepRunner {
     return b;
   }
 
-  // f16: unscales `grads` and decides, the same on every rank (the inf/NaN flag all-reduced
-  // with max over the whole world: dp, tp and pp), whether this step may run.
-  bool unscale_and_check(const std::vector<Tensor>& grads) {
-    return precision_.unscale_and_check(grads, job_->device, [this](Tensor& flag) {
-      job_->world->all_reduce(flag, {.op = dist::ReduceOp::max})->wait();
-    });
-  }
-  void add_precision(StepResult& r) const {
-    if (precision_.has_scaler()) r.loss_scale = precision_.loss_scale(), r.skipped_steps = precision_.skipped_steps();
-  }
-
-  // Loads this rank's optimizer state (into `zero` when not null, else `optimizer`) from
-  // checkpoint `dir`: its own file when the checkpoint has this run's layout (bit-identical
-  // resume), else its part of the whole state reassembled from every rank's file (Note [resuming
-  // in another layout]). `params` and `specs`: the parameters as this rank holds them.
-  void load_optimizer_state(const std::filesystem::path& dir, const Checkpoint& ckpt, const optim::NamedParams& params,
-                            const std::map<std::string, parallel::ShardSpec>& specs, parallel::ZeroOptimizer* zero,
-                            optim::Optimizer* optimizer) {
-    if (!optimizer_layout_differs(ckpt, layout_json())) {
-      auto own = precision_.take_state(as_map(load_checkpoint_optimizer(dir, rank())));
-      if (zero) zero->load_state_dict(own);
-      else optimizer->load_state_dict(own);
-      return;
-    }
-    auto whole = precision_.take_state(load_whole_optimizer_state(dir, ckpt, gpt_config(cfg_, vocab_)));
-    auto mine = parallel::shard_optimizer_state(whole, params, specs);
-    if (zero) zero->load_unsharded_state(mine);
-    else optimizer->load_state_dict(mine);
-  }
-  // Every parallel.replica_check_interval steps: the dp replicas' parameters still agree
-  // (parallel/replica_check.h). `step` is the step just taken (0-based).
-  void check_replicas(int64_t step, const nn::NamedTensors& params) const {
-    const int64_t every = cfg_.parallel.replica_check_interval;
-    if (every > 0 && (step + 1) % every == 0) parallel::check_replicas_agree(params, ctx(), step + 1);
-  }
-
-  io::TrainConfig cfg_;
-  int64_t vocab_;
-  std::shared_ptr<ParallelJob> job_;
-  TrainPrecision precision_{cfg_};
-};
-
-// ---- pp == 1: tensor and data parallelism, gradient accumulation over micro-batches ----
-
-class TensorDataRunner : public ParallelRunnerBase {
- public:
-  TensorDataRunner(const io::TrainConfig& cfg, int64_t vocab, std::shared_ptr<ParallelJob> job)
-      : ParallelRunnerBase(cfg, vocab, std::move(job)) {
-    const auto& L = ctx().layout();
-    model_ = std::make_shared<models::GPT>(gpt_config(cfg, vocab), ctx(), uint64_t(cfg.train.seed));
-    // On the device before the Reducer and the optimizers: their buckets and state live there.
-    if (!job_->device.is_cpu()) model_->to(job_->device);
-    // One sum of the partial gradients after the backward rather than one per layer inside it
-    // (Note [deferred gradient sums]); ZeRO-1 shards the gradients as they arrive, so not there.
-    model_->defer_grad_sums(!L.zero1);
-    reducer_ = std::make_unique<parallel::Reducer>(model_->named_parameters(), ctx().dp_group(),
-                                                   parallel::ReducerOptions{.bucket_bytes = L.bucket_bytes, .zero1 = L.zero1});
-    if (L.zero1) {
-      zero_ = std::make_unique<parallel::ZeroOptimizer>(
-          *reducer_, optim::AdamWOptions{.lr = cfg.optim.lr, .betas = {cfg.optim.beta1, cfg.optim.beta2},
-                                         .eps = cfg.optim.eps, .weight_decay = cfg.optim.weight_decay});
-    } else {
-      optimizer_ = make_optimizer(cfg, model_->named_parameters());
-    }
-  }
-
-  int64_t num_parameters() override {
-    // Whole parameters: a shard counts as its full (unpadded) shape.
-    int64_t n = 0;
-    for (const auto& [name, p] : model_->named_parameters()) {
-      auto it = model_->shard_specs().find(name);
-      if (it == model_->shard_specs().end()) {
-        n += p.numel();
-      } else {
-        int64_t full = 1;
-        for (int64_t s : it->second.full_shape) full *= s;
-        n += full;
-      }
-    }
-    return n;
-  }
-
-  void set_lr(double lr) override {
-    if (zero_) zero_->set_lr(lr);
-    else optimizer_->set_lr(lr);
-  }
-
-  StepResult train_step(int64_t step, const io::DataLoader& train) override {
+  // One stage: the micro-batches' forwards and backwards one after another, accumulating into
+  // the gradients; the Reducer reduces during the last backward. Returns this rank's mean loss.
+  double accumulated_step(const io::Batch& b) {
     const int m = ctx().layout().micro_batches;
-    model_->set_rng(uint64_t(cfg_.train.seed), uint64_t(step));
-    io::Batch b = local_batch_of(train, step);
     const int64_t rows = local_batch() / m;
     double loss_sum = 0;
     for (int i = 0; i < m; ++i) {
@@ -235,231 +306,32 @@ class TensorDataRunner : public ParallelRunnerBase {
       precision_.scale_loss(loss).backward();
       loss_sum += host_value(loss);
     }
-    reducer_->finish();
-    model_->sum_deferred_grads();  // after the dp average: both sums are linear
-    auto pieces = zero_ ? zero_->grad_pieces(model_->shard_specs())
-                        : parallel::grad_pieces(model_->named_parameters(), model_->shard_specs());
-    std::vector<Tensor> grads;
-    for (const auto& piece : pieces) grads.push_back(piece.grad);
-    StepResult r{.loss = mean_over(ctx().dp_group(), loss_sum, job_->device), .grad_norm = NAN};
-    const bool finite = unscale_and_check(grads);  // every rank the same answer
-    if (finite) {
-      r.grad_norm = cfg_.optim.grad_clip > 0 ? parallel::clip_global_grad_norm(pieces, cfg_.optim.grad_clip, ctx())
-                                             : parallel::global_grad_norm(pieces, ctx());
-    }
-    if (zero_) {
-      if (finite) zero_->step();
-      zero_->zero_grad();
-    } else {
-      if (finite) optimizer_->step();
-      optimizer_->zero_grad();
-    }
-    add_precision(r);
-    check_replicas(step, model_->named_parameters());
-    return r;
+    return loss_sum;
   }
 
-  double eval_loss(const io::DataLoader& val, int64_t batches) override {
-    NoGradGuard no_grad;
+  // Several stages: the executor's schedule (its micro-batches, transfers and the tied weight's
+  // sum). Returns the batch's mean loss.
+  double pipeline_step(const io::Batch& b) {
+    // The executor's forwards run under autocast; backward ignores it (autograd/engine.cpp).
     auto autocast = precision_.autocast_guard(job_->device);
-    model_->eval();
-    double total = 0;
-    for (int64_t i = 0; i < batches; ++i) {
-      io::Batch b = local_batch_of(val, i);
-      total += host_value(model_->loss(b.inputs, b.targets));
-    }
-    model_->train();
-    return mean_over(ctx().dp_group(), total / double(batches), job_->device);
+    pipe_->set_loss_scale(precision_.has_scaler() ? precision_.loss_scale() : 1.0);
+    return pipe_->step(b.inputs, b.targets, first_global_row());
   }
 
-  std::filesystem::path save(const std::filesystem::path& root, Checkpoint ckpt) override {
-    NamedTensors full = model_->full_state_dict();  // collective over tp
-    if (rank() == 0) ckpt.model = std::move(full);
-    ckpt.optimizer = zero_ ? zero_->state_dict() : optimizer_->state_dict();
-    precision_.add_state(ckpt.optimizer);
-    return save_checkpoint_distributed(root, ckpt, *job_->world);
+  // f16: unscales `grads` and decides, the same on every rank (the inf/NaN flag all-reduced
+  // with max over the whole world: dp, tp and pp), whether this step may run.
+  bool unscale_and_check(const std::vector<Tensor>& grads) {
+    return precision_.unscale_and_check(grads, job_->device, [this](Tensor& flag) {
+      job_->world->all_reduce(flag, {.op = dist::ReduceOp::max})->wait();
+    });
   }
 
-  void load(const std::filesystem::path& dir, const Checkpoint& ckpt) override {
-    model_->load_full_state_dict(as_map(ckpt.model));
-    load_optimizer_state(dir, ckpt, model_->named_parameters(), model_->shard_specs(), zero_.get(), optimizer_.get());
-  }
-
- private:
-  std::shared_ptr<models::GPT> model_;
-  std::unique_ptr<parallel::Reducer> reducer_;
-  std::unique_ptr<optim::Optimizer> optimizer_;
-  std::unique_ptr<parallel::ZeroOptimizer> zero_;
-};
-
-// ---- pp > 1: pipeline stages, dp over whole pipelines ----
-
-class PipelineRunner : public ParallelRunnerBase {
- public:
-  PipelineRunner(const io::TrainConfig& cfg, int64_t vocab, std::shared_ptr<ParallelJob> job)
-      : ParallelRunnerBase(cfg, vocab, std::move(job)) {
-    const auto& L = ctx().layout();
-    stage_ = std::make_shared<models::GPT>(gpt_config(cfg, vocab), ctx(), uint64_t(cfg.train.seed));
-    // On the device before the executor (its buffers follow the parameters) and the optimizers.
-    if (!job_->device.is_cpu()) stage_->to(job_->device);
-    pipe_ = std::make_unique<parallel::PipelineExecutor>(stage_, ctx());
-    if (L.zero1) {
-      // Note [ZeRO inside a pipeline]
-      reducer_ = std::make_unique<parallel::Reducer>(stage_->named_parameters(), ctx().dp_group(),
-                                                     parallel::ReducerOptions{.bucket_bytes = L.bucket_bytes, .zero1 = true});
-      zero_ = std::make_unique<parallel::ZeroOptimizer>(
-          *reducer_, optim::AdamWOptions{.lr = cfg.optim.lr, .betas = {cfg.optim.beta1, cfg.optim.beta2},
-                                         .eps = cfg.optim.eps, .weight_decay = cfg.optim.weight_decay});
-    } else {
-      optimizer_ = make_optimizer(cfg, stage_->named_parameters());
-    }
-  }
-
-  int64_t num_parameters() override {
-    Tensor tied = stage_->tied_weight();
-    const bool last = ctx().pp_rank() == ctx().layout().pp - 1;
-    double n = 0;
-    for (const auto& [name, p] : stage_->named_parameters()) {
-      if (last && tied.defined() && p.impl() == tied.impl()) continue;  // rank 0 counts it
-      auto it = stage_->shard_specs().find(name);  // a tp shard counts as its full (unpadded) shape
-      if (it == stage_->shard_specs().end()) {
-        n += double(p.numel());
-      } else {
-        double full = 1;
-        for (int64_t s : it->second.full_shape) full *= double(s);
-        n += full;
-      }
-    }
-    Tensor t = full({1}, n, DType::f64, job_->device);
-    ctx().pp_group()->all_reduce(t)->wait();
-    return int64_t(std::llround(host_value(t)));
-  }
-
-  void set_lr(double lr) override {
-    if (zero_) zero_->set_lr(lr);
-    else optimizer_->set_lr(lr);
-  }
-
-  StepResult train_step(int64_t step, const io::DataLoader& train) override {
-    stage_->set_rng(uint64_t(cfg_.train.seed), uint64_t(step));
-    io::Batch b = local_batch_of(train, step);
-    double loss;
-    {
-      // The executor's forwards run under autocast; backward ignores it (autograd/engine.cpp).
-      auto autocast = precision_.autocast_guard(job_->device);
-      pipe_->set_loss_scale(precision_.has_scaler() ? precision_.loss_scale() : 1.0);
-      loss = pipe_->step(b.inputs, b.targets, first_global_row());
-    }
-    if (ctx().layout().dp > 1) loss = mean_over(ctx().dp_group(), loss, job_->device);
-    StepResult r{.loss = loss, .grad_norm = NAN};
-    if (zero_) {
-      // Note [ZeRO inside a pipeline]: reduce-scatter the accumulated gradients, then the norm
-      // over every rank's shard pieces (the tied weight's second copy left out).
-      reducer_->reduce_accumulated();
-      auto pieces = zero_->grad_pieces(stage_->shard_specs(), second_tied_copy());
-      std::vector<Tensor> grads;
-      for (const auto& piece : pieces) grads.push_back(piece.grad);
-      if (unscale_and_check(grads)) {
-        r.grad_norm = cfg_.optim.grad_clip > 0 ? parallel::clip_global_grad_norm(pieces, cfg_.optim.grad_clip, ctx())
-                                               : parallel::global_grad_norm(pieces, ctx());
-        zero_->step();
-      }
-      zero_->zero_grad();
-    } else {
-      if (ctx().layout().dp > 1) average_grads_over_dp();
-      if (unscale_and_check(grads_of(stage_->named_parameters()))) {
-        r.grad_norm = cfg_.optim.grad_clip > 0 ? pipe_->clip_grad_norm(cfg_.optim.grad_clip) : pipe_->grad_norm();
-        optimizer_->step();
-      }
-      optimizer_->zero_grad(true);
-    }
-    add_precision(r);
-    check_replicas(step, stage_->named_parameters());
-    return r;
-  }
-
-  // Forward only, one virtual stage after another: stage s runs on pipeline rank s mod p (its
-  // chunk s / p), receiving its input from stage s - 1 and sending its output to stage s + 1.
-  double eval_loss(const io::DataLoader& val, int64_t batches) override {
-    NoGradGuard no_grad;
-    auto autocast = precision_.autocast_guard(job_->device);
-    stage_->eval();
-    dist::ProcessGroup* pp = ctx().pp_group();
-    const int p = ctx().layout().pp, r = ctx().pp_rank(), v = stage_->pipeline().virtual_stages, S = p * v;
-    const DType dtype = stage_->named_parameters().front().second.dtype();
-    double total = 0;
-    for (int64_t i = 0; i < batches; ++i) {
-      io::Batch b = local_batch_of(val, i);
-      const int64_t rows = b.inputs.size(0), T = b.inputs.size(1);
-      std::vector<dist::WorkPtr> sends;
-      std::vector<Tensor> keep;  // the sent activations stay alive until their sends finish
-      double loss = 0;
-      for (int s = 0; s < S; ++s) {
-        if (s % p != r) continue;
-        Tensor input = b.inputs;
-        if (s > 0) {
-          input = Tensor::empty({rows, T, cfg_.model.d_model}, dtype, job_->device);
-          // Started alone, like the executor's (Note [pipeline transfers start alone]).
-          pp->recv(input, (s - 1) % p, {.tag = kEvalTag + s, .alone = true})->wait();
-        }
-        Tensor out = stage_->forward_chunk(s / p, input);
-        if (s == S - 1) {
-          loss = host_value(stage_->loss_of(out, b.targets));
-        } else {
-          keep.push_back(contiguous(out));
-          sends.push_back(pp->send(keep.back(), (s + 1) % p, {.tag = kEvalTag + s + 1, .alone = true}));
-        }
-      }
-      for (auto& w : sends) w->wait();
-      Tensor l = full({1}, loss, DType::f64, job_->device);  // NCCL groups take GPU tensors only
-      pp->broadcast(l, {.root = (S - 1) % p})->wait();
-      total += host_value(l);
-    }
-    stage_->train();
-    return mean_over(ctx().dp_group(), total / double(batches), job_->device);
-  }
-
-  std::filesystem::path save(const std::filesystem::path& root, Checkpoint ckpt) override {
-    // The first replica's stages write the model, whole (tp shards gathered per stage, then
-    // tp rank 0 of each stage writes; rank 0 merges their parts; the tied weight comes from
-    // stage 0, Note [pipeline tied embeddings]); every rank its optimizer state.
-    if (ctx().dp_rank() == 0) {
-      NamedTensors whole = stage_->full_state_dict();  // collective over tp
-      if (ctx().tp_rank() == 0) ckpt.model = std::move(whole);
-    }
-    ckpt.optimizer = zero_ ? zero_->state_dict() : optimizer_->state_dict();
-    precision_.add_state(ckpt.optimizer);
-    return save_checkpoint_distributed(root, ckpt, *job_->world);
-  }
-
-  void load(const std::filesystem::path& dir, const Checkpoint& ckpt) override {
-    auto full = as_map(ckpt.model);
-    for (const auto& [name, t] : stage_->state_dict()) {
-      TRIREME_CHECK(full.count(name), "checkpoint '", dir.string(), "': model.safetensors has no '", name, "'");
-    }
-    stage_->load_full_state_dict(full);  // each tp rank its slices
-    load_optimizer_state(dir, ckpt, stage_->named_parameters(), stage_->shard_specs(), zero_.get(), optimizer_.get());
-  }
-
- private:
-  static constexpr int kEvalTag = 1 << 20;  // far from the executor's tags
-
-  // One flat all-reduce (avg) of every gradient of this stage over its dp group.
-  void average_grads_over_dp() {
-    NoGradGuard no_grad;
-    std::vector<Tensor> flat;
-    auto params = stage_->named_parameters();
-    for (auto& [name, p] : params) {
-      if (!p.grad().defined()) p.set_grad(zeros(p.sizes(), p.dtype(), p.device()));
-      flat.push_back(reshape(p.grad(), {-1}));
-    }
-    Tensor buf = contiguous(cat(flat, 0));
-    ctx().dp_group()->all_reduce(buf, {.op = dist::ReduceOp::avg})->wait();
-    int64_t off = 0;
-    for (auto& [name, p] : params) {
-      Tensor g = p.grad();
-      copy_(g, reshape(narrow(buf, 0, off, g.numel()), g.sizes()));
-      off += g.numel();
+  // Every parallel.replica_check_interval steps: the dp replicas' parameters still agree
+  // (parallel/replica_check.h). `step` is the step just taken (0-based).
+  void check_replicas(int64_t step) const {
+    const int64_t every = cfg_.parallel.replica_check_interval;
+    if (every > 0 && (step + 1) % every == 0) {
+      parallel::check_replicas_agree(model_->named_parameters(), ctx(), step + 1);
     }
   }
 
@@ -467,26 +339,28 @@ class PipelineRunner : public ParallelRunnerBase {
   // stage, the tied head weight (its summed gradient is also on stage 0, which counts it).
   std::set<std::string> second_tied_copy() const {
     std::set<std::string> out;
-    Tensor tied = stage_->tied_weight();
+    Tensor tied = model_->tied_weight();
     if (!tied.defined() || ctx().pp_rank() != ctx().layout().pp - 1) return out;
-    for (const auto& [name, p] : stage_->named_parameters())
+    for (const auto& [name, p] : model_->named_parameters())
       if (p.impl() == tied.impl()) out.insert(name);
     return out;
   }
 
-  std::shared_ptr<models::GPT> stage_;
-  std::unique_ptr<parallel::PipelineExecutor> pipe_;
+  io::TrainConfig cfg_;
+  int64_t vocab_;
+  std::shared_ptr<ParallelJob> job_;
+  TrainPrecision precision_{cfg_};
+  std::shared_ptr<models::GPT> model_;
+  std::unique_ptr<parallel::PipelineExecutor> pipe_;  // pp > 1
+  std::unique_ptr<parallel::Reducer> reducer_;
   std::unique_ptr<optim::Optimizer> optimizer_;
-  std::unique_ptr<parallel::Reducer> reducer_;  // zero: the dp group's gradient buckets
-  std::unique_ptr<parallel::ZeroOptimizer> zero_;
 };
 
 }  // namespace
 
 std::unique_ptr<StepRunner> make_parallel_runner(const io::TrainConfig& cfg, int64_t vocab,
                                                  std::shared_ptr<ParallelJob> job) {
-  if (cfg.parallel.pp > 1) return std::make_unique<PipelineRunner>(cfg, vocab, std::move(job));
-  return std::make_unique<TensorDataRunner>(cfg, vocab, std::move(job));
+  return std::make_unique<ParallelRunner>(cfg, vocab, std::move(job));
 }
 
 }  // namespace trireme::train

@@ -1,20 +1,20 @@
 // The trainer's parallel runs: connecting to the job (store, Gloo world, ParallelContext) and
-// the StepRunners for each layout (docs/PARALLELISM.md):
-//   pp == 1   models::GPT (this rank's tp part; tp = 1 included) + Reducer over dp (overlapped
-//             buckets) + AdamW, SGD or ZeroOptimizer; micro_batches > 1 accumulates gradients
-//   pp > 1    models::GPT holding this rank's stage (tp > 1: its tp part of it) +
-//             PipelineExecutor (its schedule and micro-batches), gradients averaged over
-//             dp after the pipeline step, or with zero reduce-scattered into ZeroOptimizer's
-//             shards (Note [ZeRO inside a pipeline]); on the CPU (Gloo) or GPUs (NCCL)
+// one StepRunner for every layout (docs/PARALLELISM.md): models::GPT holding this rank's part
+// of the model (its tp slice of its pipeline stage), a step's forwards and backwards (gradient
+// accumulation over micro-batches with one stage, the PipelineExecutor's schedule with several),
+// the gradients averaged over dp by a Reducer (overlapped with the last backward with one stage,
+// after the step with several) and summed over tp, one global norm, and the optimizer: AdamW,
+// SGD or ZeRO-1's ZeroOptimizer, all driven as an optim::Optimizer; on the CPU (Gloo) or GPUs
+// (NCCL).
 //
 // Note [ZeRO inside a pipeline]
 // The micro-batch backwards of a pipeline step are interleaved with sends and receives, and
 // the tied embedding's gradient is only complete after the step's end-of-pipeline sum, so the
-// Reducer cannot reduce during a backward as it does with pp = 1. Instead every stage builds a
-// ZeRO-1 Reducer over its own dp group (the replicas of that stage), lets the pipeline step
-// accumulate into the parameters' gradients, and then reduce-scatters them as they are
-// (Reducer::reduce_accumulated): dp rank k of the stage keeps AdamW state for chunk k of each of
-// the stage's buckets. The global norm sums the shard pieces over dp, tp and pp, with the last
+// Reducer cannot reduce during a backward as it does with pp = 1. Instead every stage builds its
+// Reducer over its own dp group (the replicas of that stage), lets the pipeline step accumulate
+// into the parameters' gradients, and then reduces them as they are (Reducer::reduce_accumulated):
+// averaged, or with ZeRO-1 reduce-scattered, dp rank k of the stage keeping AdamW state for chunk
+// k of each of the stage's buckets. The global norm sums the shard pieces over dp, tp and pp, with the last
 // stage leaving out its copy of the tied weight (stage 0 counts it); both copies get the same
 // summed gradient, clipping and update, so they stay equal.
 //
