@@ -118,9 +118,12 @@ class ParallelRunner : public StepRunner {
     // With one stage the Reducer reduces during the last micro-batch's backward; a pipeline's
     // backwards are interleaved with its transfers, so it reduces what they accumulated after
     // the step (Note [ZeRO inside a pipeline]).
-    reducer_ = std::make_unique<parallel::Reducer>(
-        model_->named_parameters(), ctx().dp_group(),
-        parallel::ReducerOptions{.bucket_bytes = L.bucket_bytes, .zero1 = L.zero1});
+    // One process (no world) has nothing to reduce.
+    if (job_->world) {
+      reducer_ = std::make_unique<parallel::Reducer>(
+          model_->named_parameters(), ctx().dp_group(),
+          parallel::ReducerOptions{.bucket_bytes = L.bucket_bytes, .zero1 = L.zero1});
+    }
     if (L.zero1) {
       optimizer_ = std::make_unique<parallel::ZeroOptimizer>(
           *reducer_, optim::AdamWOptions{.lr = cfg.optim.lr, .betas = {cfg.optim.beta1, cfg.optim.beta2},
@@ -134,6 +137,9 @@ class ParallelRunner : public StepRunner {
   Device device() const override { return job_->device; }
   std::string describe_layout() const override {
     const auto& p = cfg_.parallel;
+    if (!job_->world) {
+      return str_cat("1 process (dp=1 tp=1 pp=1", p.micro_batches > 1 ? str_cat(", micro_batches=", p.micro_batches) : "", ")");
+    }
     std::string extra = str_cat(", micro_batches=", p.micro_batches);
     if (p.pp > 1) extra += str_cat(", schedule ", p.schedule, p.schedule == "interleaved" ? str_cat(" x", p.virtual_stages) : "");
     if (p.zero) extra += ", ZeRO-1";
@@ -141,7 +147,9 @@ class ParallelRunner : public StepRunner {
     return str_cat(job_->ctx->world_size(), " processes (", p.describe(), extra, "); this is ", job_->ctx->describe());
   }
   nlohmann::json layout_json() const override { return layout_json_of(cfg_.parallel); }
-  void barrier() override { job_->world->barrier({.timeout = std::chrono::hours(1)})->wait(); }
+  void barrier() override {
+    if (job_->world) job_->world->barrier({.timeout = std::chrono::hours(1)})->wait();
+  }
 
   int64_t num_parameters() override {
     // Whole parameters, each once: a tp shard counts as its full (unpadded) shape, stages are
@@ -176,7 +184,7 @@ class ParallelRunner : public StepRunner {
     if (pipe_) {
       reducer_->reduce_accumulated();
     } else {
-      reducer_->finish();
+      if (reducer_) reducer_->finish();
       model_->sum_deferred_grads();  // after the dp average: both sums are linear
     }
     auto pieces =
@@ -248,7 +256,7 @@ class ParallelRunner : public StepRunner {
     }
     ckpt.optimizer = optimizer_->state_dict();
     precision_.add_state(ckpt.optimizer);
-    return save_checkpoint_distributed(root, ckpt, *job_->world);
+    return job_->world ? save_checkpoint_distributed(root, ckpt, *job_->world) : save_checkpoint(root, ckpt);
   }
 
   void load(const std::filesystem::path& dir, const Checkpoint& ckpt) override {
@@ -261,7 +269,9 @@ class ParallelRunner : public StepRunner {
     // resume), else its part of the whole state reassembled from every rank's file (Note
     // [resuming in another layout]).
     if (!optimizer_layout_differs(ckpt, layout_json())) {
-      optimizer_->load_state_dict(precision_.take_state(as_map(load_checkpoint_optimizer(dir, rank()))));
+      // A one-process checkpoint carries its optimizer state in ckpt; a parallel one, a file per rank.
+      NamedTensors own = ckpt.optimizer.empty() ? load_checkpoint_optimizer(dir, rank()) : ckpt.optimizer;
+      optimizer_->load_state_dict(precision_.take_state(as_map(own)));
       return;
     }
     auto whole = precision_.take_state(load_whole_optimizer_state(dir, ckpt, gpt_config(cfg_, vocab_)));
@@ -295,7 +305,7 @@ class ParallelRunner : public StepRunner {
     for (int i = 0; i < m; ++i) {
       Tensor x = m == 1 ? b.inputs : contiguous(narrow(b.inputs, 0, i * rows, rows));
       Tensor y = m == 1 ? b.targets : contiguous(narrow(b.targets, 0, i * rows, rows));
-      reducer_->prepare_backward(/*sync=*/i == m - 1);  // reduce once, during the last backward
+      if (reducer_) reducer_->prepare_backward(/*sync=*/i == m - 1);  // reduce once, during the last backward
       Tensor loss;
       {
         nn::GlobalRowScope global_rows(first_global_row() + i * rows);
@@ -322,7 +332,7 @@ class ParallelRunner : public StepRunner {
   // with max over the whole world: dp, tp and pp), whether this step may run.
   bool unscale_and_check(const std::vector<Tensor>& grads) {
     return precision_.unscale_and_check(grads, job_->device, [this](Tensor& flag) {
-      job_->world->all_reduce(flag, {.op = dist::ReduceOp::max})->wait();
+      if (job_->world) job_->world->all_reduce(flag, {.op = dist::ReduceOp::max})->wait();
     });
   }
 
@@ -352,14 +362,23 @@ class ParallelRunner : public StepRunner {
   TrainPrecision precision_{cfg_};
   std::shared_ptr<models::GPT> model_;
   std::unique_ptr<parallel::PipelineExecutor> pipe_;  // pp > 1
-  std::unique_ptr<parallel::Reducer> reducer_;
+  std::unique_ptr<parallel::Reducer> reducer_;  // null in one process
   std::unique_ptr<optim::Optimizer> optimizer_;
 };
 
 }  // namespace
 
-std::unique_ptr<StepRunner> make_parallel_runner(const io::TrainConfig& cfg, int64_t vocab,
-                                                 std::shared_ptr<ParallelJob> job) {
+std::shared_ptr<ParallelJob> ParallelJob::single(const io::ParallelConfig& config, Device device) {
+  TRIREME_CHECK(config.world_size() == 1, "ParallelJob::single: the layout ", config.describe(), " needs ",
+                config.world_size(), " processes");
+  auto job = std::make_shared<ParallelJob>();
+  job->env.world_size = 1;
+  job->ctx = std::make_unique<parallel::ParallelContext>(parallel::ParallelContext::single(parallel_layout(config)));
+  job->device = device;
+  return job;
+}
+
+std::unique_ptr<StepRunner> make_step_runner(const io::TrainConfig& cfg, int64_t vocab, std::shared_ptr<ParallelJob> job) {
   return std::make_unique<ParallelRunner>(cfg, vocab, std::move(job));
 }
 

@@ -19,7 +19,7 @@
 // summed gradient, clipping and update, so they stay equal.
 //
 //   auto job = ParallelJob::connect(cfg.parallel, dist::dist_env_from_environment());
-//   auto runner = make_parallel_runner(cfg, vocab_size, job);   // every rank, together
+//   auto runner = make_step_runner(cfg, vocab_size, job);   // every rank, together
 #pragma once
 
 #include <memory>
@@ -46,13 +46,15 @@ struct ParallelJob {
   // CPU Gloo (dist::make_process_group).
   static std::shared_ptr<ParallelJob> connect(const io::ParallelConfig& config, const dist::DistEnv& env,
                                               DeviceType device = DeviceType::cpu);
+  // One process on `device`: no store, no world, every group null (the layout's sizes are all 1).
+  static std::shared_ptr<ParallelJob> single(const io::ParallelConfig& config, Device device);
 };
 
 // The ParallelLayout that a [parallel] section describes.
 parallel::ParallelLayout parallel_layout(const io::ParallelConfig& config);
 
-// The runner for cfg.parallel's layout on this rank. Collective (all ranks call it together).
-std::unique_ptr<StepRunner> make_parallel_runner(const io::TrainConfig& cfg, int64_t vocab,
-                                                 std::shared_ptr<ParallelJob> job);
+// The runner for cfg.parallel's layout on this rank (one process: ParallelJob::single).
+// Collective (all ranks call it together).
+std::unique_ptr<StepRunner> make_step_runner(const io::TrainConfig& cfg, int64_t vocab, std::shared_ptr<ParallelJob> job);
 
 }  // namespace trireme::train

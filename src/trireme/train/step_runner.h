@@ -1,9 +1,9 @@
 // StepRunner: the model-and-optimizer side of a training run, as the loop in trainer.cpp drives
-// it. One implementation runs one process (make_single_process_runner); the others run a
-// parallel layout (parallel_runner.h). The loop itself (schedule, evaluation cadence, metrics,
-// progress, checkpoint cadence) is the same for all of them.
+// it; one implementation serves every layout, one process included (parallel_runner.h). The
+// loop itself (schedule, evaluation cadence, metrics, progress, checkpoint cadence) is the same
+// for all of them.
 //
-//   std::unique_ptr<StepRunner> r = make_single_process_runner(cfg, vocab_size, Device::cuda(0));
+//   auto r = make_step_runner(cfg, vocab_size, ParallelJob::single(cfg.parallel, Device::cuda(0)));
 //   r->set_lr(schedule.lr(step));
 //   StepResult res = r->train_step(step, train_loader);   // res.loss: the global batch's mean loss
 //   double val = r->eval_loss(val_loader, cfg.train.eval_batches);
@@ -65,12 +65,6 @@ class StepRunner {
 models::GPTConfig gpt_config(const io::TrainConfig& cfg, int64_t vocab);
 // AdamW or SGD over `params`, as cfg.optim says.
 std::unique_ptr<optim::Optimizer> make_optimizer(const io::TrainConfig& cfg, const optim::NamedParams& params);
-// The one-process runner: models::GPT and the optimizer, exactly the single-process trainer.
-// The model is initialised on the CPU (the same weights for every device) and then moved to
-// `device`; batches go there step by step, losses come back as host copies.
-std::unique_ptr<StepRunner> make_single_process_runner(const io::TrainConfig& cfg, int64_t vocab,
-                                                       Device device = Device::cpu());
-
 // Whether checkpoint `ckpt`'s optimizer files were cut for another layout than `layout` (a
 // runner's layout_json(): dp, tp, pp, virtual_stages or zero differ). Such a checkpoint loads
 // through load_whole_optimizer_state (Note [resuming in another layout],

@@ -278,15 +278,16 @@ Trainer::Trainer(const io::Config& config, TrainOptions options) : s_(std::make_
   prepare_data(s);
   const int64_t vocab = s.tokenizer->vocab_size();
   if (s.job) {
-    s.runner = make_parallel_runner(s.cfg, vocab, s.job);
-  } else if (par.micro_batches > 1 || par.zero) {
-    throw io::ConfigError(str_cat("parallel: micro_batches = ", par.micro_batches, " and zero = ", par.zero ? "true" : "false",
-                                  " need a parallel run; in one process use micro_batches = 1 and zero = false"));
+    s.runner = make_step_runner(s.cfg, vocab, s.job);
+  } else if (par.zero) {
+    throw io::ConfigError("parallel.zero: ZeRO shards the optimizer state over data-parallel processes, but this "
+                          "is one process; set parallel.dp >= 2 (with --nproc) or parallel.zero = false");
   } else {
 #ifdef TRIREME_WITH_CUDA
     if (s.device.is_cuda()) cuda::set_device(s.device.index);  // kernels launch on the current GPU
 #endif
-    s.runner = make_single_process_runner(s.cfg, vocab, s.device);
+    // The model is initialised on the CPU (the same weights for every device), then moved.
+    s.runner = make_step_runner(s.cfg, vocab, ParallelJob::single(par, s.device));
   }
   if (s.cfg.schedule.kind == "cosine") {
     s.schedule = std::make_unique<optim::WarmupCosineLr>(
