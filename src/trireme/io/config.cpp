@@ -285,6 +285,13 @@ std::vector<ConfigKey> build_schema() {
       integer_key("parallel.replica_check_interval", 100, closed(0, kMaxSteps),
                   "steps between checks that the data-parallel replicas' parameters are bit-identical (0 = off)",
                   field(&T::parallel, &ParallelConfig::replica_check_interval)),
+      choice_key("memory.recompute", "none", {"none", "full"},
+                 "activation recomputation: \"full\" keeps only each block's input and runs its forward again in "
+                 "the backward (less memory, one more forward; the same losses)",
+                 field(&T::memory, &MemoryConfig::recompute)),
+      integer_key("memory.recompute_layers", -1, closed(-1, kMaxLayers),
+                  "with recompute: only the first N blocks of each pipeline stage (-1 = all)",
+                  field(&T::memory, &MemoryConfig::recompute_layers)),
   };
 }
 

@@ -86,6 +86,11 @@ struct ParallelConfig {
   std::string describe() const;  // "dp=2 tp=1 pp=2"
 };
 
+struct MemoryConfig {
+  std::string recompute;         // "none" | "full"
+  int64_t recompute_layers = -1;  // the first N blocks of each pipeline stage; -1 = all
+};
+
 struct TrainConfig {
   ModelConfig model;
   DataConfig data;
@@ -93,6 +98,7 @@ struct TrainConfig {
   ScheduleConfig schedule;
   TrainLoopConfig train;
   ParallelConfig parallel;
+  MemoryConfig memory;
 };
 
 enum class ConfigType { integer, floating, boolean, string, string_list };

@@ -6,6 +6,7 @@
 
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/core/checked.h"
+#include "trireme/nn/checkpoint.h"
 #include "trireme/nn/init.h"
 #include "trireme/ops/copy.h"
 #include "trireme/ops/factory.h"
@@ -214,8 +215,18 @@ Tensor GPT::forward_chunk(int chunk, const Tensor& input) {
     TRIREME_CHECK(x.dim() == 3 && x.size(2) == config_.d_model, "GPT.forward: virtual stage ", pp.virtual_stage(chunk),
                   " takes activations (b, T, ", config_.d_model, "), got ", x.str());
   }
-  for (const auto& block : blocks(chunk)) x = block->forward(x);
+  const auto& held = blocks(chunk);
+  for (size_t i = 0; i < held.size(); ++i) {
+    x = run_block(i, held[i], x, [block = held[i].get()](const Tensor& in) { return block->forward(in); });
+  }
   return pp.is_last(chunk) ? head(transformer->ln_f->forward(x)) : x;
+}
+
+Tensor GPT::run_block(size_t i, const std::shared_ptr<GPTBlock>& block, const Tensor& x,
+                      std::function<Tensor(const Tensor&)> forward) const {
+  const bool recompute =
+      recompute_ == Recompute::full && (recompute_layers_ < 0 || int64_t(i) < recompute_layers_);
+  return recompute ? nn::checkpointed(block, x, std::move(forward)) : forward(x);
 }
 
 Tensor GPT::head(const Tensor& hidden) const {
@@ -251,7 +262,12 @@ std::optional<Tensor> GPT::sequence_parallel_hidden(const Tensor& ids) {
   // Dropout over token rows: token j of the global batch is row outer_row T + j.
   nn::GlobalRowScope token_rows(outer_row.value_or(0) * T + first);
   Tensor x = transformer->drop->forward(tokens + pos);
-  for (const auto& block : blocks(0)) x = block->forward_sp(x, B, T, sum_now);
+  const auto& held = blocks(0);
+  for (size_t i = 0; i < held.size(); ++i) {
+    x = run_block(i, held[i], x, [block = held[i].get(), B, T, sum_now](const Tensor& in) {
+      return block->forward_sp(in, B, T, sum_now);
+    });
+  }
   const std::vector<Tensor> ln_f = partial({transformer->ln_f->weight, transformer->ln_f->bias});
   x = layer_norm(x, ln_f[0], ln_f[1], transformer->ln_f->eps);
   return reshape(parallel::gather_rows_from_sp(x, tp), {B, T, d});

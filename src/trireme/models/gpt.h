@@ -34,6 +34,7 @@
 //   nn::NamedTensors full = mine.full_state_dict();  // collective over tp: single-process tensors
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -155,6 +156,13 @@ class GPT : public parallel::PipelineModel {
   const std::vector<std::shared_ptr<GPTBlock>>& blocks(int chunk = 0) const { return blocks_.at(size_t(chunk)); }
   parallel::StageLayers layers(int chunk = 0) const;
 
+  // Activation recomputation (autograd/checkpoint.h, nn/checkpoint.h): under `full` the first
+  // `layers` blocks of each chunk (all of them when layers < 0) run as checkpointed regions,
+  // each keeping only its input while the step goes on and running its forward again inside the
+  // backward. Dropout replays its masks, so the values are those without recomputation.
+  enum class Recompute { none, full };
+  void set_recompute(Recompute mode, int64_t layers = -1) { recompute_ = mode, recompute_layers_ = layers; }
+
   // Note [deferred gradient sums]
   // Under sequence parallelism the layer norms, the row-parallel biases and the position
   // embedding see only this rank's token rows, so their gradients are partial sums over tp. By
@@ -186,6 +194,9 @@ class GPT : public parallel::PipelineModel {
   // parallelism; nullopt when it does not apply (then the replicated path runs).
   std::optional<Tensor> sequence_parallel_hidden(const Tensor& ids);
   Tensor head(const Tensor& hidden) const;  // the final norm's output -> this rank's logits
+  // The i-th block of a chunk on x through `forward`, as a checkpointed region when recomputed.
+  Tensor run_block(size_t i, const std::shared_ptr<GPTBlock>& block, const Tensor& x,
+                   std::function<Tensor(const Tensor&)> forward) const;
 
   GPTConfig config_;
   GPTPlacement placement_;
@@ -194,6 +205,8 @@ class GPT : public parallel::PipelineModel {
   std::map<std::string, parallel::ShardSpec> specs_;
   PositionCache positions_;
   bool defer_grad_sums_ = false;
+  Recompute recompute_ = Recompute::none;
+  int64_t recompute_layers_ = -1;
   // Forwards since the last sum_deferred_grads() whose gradients are partial (the sequence-
   // parallel path with deferral) and whose gradients are whole (the replicated path).
   int partial_forwards_ = 0, whole_forwards_ = 0;

@@ -2,6 +2,7 @@
 #include "trireme/nn/module.h"
 
 #include <algorithm>
+#include <functional>
 #include <set>
 
 #include "trireme/autograd/grad_mode.h"
@@ -252,6 +253,27 @@ void Module::set_rng(uint64_t seed, uint64_t counter) {
   rng_seed_ = seed;
   rng_counter_ = counter;
   for (auto& [name, m] : children_) m->set_rng(seed, counter);
+}
+
+std::vector<uint64_t> Module::rng_counters() const {
+  std::vector<uint64_t> out{rng_counter_};
+  for (const auto& [name, m] : children_) {
+    const std::vector<uint64_t> sub = m->rng_counters();
+    out.insert(out.end(), sub.begin(), sub.end());
+  }
+  return out;
+}
+
+void Module::set_rng_counters(const std::vector<uint64_t>& counters) {
+  size_t next = 0;
+  std::function<void(Module&)> set = [&](Module& m) {
+    TRIREME_CHECK(next < counters.size(), "Module.set_rng_counters: ", counters.size(), " counters for a larger tree");
+    m.rng_counter_ = counters[next++];
+    for (auto& [name, child] : m.children_) set(*child);
+  };
+  set(*this);
+  TRIREME_CHECK(next == counters.size(), "Module.set_rng_counters: ", counters.size(), " counters for ", next,
+                " modules");
 }
 
 }  // namespace trireme::nn

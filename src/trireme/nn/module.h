@@ -109,6 +109,10 @@ class Module {
   // other layers draw or on how the model is split across devices.
   void set_rng(uint64_t seed, uint64_t counter = 0);
   uint64_t rng_seed() const { return rng_seed_; }
+  // Every module's draw counter in this subtree (pre-order), and setting them back: what a
+  // replayed forward needs to draw the same masks again (nn/checkpoint.h).
+  std::vector<uint64_t> rng_counters() const;
+  void set_rng_counters(const std::vector<uint64_t>& counters);
 
  protected:
   // The next counter for this module's draws (one per forward call).

@@ -111,12 +111,20 @@ MemoryEstimate estimate_training_memory(const io::TrainConfig& cfg, int64_t voca
   // pipeline; a 1F1B pipeline's first stage holds up to pp of them, GPipe all of them.
   double in_flight = 1;
   if (p.pp > 1) in_flight = p.schedule == "gpipe" ? micro : std::min(micro, pp);
-  const double sequences = double(cfg.train.batch_size) / (dp * micro) * in_flight;
+  const double micro_sequences = double(cfg.train.batch_size) / (dp * micro);
+  const double sequences = micro_sequences * in_flight;
   const double elt = cfg.train.precision == "f32" ? 4 : 2;
-  const double per_token =
-      layer_activation_bytes_per_token(d / tp, double(m.n_head) / tp, T, elt) * (L / pp);
+  const double per_layer = layer_activation_bytes_per_token(d / tp, double(m.n_head) / tp, T, elt);
+  // Recomputed blocks keep only their input (the f32 residual stream) while the step goes on;
+  // in the backward one of them holds its activations again, for one micro-batch.
+  const double layers = L / pp;
+  const double recomputed = cfg.memory.recompute == "full"
+                                ? (cfg.memory.recompute_layers < 0 ? layers
+                                                                   : std::min(layers, double(cfg.memory.recompute_layers)))
+                                : 0;
+  const double per_token = per_layer * (layers - recomputed) + 4 * d * recomputed;
   const double logits = 4 * V / tp;  // f32 logits
-  e.activation_bytes = sequences * T * (per_token + logits);
+  e.activation_bytes = sequences * T * (per_token + logits) + (recomputed > 0 ? micro_sequences * T * per_layer : 0);
   return e;
 }
 

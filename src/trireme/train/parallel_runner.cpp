@@ -108,6 +108,8 @@ class ParallelRunner : public StepRunner {
     // On the device before the executor (its buffers follow the parameters), the Reducer and
     // the optimizers: their buckets and state live there.
     if (!job_->device.is_cpu()) model_->to(job_->device);
+    model_->set_recompute(cfg.memory.recompute == "full" ? models::GPT::Recompute::full : models::GPT::Recompute::none,
+                          cfg.memory.recompute_layers);
     if (L.pp > 1) {
       pipe_ = std::make_unique<parallel::PipelineExecutor>(model_, ctx());
     } else {
@@ -137,10 +139,16 @@ class ParallelRunner : public StepRunner {
   Device device() const override { return job_->device; }
   std::string describe_layout() const override {
     const auto& p = cfg_.parallel;
+    const auto& mem = cfg_.memory;
+    const std::string recompute =
+        mem.recompute == "none" ? ""
+                                : str_cat(", recompute ", mem.recompute,
+                                          mem.recompute_layers >= 0 ? str_cat(" (first ", mem.recompute_layers, " blocks)") : "");
     if (!job_->world) {
-      return str_cat("1 process (dp=1 tp=1 pp=1", p.micro_batches > 1 ? str_cat(", micro_batches=", p.micro_batches) : "", ")");
+      return str_cat("1 process (dp=1 tp=1 pp=1", p.micro_batches > 1 ? str_cat(", micro_batches=", p.micro_batches) : "",
+                     recompute, ")");
     }
-    std::string extra = str_cat(", micro_batches=", p.micro_batches);
+    std::string extra = str_cat(", micro_batches=", p.micro_batches, recompute);
     if (p.pp > 1) extra += str_cat(", schedule ", p.schedule, p.schedule == "interleaved" ? str_cat(" x", p.virtual_stages) : "");
     if (p.zero) extra += ", ZeRO-1";
     if (p.sequence_parallel) extra += ", sequence parallel";

@@ -1,0 +1,29 @@
+// Checkpointed regions (activation recomputation): a region's forward runs without recording
+// anything, so none of its intermediate activations stay alive; only its inputs are saved. In
+// the backward the region runs again, recording, and the gradient flows through that replay.
+// Memory: one region's activations at a time instead of all of them; time: one more forward.
+//
+// The replay runs in the grad and autocast state of the first run, so it computes the same
+// values in the same dtypes. What else a region reads must be the same the second time: a
+// region that draws random numbers has to replay its draws (nn/checkpoint.h does this for
+// modules, whose dropout is counter-based). Parameters used inside a region get their
+// gradients from the replay's backward, accumulated as usual (their grad-ready hooks run then).
+//
+//   TensorList out = autograd::checkpoint([&](const TensorList& in) { return TensorList{block(in[0])}; }, {x});
+//   loss(out[0]).backward();   // block runs forward twice, backward once
+#pragma once
+
+#include <functional>
+
+#include "trireme/autograd/node.h"
+
+namespace trireme::autograd {
+
+using RegionFn = std::function<TensorList(const TensorList& inputs)>;
+
+// Runs fn(inputs) as a checkpointed region when grad mode is on (plainly otherwise). fn is
+// called again in the backward, possibly long after this returns: what it captures must live
+// until then.
+TensorList checkpoint(const RegionFn& fn, const TensorList& inputs);
+
+}  // namespace trireme::autograd
