@@ -104,12 +104,13 @@ Tensor RowParallelLinear::start(const Tensor& x, dist::WorkPtr& work) const {
   TRIREME_CHECK(x.dim() >= 1 && x.size(-1) == in_local, "RowParallelLinear: input ", x.sizes(),
                 " must end in this rank's ", in_local, " of ", in_features, " input features");
   work = nullptr;
-  if (tp.size == 1) return linear(x, weight);
+  if (tp.size == 1) return linear(x, weight, bias);  // nothing to sum: the bias in the GEMM's epilogue
   return start_reduce_from_tp_region_owned(linear(x, weight), tp, work);
 }
 
 Tensor RowParallelLinear::finish(const Tensor& y, const dist::WorkPtr& work) const {
   if (work) work->wait();
+  if (tp.size == 1) return y;  // start() added the bias
   return bias.defined() ? y + bias : y;  // the replicated bias once, after the sum
 }
 

@@ -75,7 +75,8 @@ class RowParallelLinear : public TensorParallelModule {
   Tensor forward(const Tensor& x) const;
   // forward in two parts, for callers that give the all-reduce other work to run beside:
   // start() queues the GEMM and starts the sum of its output (work: null when nothing is
-  // communicated); finish() makes later work wait for the sum and adds the bias.
+  // communicated); finish() makes later work wait for the sum and adds the bias (with one rank
+  // the GEMM adds it).
   //   dist::WorkPtr w;
   //   Tensor y = c_proj.start(x, w);   // y is being summed: do not read it yet
   //   ...                              // other work
