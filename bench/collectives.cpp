@@ -5,6 +5,7 @@
 //
 //   collectives                                  # gloo, f32, CPU, 2 and 4 local ranks
 //   collectives --backend nccl --dtype bf16 --nproc 2
+//   collectives --backend nccl --dtype bf16 --nproc 2 --peer-allreduce off   # NCCL's kernels only
 //
 // Without RANK in the environment it is the driver: it launches itself (through trireme's
 // launcher, in-process) once per --nproc value and prints rank 0's markdown table.
@@ -34,6 +35,8 @@ struct Args {
   std::vector<int> nproc = {2, 4};
   int64_t min_bytes = 4 << 10;
   int64_t max_bytes = int64_t(256) << 20;
+  // nccl: which groups use the copy-engine collectives (dist/peer_all_reduce_mode.h)
+  PeerAllReduceMode peer_all_reduce = PeerAllReduceMode::automatic;
 };
 
 Args parse(int argc, char** argv) {
@@ -45,6 +48,14 @@ Args parse(int argc, char** argv) {
     else if (f == "--dtype") a.dtype = next();
     else if (f == "--max-bytes") a.max_bytes = std::atoll(next().c_str());
     else if (f == "--min-bytes") a.min_bytes = std::atoll(next().c_str());
+    else if (f == "--peer-allreduce") {
+      try {
+        a.peer_all_reduce = parse_peer_all_reduce_mode(next());
+      } catch (const Error& e) {
+        std::fprintf(stderr, "collectives: --peer-allreduce: %s\n", e.what());
+        std::exit(2);
+      }
+    }
     else if (f == "--nproc") {
       a.nproc.clear();
       std::string list = next();
@@ -78,7 +89,8 @@ int worker(const Args& a) {
 #endif
   }
   auto store = std::make_shared<StoreClient>(store_client_options(env, std::chrono::seconds(60)));
-  auto group = make_process_group(a.backend, store, env.rank, env.world_size, {.timeout = std::chrono::seconds(120)});
+  auto group = make_process_group(a.backend, store, env.rank, env.world_size,
+                                  {.timeout = std::chrono::seconds(120), .peer_all_reduce = a.peer_all_reduce});
   DType dtype = a.dtype == "bf16" ? DType::bf16 : DType::f32;
   auto blocking = std::chrono::seconds(120);  // wait(timeout) blocks the host for NCCL too
   Tensor one = Tensor::empty({1}, dtype, device);

@@ -16,6 +16,9 @@
 // communication, and it can be profiled in one process (ncu cannot replay NCCL kernels). Its
 // MFU counts N GPUs, as the tp=N job's would.
 //
+// --peer-allreduce auto|off|on: which GPU groups use the copy-engine collectives (the trainer's
+// parallel.peer_allreduce; Note [peer all-reduce]); off measures NCCL's.
+//
 // --dtype bf16 is pure bf16 (parameters and activations bf16, f32 AdamW state), as in
 // bench/gpt_train_step. The shapes are ../shared/peer/torch_gpt_bench.py's; MFU there uses
 // 6·N + 12·L·d·T flops per token over world_size x 989 TFLOP/s.
@@ -65,7 +68,7 @@ int usage(const std::string& why) {
                "gpt_parallel_step: %s\n"
                "usage: gpt_parallel_step [--model tiny|gpt2-124m|gpt-1.3b] [--batch B (per dp rank)] [--dp N] "
                "[--tp N | --tp-alone N] [--device cpu|cuda] [--dtype f32|bf16] [--warmup 3] [--iters 10] "
-               "[--bucket-mb 25] [--no-overlap 0|1] [--sp 0|1] [--phases 0]\n",
+               "[--bucket-mb 25] [--no-overlap 0|1] [--sp 0|1] [--phases 0] [--peer-allreduce auto|off|on]\n",
                why.c_str());
   return 2;
 }
@@ -149,6 +152,7 @@ int main(int argc, char** argv) {
   bool overlap = true;  // --no-overlap 1: every dp bucket launched after the backward pass
   bool sp = false;        // --sp 1: sequence parallelism (Note [sequence parallelism])
   bool defer_sums = true;  // --defer-sums 0: sum partial gradients in the backward (Note [deferred gradient sums])
+  std::string peer_all_reduce = "auto";
   for (int i = 1; i < argc; i += 2) {
     const std::string k = argv[i];
     if (i + 1 >= argc) return usage("flag " + k + " needs a value");
@@ -167,6 +171,7 @@ int main(int argc, char** argv) {
     else if (k == "--defer-sums") defer_sums = std::atoi(v) != 0;
     else if (k == "--phases") phases = std::atoll(v);
     else if (k == "--tp-alone") tp_alone = std::atoll(v);
+    else if (k == "--peer-allreduce") peer_all_reduce = v;
     else return usage("unknown flag " + k);
   }
   const ModelShape* s = nullptr;
@@ -177,6 +182,12 @@ int main(int argc, char** argv) {
   if (device_name != "cpu" && device_name != "cuda") return usage("unknown device " + device_name);
   if (dtype_arg != "f32" && dtype_arg != "bf16") return usage("unknown dtype " + dtype_arg);
   if (batch < 1 || iters < 1 || warmup < 0 || tp < 1) return usage("batch, iters and tp must be positive");
+  dist::PeerAllReduceMode peer_mode;
+  try {
+    peer_mode = dist::parse_peer_all_reduce_mode(peer_all_reduce);
+  } catch (const Error& e) {
+    return usage(std::string("--peer-allreduce: ") + e.what());
+  }
 
   const dist::DistEnv env = dist::dist_env_from_environment();
   if (dp == 0) dp = env.world_size / tp;
@@ -202,7 +213,9 @@ int main(int argc, char** argv) {
   } else {
     auto store = std::make_shared<dist::StoreClient>(dist::store_client_options(env, std::chrono::seconds(120)));
     world = dist::make_process_group(on_gpu ? "nccl" : "gloo", store, env.rank, env.world_size,
-                                     {.timeout = std::chrono::seconds(300), .device = on_gpu ? env.local_rank : -1});
+                                     {.timeout = std::chrono::seconds(300),
+                                      .device = on_gpu ? env.local_rank : -1,
+                                      .peer_all_reduce = peer_mode});
     ctx = std::make_unique<parallel::ParallelContext>(world, layout);
   }
 

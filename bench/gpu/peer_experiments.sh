@@ -2,7 +2,7 @@
 # On a machine with 2 GPUs: the copy-engine all-reduce (Note [peer all-reduce]) checked and measured
 # in one bounded call: the NCCL tests (its bit-equality with NCCL, and the timeout / dead-peer /
 # unwinding scenarios now running through it), then GPT steps with it on and off
-# (TRIREME_PEER_ALLREDUCE=0) beside the one-GPU baselines:
+# (--peer-allreduce off) beside the one-GPU baselines:
 #   GPT-2 124M dp=1, dp=2; GPT 1.3B tp=1, tp=2.
 #   GPT 1.3B --tp-alone 2 (rank 0's shard with its collectives skipped: the compute floor);
 #   sequence parallelism (--sp 1) and its floor.
@@ -28,12 +28,9 @@ bench=build-gpu/bench/gpt_parallel_step
 launch=(build-gpu/trireme launch --nproc-per-node 2 --)
 gpt2=(--model gpt2-124m --batch 16 --device cuda --dtype bf16 --warmup 3 --iters 10 ${EXTRA_FLAGS:-})
 big=(--model gpt-1.3b --batch 8 --device cuda --dtype bf16 --warmup 3 --iters 5 ${EXTRA_FLAGS:-})
-row() {  # label, env assignments..., --, command...
+row() {  # label, --, command...
   local label=$1
-  shift
-  local envs=()
-  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
-  shift
+  shift 2
   if [ -n "${ROWS:-}" ] && ! grep -qE "$ROWS" <<< "$label"; then return; fi
   local left=$((deadline - $(date +%s)))
   if [ $left -lt 30 ]; then
@@ -46,7 +43,7 @@ row() {  # label, env assignments..., --, command...
     nvidia-smi --query-gpu=index,clocks.sm,power.draw --format=csv,noheader,nounits -lms 100 > "$log.smi" 2>/dev/null &
     smi_pid=$!
   fi
-  timeout $((left < 90 ? left : 90)) env "${envs[@]}" "$@" > "$log" 2>&1
+  timeout $((left < 90 ? left : 90)) "$@" > "$log" 2>&1
   local clocks=""
   if [ -n "$smi_pid" ]; then
     kill $smi_pid 2>/dev/null
@@ -75,14 +72,14 @@ print("; ".join(out))' "$log.smi" 2>/dev/null)
 
 echo "| run | step ms | tokens/s | peer all-reduce | unsynced fwd bwd opt queue_fwd queue_bwd host (ms) |"
 echo "|---|---|---|---|---|"
-row "1.3B tp=1" A=1 -- $bench "${big[@]}"
-row "1.3B tp=2 alone (rank 0's shard, no collectives)" A=1 -- $bench "${big[@]}" --tp-alone 2
-row "1.3B tp=2, NCCL" TRIREME_PEER_ALLREDUCE=0 -- "${launch[@]}" $bench "${big[@]}" --tp 2
-row "1.3B tp=2, peer" A=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2
-row "1.3B tp=2, sequence parallel, peer reduce-scatter/all-gather" A=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --sp 1
-row "1.3B tp=2, sequence parallel, peer, gradient sums in the backward" A=1 -- "${launch[@]}" $bench "${big[@]}" --tp 2 --sp 1 --defer-sums 0
-row "1.3B tp=2 alone, sequence parallel" A=1 -- $bench "${big[@]}" --tp-alone 2 --sp 1
-row "124M dp=1" A=1 -- $bench "${gpt2[@]}"
-row "124M dp=2, NCCL" TRIREME_PEER_ALLREDUCE=0 -- "${launch[@]}" $bench "${gpt2[@]}" --dp 2
-row "124M dp=2, peer" A=1 -- "${launch[@]}" $bench "${gpt2[@]}" --dp 2
+row "1.3B tp=1" -- $bench "${big[@]}"
+row "1.3B tp=2 alone (rank 0's shard, no collectives)" -- $bench "${big[@]}" --tp-alone 2
+row "1.3B tp=2, NCCL" -- "${launch[@]}" $bench "${big[@]}" --tp 2 --peer-allreduce off
+row "1.3B tp=2, peer" -- "${launch[@]}" $bench "${big[@]}" --tp 2
+row "1.3B tp=2, sequence parallel, peer reduce-scatter/all-gather" -- "${launch[@]}" $bench "${big[@]}" --tp 2 --sp 1
+row "1.3B tp=2, sequence parallel, peer, gradient sums in the backward" -- "${launch[@]}" $bench "${big[@]}" --tp 2 --sp 1 --defer-sums 0
+row "1.3B tp=2 alone, sequence parallel" -- $bench "${big[@]}" --tp-alone 2 --sp 1
+row "124M dp=1" -- $bench "${gpt2[@]}"
+row "124M dp=2, NCCL" -- "${launch[@]}" $bench "${gpt2[@]}" --dp 2 --peer-allreduce off
+row "124M dp=2, peer" -- "${launch[@]}" $bench "${gpt2[@]}" --dp 2
 echo "total: $(($(date +%s) - start)) s"

@@ -86,12 +86,18 @@ TEST(MemoryCheck, AModelTooLargeForTheMachineIsAConfigErrorNamingTheKeys) {
   EXPECT_CONTAINS(e, "memory: the checkpoint's model needs about");
 }
 
-TEST(MemoryCheck, CanBeSkipped) {
+TEST(MemoryCheck, TheRefusalNamesTheKeyThatSkipsIt) {
   io::TrainConfig tc = config_with({"model.d_model=4096", "model.n_layer=65536"});
-  ::setenv("TRIREME_SKIP_MEMORY_CHECK", "1", 1);
+  EXPECT_CONTAINS(config_error_of([&] { train::check_training_memory(tc, 0, Device::cpu()); }),
+                  "(--set train.memory_check=false skips this check)");
+  tc = config_with({"model.d_model=4096", "model.n_layer=65536", "train.memory_check=false"});
   EXPECT_NO_THROW(train::check_training_memory(tc, 0, Device::cpu()));
-  ::unsetenv("TRIREME_SKIP_MEMORY_CHECK");
-  EXPECT_THROW(train::check_training_memory(tc, 0, Device::cpu()), io::ConfigError);
+  // Inference has no config of its own to set: the refusal names generate's and eval's flag.
+  EXPECT_CONTAINS(config_error_of([&] {
+                    train::check_inference_memory(models::GPTConfig{.n_layer = 65536, .n_head = 1, .d_model = 1 << 20},
+                                                  Device::cpu());
+                  }),
+                  "(--no-memory-check skips this check)");
 }
 
 TEST(MemoryCheck, TheTrainerRefusesBeforePreparingData) {

@@ -16,6 +16,7 @@ Command add_eval_command(CLI::App& root) {
   struct Options {
     std::string checkpoint, text, device = "cpu";
     int64_t stride = 0, batch_size = 8;
+    bool no_memory_check = false;
   };
   auto opt = std::make_shared<Options>();
   CLI::App* app = root.add_subcommand("eval", "Perplexity of a trained checkpoint on a text (per token and per character)");
@@ -32,11 +33,13 @@ Command add_eval_command(CLI::App& root) {
       ->check(CLI::Range(int64_t(1), int64_t(4096)))
       ->capture_default_str();
   add_device_option(app, opt->device);
+  add_memory_check_flag(app, opt->no_memory_check);
   return {app, [opt] {
             try {
               const std::string text = io::read_file(opt->text);
               if (text.empty()) throw train::EvalInputError(str_cat("--text ", opt->text, " is empty; give a text of at least 2 tokens"));
-              train::TrainedModel m = train::load_trained_model(opt->checkpoint, Device::parse(opt->device), "eval");
+              train::TrainedModel m = train::load_trained_model(opt->checkpoint, Device::parse(opt->device), "eval",
+                                                                  !opt->no_memory_check);
               const int64_t T = m.model->config().block_size;
               if (opt->stride > T) {
                 throw train::EvalInputError(str_cat("--stride ", opt->stride, " is larger than the model's block_size ", T,

@@ -18,6 +18,7 @@ Command add_generate_command(CLI::App& root) {
     int64_t max_new_tokens = 100, top_k = 0, num_samples = 1;
     double temperature = 1.0, top_p = 1.0;
     uint64_t seed = 0;
+    bool no_memory_check = false;
   };
   auto opt = std::make_shared<Options>();
   CLI::App* app = root.add_subcommand("generate", "Generate text from a trained checkpoint");
@@ -52,6 +53,7 @@ Command add_generate_command(CLI::App& root) {
       ->capture_default_str();
   app->add_option("--seed", opt->seed, "sampling seed")->capture_default_str();
   add_device_option(app, opt->device);
+  add_memory_check_flag(app, opt->no_memory_check);
   return {app, [opt] {
             const std::string source = opt->prompt_file.empty() ? "--prompt" : "--prompt-file " + opt->prompt_file;
             const std::string text = opt->prompt_file.empty() ? opt->prompt : io::read_file(opt->prompt_file);
@@ -63,7 +65,7 @@ Command add_generate_command(CLI::App& root) {
             }
             std::optional<train::TextGenerator> g;
             try {
-              g.emplace(train::load_generator(opt->checkpoint, Device::parse(opt->device)));
+              g.emplace(train::load_generator(opt->checkpoint, Device::parse(opt->device), !opt->no_memory_check));
             } catch (const io::ConfigError& e) {  // the checkpoint's config fails validation
               std::fprintf(stderr, "trireme generate: error: %s\n", e.what());
               return kExitUsage;

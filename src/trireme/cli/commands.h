@@ -23,6 +23,8 @@ Command add_launch_command(CLI::App& root);
 
 // --device for the commands that run a trained model: cpu, cuda or cuda:N, checked when parsed.
 void add_device_option(CLI::App* app, std::string& device);
+// --no-memory-check: load the model even when its memory estimate exceeds what the device has.
+void add_memory_check_flag(CLI::App* app, bool& no_memory_check);
 
 // Exit statuses shared by the subcommands.
 inline constexpr int kExitOk = 0;

@@ -1,4 +1,4 @@
-// The --device option of the commands that run a trained model (see commands.h).
+// The --device and --no-memory-check options of the commands that run a trained model (see commands.h).
 #include "trireme/cli/commands.h"
 #include "trireme/core/device.h"
 #include "trireme/core/error.h"
@@ -16,6 +16,11 @@ void add_device_option(CLI::App* app, std::string& device) {
           return "expected cpu, cuda or cuda:N, not '" + s + "'";
         }
       });
+}
+
+void add_memory_check_flag(CLI::App* app, bool& no_memory_check) {
+  app->add_flag("--no-memory-check", no_memory_check,
+                "load the model even when its memory estimate exceeds what the device has free");
 }
 
 }  // namespace trireme::cli

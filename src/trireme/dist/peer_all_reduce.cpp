@@ -232,11 +232,10 @@ std::unique_ptr<PeerAllReduce> PeerAllReduce::create(StoreClient& store, const O
   std::string why;
   // By default only for 2 ranks, where one push each way moves what NCCL's ring does and was
   // measured faster; with more, every rank pushes its whole tensor to every peer ((n-1) x the
-  // ring's n/(2(n-1)) share of the bytes), so TRIREME_PEER_ALLREDUCE=1 has to ask for it.
-  const char* env = std::getenv("TRIREME_PEER_ALLREDUCE");
-  const std::string mode = env ? env : "";
-  if (mode == "0") why = "TRIREME_PEER_ALLREDUCE=0";
-  if (why.empty() && o.size != 2 && mode != "1") why = str_cat("the group has ", o.size, " ranks (set TRIREME_PEER_ALLREDUCE=1 for 3 to 8)");
+  // ring's n/(2(n-1)) share of the bytes), so mode on has to ask for it.
+  if (o.mode == PeerAllReduceMode::off) why = "turned off (peer all-reduce mode off)";
+  if (why.empty() && o.size != 2 && o.mode != PeerAllReduceMode::on)
+    why = str_cat("the group has ", o.size, " ranks (peer all-reduce mode on allows 3 to 8)");
   if (why.empty() && (o.size < 2 || o.size > kMaxRanks)) why = str_cat("the group has ", o.size, " ranks (2 to 8)");
   if (why.empty() && (o.capacity <= 0 || o.capacity % 256 != 0)) why = str_cat("capacity ", o.capacity, " bytes");
   if (why.empty() && !mem_ops().error.empty()) why = mem_ops().error;

@@ -1,8 +1,9 @@
 // PeerAllReduce: the all-reduce of a GPU group whose ranks share one host, moved by the GPUs'
 // copy engines over NVLink instead of by NCCL's kernels. ProcessGroupNccl uses it for the
 // sums and averages of floating-point tensors of 2-rank groups when both ranks can
-// (TRIREME_PEER_ALLREDUCE=0 turns it off, =1 also allows groups of 3 to 8 ranks, unmeasured);
-// everything else goes to NCCL. The staging slot is NcclOptions::peer_slot_bytes (32 MiB).
+// (NcclOptions::peer_all_reduce turns it off, or also allows groups of 3 to 8 ranks, unmeasured;
+// dist/peer_all_reduce_mode.h); everything else goes to NCCL. The staging slot is
+// NcclOptions::peer_slot_bytes (32 MiB).
 //
 // Note [peer all-reduce]
 // NCCL's all-reduce is a kernel: its CTAs take SMs, so beside a GEMM that holds every SM it
@@ -54,6 +55,7 @@
 #include <vector>
 
 #include "trireme/core/tensor.h"
+#include "trireme/dist/peer_all_reduce_mode.h"
 #include "trireme/dist/process_group.h"
 #include "trireme/dist/store.h"
 
@@ -68,12 +70,13 @@ class PeerAllReduce {
     int device = 0;
     int64_t capacity = 32 << 20;  // bytes per staging slot; larger tensors go in pieces
     std::chrono::milliseconds timeout{30'000};
+    PeerAllReduceMode mode = PeerAllReduceMode::automatic;  // which group sizes may use it
   };
 
   // Collective: every rank of the group calls it at the same point. Returns null on every rank
   // (why_not says why) unless all ranks can take part: one host, peer access between all their
-  // GPUs, stream memory operations, 2 ranks (or up to 8 with TRIREME_PEER_ALLREDUCE=1, never
-  // with =0). Throws when a rank does not answer within the timeout.
+  // GPUs, stream memory operations, 2 ranks (or up to 8 with mode on, never with mode off).
+  // Throws when a rank does not answer within the timeout.
   static std::unique_ptr<PeerAllReduce> create(StoreClient& store, const Options& options, std::string* why_not);
   ~PeerAllReduce();
   PeerAllReduce(const PeerAllReduce&) = delete;

@@ -61,8 +61,11 @@ ProcessGroup& ProcessGroupByDevice::backend_for(const char* op, const Tensor& te
     TRIREME_CHECK(cuda::is_available(), "by_device ", op, ": the tensor is on ", tensor.device(),
                   " but no GPU is usable: ", cuda::unavailable_reason());
     int device = options_.device >= 0 ? options_.device : tensor.device().index;
-    nccl_ = std::make_shared<ProcessGroupNccl>(
-        store_, rank_, global_ranks_, NcclOptions{.timeout = options_.timeout, .device = device, .prefix = nccl_prefix_});
+    nccl_ = std::make_shared<ProcessGroupNccl>(store_, rank_, global_ranks_,
+                                               NcclOptions{.timeout = options_.timeout,
+                                                           .device = device,
+                                                           .prefix = nccl_prefix_,
+                                                           .peer_all_reduce = options_.peer_all_reduce});
   }
   return *nccl_;
 }

@@ -24,7 +24,8 @@ std::shared_ptr<ProcessGroup> make_process_group(const std::string& backend, std
     TRIREME_CHECK(cuda::is_available(), "make_process_group: backend nccl needs a usable GPU: ",
                   cuda::unavailable_reason());
     return std::make_shared<ProcessGroupNccl>(std::move(store), rank, size,
-                                              NcclOptions{.timeout = options.timeout, .device = options.device});
+                                              NcclOptions{.timeout = options.timeout, .device = options.device,
+                                                          .peer_all_reduce = options.peer_all_reduce});
   }
   if (chosen == "by_device") return std::make_shared<ProcessGroupByDevice>(std::move(store), rank, size, options);
   return std::make_shared<ProcessGroupGloo>(std::move(store), rank, size, GlooOptions{.timeout = options.timeout});

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "trireme/dist/peer_all_reduce_mode.h"
 #include "trireme/dist/process_group.h"
 #include "trireme/dist/store.h"
 
@@ -20,6 +21,8 @@ namespace trireme::dist {
 struct ProcessGroupOptions {
   milliseconds timeout{30'000};  // every op's default, and connecting to the peers
   int device = -1;               // nccl: the GPU of this rank; -1: the current device
+  // nccl: which group sizes use the copy-engine collectives (dist/peer_all_reduce_mode.h)
+  PeerAllReduceMode peer_all_reduce = PeerAllReduceMode::automatic;
 };
 
 // "auto" -> "nccl" when this build has NCCL and a GPU is usable, else "gloo"; "gloo", "nccl" and

@@ -643,7 +643,8 @@ ProcessGroupNccl::ProcessGroupNccl(std::shared_ptr<StoreClient> store, int rank,
                                        .size = size_,
                                        .device = impl.device,
                                        .capacity = options.peer_slot_bytes,
-                                       .timeout = options.timeout},
+                                       .timeout = options.timeout,
+                                       .mode = options.peer_all_reduce},
                                       &impl.peer_why_not);
     impl.peer_rs_ag = impl.peer != nullptr;
     impl.barrier_buffer = Tensor::empty({1}, DType::f32, Device::cuda(impl.device));

@@ -59,6 +59,7 @@
 #include <string>
 
 #include "trireme/cuda/stream.h"
+#include "trireme/dist/peer_all_reduce_mode.h"
 #include "trireme/dist/process_group.h"
 #include "trireme/dist/store.h"
 
@@ -74,6 +75,9 @@ struct NcclOptions {
   // The copy-engine collectives' staging slot per peer (Note [peer all-reduce]; one activation
   // of GPT 1.3B at B=8, T=1024 in bf16); larger tensors go in pieces. Tests make it small.
   int64_t peer_slot_bytes = int64_t(32) << 20;
+  // Which group sizes use the copy-engine collectives (dist/peer_all_reduce_mode.h); groups
+  // made with new_group inherit it.
+  PeerAllReduceMode peer_all_reduce = PeerAllReduceMode::automatic;
 };
 
 // Whether this build has NCCL (TRIREME_WITH_NCCL); false means constructing a group throws.

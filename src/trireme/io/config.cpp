@@ -260,6 +260,9 @@ std::vector<ConfigKey> build_schema() {
                 field(&T::train, &TrainLoopConfig::loss_scale_init)),
       integer_key("train.loss_scale_interval", 2000, closed(1, kMaxSteps), "f16: clean steps before the loss scale doubles",
                   field(&T::train, &TrainLoopConfig::loss_scale_interval)),
+      bool_key("train.memory_check", true,
+               "refuse a run whose memory estimate exceeds what the device has free (false: start it anyway)",
+               field(&T::train, &TrainLoopConfig::memory_check)),
 
       integer_key("parallel.dp", 1, closed(1, kMaxLayers), "data-parallel replicas (each reads batch_size / dp sequences)",
                   field(&T::parallel, &ParallelConfig::dp)),
@@ -285,6 +288,10 @@ std::vector<ConfigKey> build_schema() {
       integer_key("parallel.replica_check_interval", 100, closed(0, kMaxSteps),
                   "steps between checks that the data-parallel replicas' parameters are bit-identical (0 = off)",
                   field(&T::parallel, &ParallelConfig::replica_check_interval)),
+      choice_key("parallel.peer_allreduce", "auto", {"auto", "off", "on"},
+                 "GPU groups of one host: all-reduce, reduce-scatter and all-gather through the copy engines "
+                 "instead of NCCL's kernels (auto: groups of 2 GPUs; on: 2 to 8; off: NCCL only)",
+                 field(&T::parallel, &ParallelConfig::peer_allreduce)),
       choice_key("memory.recompute", "none", {"none", "full"},
                  "activation recomputation: \"full\" keeps only each block's input and runs its forward again in "
                  "the backward (less memory, one more forward; the same losses)",

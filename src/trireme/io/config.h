@@ -69,6 +69,7 @@ struct TrainLoopConfig {
   std::string precision;             // "f32" | "bf16" | "f16" (docs/MIXED_PRECISION.md)
   double loss_scale_init = 0;        // f16 only: GradScaler's initial scale
   int64_t loss_scale_interval = 0;   // f16 only: GradScaler's growth_interval
+  bool memory_check = true;          // refuse a run whose memory estimate exceeds what the device has
 };
 
 // How a run is spread over processes (docs/PARALLELISM.md). dp x tp x pp must equal the job's
@@ -82,6 +83,7 @@ struct ParallelConfig {
   double bucket_mb = 25;       // data-parallel gradient bucket size
   bool sequence_parallel = false;  // tp > 1: shard activations between tp regions by tokens
   int64_t replica_check_interval = 100;  // steps between dp replicas' parameter-hash checks (0 = off)
+  std::string peer_allreduce = "auto";   // "auto" | "off" | "on": GPU groups' copy-engine collectives
   int64_t world_size() const { return dp * tp * pp; }
   std::string describe() const;  // "dp=2 tp=1 pp=2"
 };

@@ -150,8 +150,8 @@ std::string TextGenerator::generate(const std::string& prompt, const SamplingOpt
   return text;
 }
 
-TextGenerator load_generator(const std::string& checkpoint, Device device) {
-  TrainedModel m = load_trained_model(checkpoint, device, "generate");
+TextGenerator load_generator(const std::string& checkpoint, Device device, bool memory_check) {
+  TrainedModel m = load_trained_model(checkpoint, device, "generate", memory_check);
   return TextGenerator(std::move(m.model), std::move(m.tokenizer));
 }
 

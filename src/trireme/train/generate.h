@@ -49,8 +49,9 @@ class TextGenerator {
 // Loads the model, its config and the tokenizer saved in a checkpoint (a checkpoint folder, or a
 // run's out_dir / checkpoints folder, whose latest checkpoint is used), the model on `device`
 // (a GPU must be usable: the error says why not). Reads state.json and model.safetensors only
-// (trained_model.h); the config is validated before the model is built.
-TextGenerator load_generator(const std::string& checkpoint, Device device = Device::cpu());
+// (trained_model.h); the config is validated, and with memory_check the model's memory estimate
+// checked against the device's free memory, before the model is built.
+TextGenerator load_generator(const std::string& checkpoint, Device device = Device::cpu(), bool memory_check = true);
 
 // What is wrong with `prompt` for `tokenizer`, or "" when nothing is: invalid UTF-8 (the byte
 // offset), or characters a character-level tokenizer does not know (each named, with its code

@@ -69,11 +69,6 @@ std::optional<double> cpu_available() {
   return avail;
 }
 
-bool check_skipped() {
-  const char* v = std::getenv("TRIREME_SKIP_MEMORY_CHECK");
-  return v && *v && std::string(v) != "0";
-}
-
 std::string device_words(Device device) {
   return device.is_cpu() ? std::string("this machine has") : str_cat(device.str(), " has");
 }
@@ -162,12 +157,11 @@ std::string memory_refusal(const MemoryEstimate& e, double needed, double availa
                                 : str_cat(" + ", format_bytes(e.activation_bytes), " activations");
   const std::string params = e.parameters < 1e18 ? std::to_string(int64_t(e.parameters)) : str_cat(e.parameters);
   return str_cat("memory: ", what, " needs about ", format_bytes(needed), " (", parts, ", ", params,
-                 " parameters), but ", device_words(device), " ", format_bytes(available), " available; ", advice,
-                 " (TRIREME_SKIP_MEMORY_CHECK=1 skips this check)");
+                 " parameters), but ", device_words(device), " ", format_bytes(available), " available; ", advice);
 }
 
 void check_training_memory(const io::TrainConfig& cfg, int64_t vocab_size, Device device, int processes_on_host) {
-  if (check_skipped()) return;
+  if (!cfg.train.memory_check) return;
   const std::optional<double> available = available_memory(device);
   if (!available) return;
   const MemoryEstimate e = estimate_training_memory(cfg, vocab_size);
@@ -181,17 +175,16 @@ void check_training_memory(const io::TrainConfig& cfg, int64_t vocab_size, Devic
                   : "lower train.batch_size, model.block_size, model.n_layer or model.d_model (or raise "
                     "parallel.micro_batches)";
   const std::string why = memory_refusal(e, needed, *available, device, what, advice);
-  if (!why.empty()) throw io::ConfigError(why);
+  if (!why.empty()) throw io::ConfigError(why + " (--set train.memory_check=false skips this check)");
 }
 
 void check_inference_memory(const models::GPTConfig& cfg, Device device) {
-  if (check_skipped()) return;
   const std::optional<double> available = available_memory(device);
   if (!available) return;
   const MemoryEstimate e = estimate_inference_memory(cfg);
   const std::string why = memory_refusal(e, e.total(), *available, device, "the checkpoint's model",
                                          "use a machine or GPU with more memory");
-  if (!why.empty()) throw io::ConfigError(why);
+  if (!why.empty()) throw io::ConfigError(why + " (--no-memory-check skips this check)");
 }
 
 }  // namespace trireme::train

@@ -5,7 +5,8 @@
 // The estimate is deliberately simple (weights, optimizer state, and the larger of the
 // gradients and the activations; no allocator slack, temporaries or autocast copies): within
 // about 10% of measured peaks, so a refusal means the run cannot fit, while passing does not
-// promise that it does. TRIREME_SKIP_MEMORY_CHECK=1 skips the check.
+// promise that it does. The config key train.memory_check = false skips it for training, the
+// flag --no-memory-check for generate and eval.
 //
 //   train::check_training_memory(cfg, /*vocab_size=*/0, Device::cpu(), /*processes_on_host=*/1);
 //   train::check_inference_memory(gpt_config, Device::cuda(0));   // before building the model
@@ -50,8 +51,10 @@ std::optional<double> available_memory(Device device);
 std::string memory_refusal(const MemoryEstimate& e, double needed, double available, Device device,
                            const std::string& what, const std::string& advice);
 
-// Throw io::ConfigError (exit status 2) when the estimate exceeds the available memory.
-// processes_on_host: CPU processes of the job sharing this machine's memory.
+// Throw io::ConfigError (exit status 2) when the estimate exceeds the available memory, saying
+// how to skip the check. processes_on_host: CPU processes of the job sharing this machine's
+// memory. The training check does nothing when cfg.train.memory_check is false; the inference
+// check's callers decide whether to call it.
 void check_training_memory(const io::TrainConfig& cfg, int64_t vocab_size, Device device, int processes_on_host = 1);
 void check_inference_memory(const models::GPTConfig& cfg, Device device);
 

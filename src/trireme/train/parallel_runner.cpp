@@ -69,7 +69,9 @@ std::shared_ptr<ParallelJob> ParallelJob::connect(const io::ParallelConfig& conf
   job->store_server = dist::host_store_if_needed(env);  // under srun rank 0 hosts it (dist/env.h)
   job->store = std::make_shared<dist::StoreClient>(dist::store_client_options(env, 60s));
   job->world = dist::make_process_group(on_gpu ? "nccl" : "gloo", job->store, env.rank, env.world_size,
-                                        {.timeout = 300s, .device = on_gpu ? env.local_rank : -1});
+                                        {.timeout = 300s,
+                                         .device = on_gpu ? env.local_rank : -1,
+                                         .peer_all_reduce = dist::parse_peer_all_reduce_mode(config.peer_allreduce)});
   job->ctx = std::make_unique<parallel::ParallelContext>(job->world, parallel_layout(config));
   return job;
 }

@@ -24,7 +24,8 @@ void check_device(Device device, const std::string& who) {
 }
 }  // namespace
 
-TrainedModel load_trained_model(const std::string& checkpoint, Device device, const std::string& who) {
+TrainedModel load_trained_model(const std::string& checkpoint, Device device, const std::string& who,
+                                bool memory_check) {
   check_device(device, who);
   auto dir = find_latest_checkpoint(checkpoint);
   TRIREME_CHECK(dir.has_value(), who, ": no checkpoint found at '", checkpoint,
@@ -47,7 +48,7 @@ TrainedModel load_trained_model(const std::string& checkpoint, Device device, co
   m.tokenizer = io::tokenizer_from_json(state["tokenizer"]);
   const models::GPTConfig gc = gpt_config(m.config, m.tokenizer->vocab_size());
   gc.validate();
-  check_inference_memory(gc, device);
+  if (memory_check) check_inference_memory(gc, device);
   NamedTensors weights = std::move(ck.model);
   m.model = std::make_unique<models::GPT>(gc, 0);
   try {

@@ -297,11 +297,14 @@ void peer_all_reduce(ProcessGroupNccl& world, const std::shared_ptr<StoreClient>
       store, r, std::vector<int>{0, 1},
       NcclOptions{.timeout = 20s, .prefix = "test/small_slots/", .peer_slot_bytes = int64_t(1) << 20});
   EXPECT_TRUE(peer->uses_peer_all_reduce() && peer->uses_peer_rs_ag(), "the second group should use it for all three");
-  ::setenv("TRIREME_PEER_ALLREDUCE", "0", 1);
-  auto nccl = world.new_group({0, 1}, "nccl_only");
-  ::unsetenv("TRIREME_PEER_ALLREDUCE");
-  auto* nccl_group = dynamic_cast<ProcessGroupNccl*>(nccl.get());
-  EXPECT_TRUE(nccl_group && !nccl_group->uses_peer_all_reduce(), "TRIREME_PEER_ALLREDUCE=0 should turn it off");
+  auto nccl_group = std::make_shared<ProcessGroupNccl>(
+      store, r, std::vector<int>{0, 1},
+      NcclOptions{.timeout = 20s, .prefix = "test/nccl_only/", .peer_all_reduce = PeerAllReduceMode::off});
+  EXPECT_TRUE(!nccl_group->uses_peer_all_reduce(), "peer_all_reduce = off should turn it off");
+  // Groups made from it inherit the mode.
+  EXPECT_TRUE(!dynamic_cast<ProcessGroupNccl&>(*nccl_group->new_group({0, 1}, "child")).uses_peer_all_reduce(),
+              "a group made with new_group should inherit peer_all_reduce = off");
+  std::shared_ptr<ProcessGroup> nccl = nccl_group;
   // Values that make rounding visible: a sum in the wrong order or precision changes bits.
   auto value = [&](int64_t i) { return std::sin(double(i) * 0.37 + r) * (1 + (i % 7)) + 1e-3 * r; };
   struct Case {
