@@ -17,26 +17,6 @@ namespace trireme::train {
 
 namespace {
 
-// Parameter elements of a GPT (models::GPTConfig::num_parameters, in doubles so that absurd
-// sizes give a huge estimate instead of an overflow).
-double gpt_parameters(double V, double T, double L, double d, bool bias, bool tied) {
-  const double b = bias ? 1 : 0;
-  const double per_layer = 12 * d * d + b * 9 * d + 2 * (d + b * d);  // attention 4d², MLP 8d², biases, 2 norms
-  return V * d * (tied ? 1 : 2) + T * d + L * per_layer + d + b * d;
-}
-
-// Activations a transformer layer keeps for its backward, per token, in stored values of `elt`
-// bytes: 15·d + heads·T. Korthikanti et al. ("Reducing Activation Recomputation in Large
-// Transformer Models", 2022, §4.1) count 34·d + 5·heads·T bytes at 2-byte activations: the
-// norms' inputs, Q/K/V, the attention output, the MLP's 4d hidden before and after GELU, both
-// the scores and the softmax per head, and 1-byte dropout masks. trireme keeps no masks and
-// one T-wide row per head, which leaves 15·d + heads·T. Measured peaks of CPU f32 training
-// (d_model 128-512, block 64-256, batch 4-16) are 0.95 to 1.09 times weights + optimizer state +
-// max(gradients, these activations + the f32 logits).
-double layer_activation_bytes_per_token(double d, double heads, double T, double elt) {
-  return elt * (15 * d + heads * T);
-}
-
 std::optional<double> read_number_file(const char* path) {
   std::ifstream f(path);
   std::string s;
@@ -85,55 +65,6 @@ std::string format_bytes(double bytes) {
   return buf;
 }
 
-MemoryEstimate estimate_training_memory(const io::TrainConfig& cfg, int64_t vocab_size) {
-  const auto& m = cfg.model;
-  const auto& p = cfg.parallel;
-  double V = double(vocab_size);
-  if (vocab_size <= 0) V = cfg.data.tokenizer == "bpe" ? double(cfg.data.bpe_vocab_size) : 256;
-  const double d = double(m.d_model), T = double(m.block_size), L = double(m.n_layer);
-  const double dp = double(std::max<int64_t>(p.dp, 1)), tp = double(std::max<int64_t>(p.tp, 1)),
-               pp = double(std::max<int64_t>(p.pp, 1)), micro = double(std::max<int64_t>(p.micro_batches, 1));
-
-  MemoryEstimate e;
-  // Tensor parallelism splits each layer over tp, the pipeline splits the layers over pp.
-  e.parameters = gpt_parameters(V, T, L, d, m.bias, m.tie_embeddings) / (tp * pp);
-  e.weight_bytes = 4 * e.parameters;  // f32, also the master weights under bf16/f16 autocast
-  e.gradient_bytes = 4 * e.parameters;
-  const double state_per_param = cfg.optim.name == "adamw" ? 8 : (cfg.optim.momentum > 0 ? 4 : 0);
-  e.optimizer_bytes = state_per_param * e.parameters / (p.zero ? dp : 1);
-
-  // One micro-batch of batch_size / (dp x micro_batches) sequences is live at a time without a
-  // pipeline; a 1F1B pipeline's first stage holds up to pp of them, GPipe all of them.
-  double in_flight = 1;
-  if (p.pp > 1) in_flight = p.schedule == "gpipe" ? micro : std::min(micro, pp);
-  const double micro_sequences = double(cfg.train.batch_size) / (dp * micro);
-  const double sequences = micro_sequences * in_flight;
-  const double elt = cfg.train.precision == "f32" ? 4 : 2;
-  const double per_layer = layer_activation_bytes_per_token(d / tp, double(m.n_head) / tp, T, elt);
-  // Recomputed blocks keep only their input (the f32 residual stream) while the step goes on;
-  // in the backward one of them holds its activations again, for one micro-batch.
-  const double layers = L / pp;
-  const double recomputed = cfg.memory.recompute == "full"
-                                ? (cfg.memory.recompute_layers < 0 ? layers
-                                                                   : std::min(layers, double(cfg.memory.recompute_layers)))
-                                : 0;
-  const double per_token = per_layer * (layers - recomputed) + 4 * d * recomputed;
-  const double logits = 4 * V / tp;  // f32 logits
-  e.activation_bytes = sequences * T * (per_token + logits) + (recomputed > 0 ? micro_sequences * T * per_layer : 0);
-  return e;
-}
-
-MemoryEstimate estimate_inference_memory(const models::GPTConfig& c) {
-  const double d = double(c.d_model), T = double(c.block_size), V = double(c.vocab_size);
-  MemoryEstimate e;
-  e.parameters = gpt_parameters(V, T, double(c.n_layer), d, c.bias, c.tie_embeddings);
-  e.weight_bytes = 4 * e.parameters;
-  // One sequence's forward keeps a layer's working set at a time: the 4d-wide MLP hidden, the
-  // heads' T x T scores, and the logits.
-  e.activation_bytes = 4 * T * (4 * d + double(c.n_head) * T + V);
-  return e;
-}
-
 std::optional<double> available_memory(Device device) {
   if (device.is_cpu()) return cpu_available();
 #ifdef TRIREME_WITH_CUDA
@@ -152,6 +83,7 @@ std::string memory_refusal(const MemoryEstimate& e, double needed, double availa
   if (needed <= available) return "";
   std::string parts = str_cat(format_bytes(e.weight_bytes), " weights");
   if (e.optimizer_bytes > 0) parts += str_cat(" + ", format_bytes(e.optimizer_bytes), " optimizer state");
+  if (e.communication_bytes > 0) parts += str_cat(" + ", format_bytes(e.communication_bytes), " communication buffers");
   parts += e.gradient_bytes > 0 ? str_cat(" + the larger of ", format_bytes(e.activation_bytes), " activations and ",
                                           format_bytes(e.gradient_bytes), " gradients")
                                 : str_cat(" + ", format_bytes(e.activation_bytes), " activations");

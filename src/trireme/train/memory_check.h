@@ -2,10 +2,9 @@
 // has: a run that cannot fit is refused at once with the estimate, what is available and which
 // keys to change, instead of allocating until the OOM killer ends it.
 //
-// The estimate is deliberately simple (weights, optimizer state, and the larger of the
-// gradients and the activations; no allocator slack, temporaries or autocast copies): within
-// about 10% of measured peaks, so a refusal means the run cannot fit, while passing does not
-// promise that it does. The config key train.memory_check = false skips it for training, the
+// The estimate (memory_estimate.h) counts what a run holds, not allocator slack or short-lived
+// temporaries, so a refusal means the run cannot fit, while passing does not promise that it
+// does. The config key train.memory_check = false skips it for training, the
 // flag --no-memory-check for generate and eval.
 //
 //   train::check_training_memory(cfg, /*vocab_size=*/0, Device::cpu(), /*processes_on_host=*/1);
@@ -20,26 +19,9 @@
 #include "trireme/core/device.h"
 #include "trireme/io/config.h"
 #include "trireme/models/gpt.h"
+#include "trireme/train/memory_estimate.h"
 
 namespace trireme::train {
-
-// Bytes of one process, as doubles (the inputs may be absurd; nothing here can overflow).
-struct MemoryEstimate {
-  double parameters = 0;        // elements held by this process
-  double weight_bytes = 0;      // f32 weights (master weights under bf16/f16 autocast)
-  double gradient_bytes = 0;    // f32 gradients
-  double optimizer_bytes = 0;   // AdamW m and v, or SGD momentum
-  double activation_bytes = 0;  // what the forward keeps for the backward, plus the logits
-  // The peak: the backward frees activations as it makes gradients, so the two mostly take
-  // turns (see layer_activation_bytes_per_token for how this compares with measured peaks).
-  double total() const { return weight_bytes + optimizer_bytes + std::max(gradient_bytes, activation_bytes); }
-};
-
-// One process's share of a training run of `cfg`. vocab_size <= 0 means not known yet (before
-// the data is prepared): data.bpe_vocab_size for BPE, 256 for characters (a lower bound).
-MemoryEstimate estimate_training_memory(const io::TrainConfig& cfg, int64_t vocab_size);
-// Sampling one sequence of up to block_size tokens: the weights and a forward's activations.
-MemoryEstimate estimate_inference_memory(const models::GPTConfig& cfg);
 
 // The bytes a new allocation on `device` can get now: for the CPU the smaller of
 // /proc/meminfo's MemAvailable and the cgroup's memory.max - memory.current; for a GPU

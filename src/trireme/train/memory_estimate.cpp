@@ -1,0 +1,143 @@
+// The per-process memory estimate of a training run (see memory_estimate.h).
+#include "trireme/train/memory_estimate.h"
+
+#include <cmath>
+
+#include "trireme/parallel/pipeline_partition.h"
+
+namespace trireme::train {
+
+namespace {
+
+// Activations a transformer block keeps for its backward, per token: 16.5 values of `elt` bytes
+// per unit of d_model, plus each head's f32 log-sum-exp. What the block saves: the norms' inputs
+// and outputs (4 d, with their means and deviations), q, k and v (3 d), the attention output and
+// its projection's input (2 d), the MLP's 4d hidden before and after GELU (8 d); the attention
+// keeps no T x T probabilities (its backward recomputes them from the log-sum-exps). The 0.5 d
+// beyond that count is fitted to measured peaks of CPU training (the peak of live tensor bytes,
+// d_model 128-384, block 128-256): with it the estimates of one process are within 2 % of them.
+// The norms' part sits outside the tensor-parallel regions: replicated over tp, unless sequence
+// parallelism splits it too (Korthikanti et al., "Reducing Activation Recomputation in Large
+// Transformer Models", 2022, count the same pieces).
+double block_activation_bytes_per_token(double d, double heads, double tp, bool sp, double elt) {
+  const double outside = 4 * d, inside = 12.5 * d;
+  return elt * ((sp ? outside / tp : outside) + inside / tp) + 4 * heads / tp;
+}
+
+// Parameter elements of one block on one tp rank: the column-parallel weights and biases and the
+// row-parallel weights are split, the norms and row-parallel biases replicated.
+double block_parameters(double d, double tp, bool bias) {
+  const double b = bias ? 1 : 0;
+  return 12 * d * d / tp + b * 7 * d / tp + b * 2 * d + 2 * (d + b * d);
+}
+
+// Micro-batches whose activations a pipeline rank holds at its fullest, per chunk it runs, and
+// the layers of one of them: GPipe keeps all m; 1F1B up to pp - r + 1; the interleaved schedule's warm-up on rank r runs
+// 2 (pp - r - 1) + (v - 1) pp + 1 chunk forwards (Narayanan et al., 2021, as Megatron-LM).
+double chunk_forwards_in_flight(const io::ParallelConfig& p, int r, int v) {
+  const double m = double(p.micro_batches), pp = double(p.pp);
+  if (p.pp == 1) return 1;
+  if (p.schedule == "gpipe") return m * v;
+  if (p.schedule == "interleaved") return std::min(m * v, 2 * (pp - r - 1) + (v - 1) * pp + 1);
+  // 1F1B: the warm-up's forwards, and the steady state's next forward before the oldest backward
+  // frees its micro-batch.
+  return std::min(m, pp - r + 1);
+}
+
+}  // namespace
+
+std::vector<MemoryEstimate> estimate_training_memory_per_rank(const io::TrainConfig& cfg, int64_t vocab_size) {
+  const auto& m = cfg.model;
+  const auto& p = cfg.parallel;
+  double V = double(vocab_size);
+  if (vocab_size <= 0) V = cfg.data.tokenizer == "bpe" ? double(cfg.data.bpe_vocab_size) : 256;
+  const double d = double(m.d_model), T = double(m.block_size), heads = double(m.n_head);
+  const int dp = int(std::max<int64_t>(p.dp, 1)), tp = int(std::max<int64_t>(p.tp, 1)),
+            pp = int(std::max<int64_t>(p.pp, 1));
+  const int v = p.pp > 1 && p.schedule == "interleaved" ? int(std::max<int64_t>(p.virtual_stages, 1)) : 1;
+  const double b = m.bias ? 1 : 0, padded_vocab = std::ceil(V / tp) * tp;
+  const double elt = cfg.train.precision == "f32" ? 4 : 2;
+  const bool sp = p.sequence_parallel && tp > 1;
+  const double micro_tokens = double(cfg.train.batch_size) / (double(dp) * double(std::max<int64_t>(p.micro_batches, 1))) * T;
+  const double state_per_param = cfg.optim.name == "adamw" ? 8 : (cfg.optim.momentum > 0 ? 4 : 0);
+  const double per_block = block_activation_bytes_per_token(d, heads, tp, sp, elt);
+
+  // Which blocks each pipeline rank holds: chunk c of rank r is virtual stage c pp + r. A model
+  // with fewer layers than stages is refused by the config; count none rather than fail here.
+  std::vector<int> stage_layers(size_t(pp) * size_t(v), 0);
+  if (m.n_layer >= int64_t(pp) * v) {
+    const auto sizes = parallel::pipeline_partition_sizes(int(m.n_layer), pp * v);
+    std::copy(sizes.begin(), sizes.end(), stage_layers.begin());
+  }
+  std::vector<MemoryEstimate> stages(static_cast<size_t>(pp));
+  for (int r = 0; r < pp; ++r) {
+    MemoryEstimate& e = stages[size_t(r)];
+    double layers = 0, layers_per_chunk = 0;
+    for (int c = 0; c < v; ++c) layers += stage_layers[size_t(c * pp + r)];
+    layers_per_chunk = layers / v;
+    const bool first = r == 0, last = r == pp - 1;
+    e.parameters = layers * block_parameters(d, tp, m.bias);
+    if (first) e.parameters += padded_vocab / tp * d + T * d;  // wte (its vocabulary slice), wpe
+    if (last) {
+      e.parameters += d + b * d;  // ln_f
+      if (!m.tie_embeddings || (pp > 1)) e.parameters += padded_vocab / tp * d;  // the head, or wte's copy
+    }
+    e.weight_bytes = 4 * e.parameters;
+    e.gradient_bytes = 4 * e.parameters;
+    e.optimizer_bytes = state_per_param * e.parameters / (p.zero ? dp : 1);
+    // ZeRO-1: each rank's shard of the reduce-scattered gradients, and a whole bucket per bucket
+    // to all-gather the updated parameters into.
+    if (p.zero) e.communication_bytes += 4 * e.parameters / dp + 4 * e.parameters;
+
+    // Recomputed blocks keep only their input (the f32 residual stream, sp: this rank's rows).
+    const double recompute_per_chunk =
+        cfg.memory.recompute == "full"
+            ? (cfg.memory.recompute_layers < 0 ? layers_per_chunk
+                                               : std::min(layers_per_chunk, double(cfg.memory.recompute_layers)))
+            : 0;
+    const double kept_per_token =
+        per_block * (layers_per_chunk - recompute_per_chunk) + 4 * (sp ? d / tp : d) * recompute_per_chunk;
+    const double in_flight = chunk_forwards_in_flight(p, r, v);
+    // The f32 logits and, as the backward starts, their gradient; a recomputed block replays
+    // later, once they are gone, so the larger of the two.
+    const double logits = last ? micro_tokens * 2 * 4 * padded_vocab / tp : 0;
+    const double replay = recompute_per_chunk > 0 ? micro_tokens * per_block : 0;
+    e.activation_bytes = in_flight * micro_tokens * kept_per_token + std::max(logits, replay);
+    e.gradients_persist = dp * tp * pp > 1 || p.micro_batches > 1;
+    // A pipeline stage receives each micro-batch's activations before its forward.
+    if (!first) e.communication_bytes += in_flight * micro_tokens * d * elt;
+  }
+
+  std::vector<MemoryEstimate> ranks;
+  for (int dr = 0; dr < dp; ++dr) {
+    for (int r = 0; r < pp; ++r) {
+      for (int t = 0; t < tp; ++t) {
+        MemoryEstimate e = stages[size_t(r)];
+        e.rank = int(ranks.size()), e.dp_rank = dr, e.pp_rank = r, e.tp_rank = t;
+        ranks.push_back(e);
+        if (ranks.size() > 4096) return ranks;  // absurd layouts: the first ranks say enough
+      }
+    }
+  }
+  return ranks;
+}
+
+MemoryEstimate estimate_training_memory(const io::TrainConfig& cfg, int64_t vocab_size) {
+  const auto ranks = estimate_training_memory_per_rank(cfg, vocab_size);
+  return *std::max_element(ranks.begin(), ranks.end(),
+                           [](const MemoryEstimate& a, const MemoryEstimate& b) { return a.total() < b.total(); });
+}
+
+MemoryEstimate estimate_inference_memory(const models::GPTConfig& c) {
+  const double d = double(c.d_model), T = double(c.block_size), V = double(c.vocab_size);
+  MemoryEstimate e;
+  const double b = c.bias ? 1 : 0;
+  e.parameters = V * d * (c.tie_embeddings ? 1 : 2) + T * d + double(c.n_layer) * block_parameters(d, 1, c.bias) + d + b * d;
+  e.weight_bytes = 4 * e.parameters;
+  // One sequence's forward keeps a layer's working set at a time: the 4d-wide MLP hidden, the
+  // heads' T x T scores, and the logits.
+  e.activation_bytes = 4 * T * (4 * d + double(c.n_head) * T + V);
+  return e;
+}
+
+}  // namespace trireme::train

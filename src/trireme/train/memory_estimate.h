@@ -1,0 +1,60 @@
+// What a training run holds in memory, per process, before anything is allocated: the numbers
+// behind `trireme estimate` and the check that refuses a run that cannot fit (memory_check.h).
+//
+// Per process, in bytes (f32 parameters; the activations in the dtype autocast computes in):
+//   weights        the parameters this process holds (its tp slice of its pipeline stage), f32 —
+//                  also the master weights under bf16/f16 autocast
+//   gradients      one f32 gradient per parameter (the data-parallel Reducer's buckets are these)
+//   optimizer      AdamW's m and v or SGD's momentum, over dp with ZeRO-1
+//   activations    what the forward keeps for the backward, for every micro-batch in flight on
+//                  this stage under its schedule (recomputed blocks keep only their input, and one
+//                  of them replays at a time), plus the f32 logits of the last stage
+//   communication  ZeRO-1's shard gradients and all-gather buffers, a pipeline stage's received
+//                  activations
+// The peak: weights + optimizer + communication + gradients and activations, summed where the
+// gradients live through the forward (a data-parallel Reducer, accumulation over micro-batches)
+// and else the larger of the two (the backward frees activations as it makes gradients).
+//
+//   std::vector<MemoryEstimate> ranks = estimate_training_memory_per_rank(cfg, vocab);   // one per rank
+//   double worst = estimate_training_memory(cfg, vocab).total();                         // the largest
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "trireme/io/config.h"
+#include "trireme/models/gpt.h"
+
+namespace trireme::train {
+
+// Bytes of one process, as doubles (the inputs may be absurd; nothing here can overflow).
+struct MemoryEstimate {
+  int rank = 0, dp_rank = 0, tp_rank = 0, pp_rank = 0;
+  double parameters = 0;           // elements held by this process
+  double weight_bytes = 0;
+  double gradient_bytes = 0;
+  double optimizer_bytes = 0;
+  double activation_bytes = 0;
+  double communication_bytes = 0;
+  // Whether the gradients live through the forward: a data-parallel Reducer's buckets are
+  // allocated once and kept, and accumulation over micro-batches keeps the first ones' gradients
+  // while the next forwards run. Otherwise the backward frees activations as it makes gradients
+  // and the two mostly take turns.
+  bool gradients_persist = false;
+  double total() const {
+    const double turns = gradients_persist ? gradient_bytes + activation_bytes : std::max(gradient_bytes, activation_bytes);
+    return weight_bytes + optimizer_bytes + communication_bytes + turns;
+  }
+};
+
+// Every process of a training run of `cfg`, in world-rank order (the mesh is (dp, pp, tp), tp
+// fastest). vocab_size <= 0 means not known yet (before the data is prepared):
+// data.bpe_vocab_size for BPE, 256 for characters (a lower bound).
+std::vector<MemoryEstimate> estimate_training_memory_per_rank(const io::TrainConfig& cfg, int64_t vocab_size);
+// The process that needs the most.
+MemoryEstimate estimate_training_memory(const io::TrainConfig& cfg, int64_t vocab_size);
+// Sampling one sequence of up to block_size tokens: the weights and a forward's activations.
+MemoryEstimate estimate_inference_memory(const models::GPTConfig& cfg);
+
+}  // namespace trireme::train
