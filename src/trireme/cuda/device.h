@@ -7,6 +7,8 @@
 
 #include <string>
 
+#include "trireme/core/container_image.h"
+
 namespace trireme::cuda {
 
 #ifdef TRIREME_WITH_CUDA
@@ -16,7 +18,7 @@ std::string unavailable_reason();  // why is_available() is false ("" when it is
 #else
 inline int device_count() { return 0; }
 inline bool is_available() { return false; }
-inline std::string unavailable_reason() { return "trireme was built without CUDA"; }
+inline std::string unavailable_reason() { return without_cuda_reason(); }
 #endif
 
 // The rest needs a CUDA build.
