@@ -57,13 +57,14 @@ if ((rebuild_base)) || ! podman image exists "$base"; then
     [ -z "$security" ] || echo "deb $security bookworm-security main"
   } > "$rootfs/etc/apt/sources.list"
   rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/archives/*.deb
-  tar -C "$rootfs" -c . | nice -n 19 podman import --change 'CMD ["/bin/bash"]' - "$base" > /dev/null
-  echo "build_cpu_image: base $base: $(podman image inspect --format '{{.Size}}' "$base" | numfmt --to=iec)"
+  tar -C "$rootfs" -c . | nice -n 19 podman import --quiet --change 'CMD ["/bin/bash"]' - "$base" > /dev/null
+  echo "build_cpu_image: base $base made in ${SECONDS}s: $(podman image inspect --format "{{.Size}}" "$base" | numfmt --to=iec)"
 fi
 
 tag=$(cpu_image_tag)
+start=$SECONDS
 revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 nice -n 19 podman "${podman_global[@]}" build "${podman_build[@]}" \
   --file container/Containerfile.cpu --build-arg BASE="$base" --build-arg IMAGE_TAG="$tag" \
   --label org.opencontainers.image.revision="$revision" --tag "$tag" .
-echo "build_cpu_image: $tag: $(podman image inspect --format '{{.Size}}' "$tag" | numfmt --to=iec)"
+echo "build_cpu_image: $tag built in $((SECONDS - start))s: $(podman image inspect --format "{{.Size}}" "$tag" | numfmt --to=iec)"
