@@ -2,7 +2,8 @@
 # What can be checked about the container images without building them (that takes a registry
 # or many minutes; scripts/container/): the tags computed from the sources, and the structure of
 # container/Containerfile.{cpu,gpu}: known instructions only, a FROM whose ARGs are declared, the
-# labels and TRIREME_IMAGE naming the tag, the files they copy present. Where buildah is
+# labels and TRIREME_IMAGE naming the tag, the files they copy present; the scripts parse and
+# refuse unknown options. Where buildah is
 # installed, its own parser reads both files too.
 #   containerfiles_test.sh PROJECT_VERSION   (CMake's parse of project(VERSION), to agree with)
 set -euo pipefail
@@ -115,6 +116,17 @@ before=$failures
 check_containerfile "$tmp/broken.cpu" cpu > "$tmp/out"
 if ((failures == before)); then fail "the checker accepted a Containerfile with RUNN"; else failures=$before; fi
 grep -q "'RUNN' is not a Containerfile instruction" "$tmp/out" || fail "the checker's message for RUNN: $(cat "$tmp/out")"
+
+# --- The scripts ------------------------------------------------------------------------------
+for script in "$root"/scripts/container/*.sh; do
+  bash -n "$script" 2> "$tmp/err" || fail "$(basename "$script"): $(cat "$tmp/err")"
+done
+for script in build_cpu_image.sh test_in_image.sh; do
+  status=0
+  "$root/scripts/container/$script" --no-such-option > "$tmp/out" 2>&1 || status=$?
+  [ "$status" -eq 2 ] && grep -q "unknown option '--no-such-option'" "$tmp/out" ||
+    fail "$script --no-such-option: exit $status, $(cat "$tmp/out")"
+done
 
 # --- buildah's parser -------------------------------------------------------------------------
 # buildah reads the whole file before it looks for the base image, so with --pull=never and a
