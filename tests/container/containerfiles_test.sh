@@ -3,8 +3,7 @@
 # or many minutes; scripts/container/): the tags computed from the sources, and the structure of
 # container/Containerfile.{cpu,gpu}: known instructions only, a FROM whose ARGs are declared, the
 # labels and TRIREME_IMAGE naming the tag, the files they copy present; the scripts parse and
-# refuse unknown options. Where buildah is
-# installed, its own parser reads both files too.
+# refuse unknown options. Where buildah is installed, its own parser reads both files too.
 #   containerfiles_test.sh PROJECT_VERSION   (CMake's parse of project(VERSION), to agree with)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
