@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "trireme/cli/commands.h"
+#include "trireme/core/container_image.h"
 #include "trireme/kernels/cpu/loops.h"
 #include "trireme/runtime/build_info.h"
 #include "trireme/runtime/cpu_features.h"
@@ -48,6 +49,8 @@ Command add_env_command(CLI::App& root) {
             ::uname(&u);
             nlohmann::json j = runtime::build_info();
             j["os"] = os_name();
+            const std::string image = container_image();
+            j["image"] = image.empty() ? "none (not in a trireme container image)" : image;
             j["kernel"] = std::string(u.release);
             j["cpu"] = cpu_model();
             const runtime::CpuFeatures features = runtime::detect_cpu_features();
