@@ -86,10 +86,25 @@ TEST(MemoryCheck, AModelTooLargeForTheMachineIsAConfigErrorNamingTheKeys) {
   EXPECT_CONTAINS(e, "memory: the checkpoint's model needs about");
 }
 
+// A refusal lists the changes that need less, each with its estimate, smallest first: here the
+// activations of a huge batch, which recomputation and more micro-batches shrink (on the CPU the
+// processes share the machine, so splitting over more of them is not offered).
+TEST(MemoryCheck, TheRefusalListsLighterAlternatives) {
+  io::TrainConfig tc = config_with({"model.d_model=64", "model.n_layer=64", "model.block_size=4096", "train.batch_size=65536"});
+  const std::string e = config_error_of([&] { train::check_training_memory(tc, 0, Device::cpu()); });
+  EXPECT_CONTAINS(e, ". Instead: ");
+  EXPECT_CONTAINS(e, "memory.recompute = \"full\" needs ");
+  EXPECT_CONTAINS(e, "parallel.micro_batches = 2 needs ");
+  EXPECT_EQ(e.find("parallel.tp ="), std::string::npos) << e;
+  const std::string instead = e.substr(e.find("Instead: "));
+  EXPECT_LT(instead.find("memory.recompute"), instead.find("parallel.micro_batches")) << "smallest first: " << e;
+  EXPECT_CONTAINS(e, "trireme estimate");
+}
+
 TEST(MemoryCheck, TheRefusalNamesTheKeyThatSkipsIt) {
   io::TrainConfig tc = config_with({"model.d_model=4096", "model.n_layer=65536"});
   EXPECT_CONTAINS(config_error_of([&] { train::check_training_memory(tc, 0, Device::cpu()); }),
-                  "(--set train.memory_check=false skips this check)");
+                  "--set train.memory_check=false skips this check)");
   tc = config_with({"model.d_model=4096", "model.n_layer=65536", "train.memory_check=false"});
   EXPECT_NO_THROW(train::check_training_memory(tc, 0, Device::cpu()));
   // Inference has no config of its own to set: the refusal names generate's and eval's flag.

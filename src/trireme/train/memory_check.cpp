@@ -92,6 +92,51 @@ std::string memory_refusal(const MemoryEstimate& e, double needed, double availa
                  " parameters), but ", device_words(device), " ", format_bytes(available), " available; ", advice);
 }
 
+namespace {
+
+// Changes of the config that need less memory per process, each with what it would need: the
+// refusal lists them so that the user sees which one fits. Splits over more processes only help
+// where each process has its own device (a GPU); on the CPU the processes share one machine.
+std::string lighter_alternatives(const io::TrainConfig& cfg, int64_t vocab_size, bool own_device, int sharing,
+                                 double available) {
+  struct Option {
+    std::string change;
+    io::TrainConfig cfg;
+  };
+  std::vector<Option> options;
+  auto add = [&](std::string change, auto&& edit) {
+    io::TrainConfig c = cfg;
+    edit(c);
+    options.push_back({std::move(change), c});
+  };
+  const auto& p = cfg.parallel;
+  if (cfg.memory.recompute == "none") add("memory.recompute = \"full\"", [](auto& c) { c.memory.recompute = "full"; });
+  if (p.dp > 1 && !p.zero) add("parallel.zero = true", [](auto& c) { c.parallel.zero = true; });
+  if (cfg.train.batch_size % (p.dp * p.micro_batches * 2) == 0) {
+    add(str_cat("parallel.micro_batches = ", p.micro_batches * 2), [](auto& c) { c.parallel.micro_batches *= 2; });
+  }
+  if (own_device && cfg.model.n_head % (p.tp * 2) == 0) {
+    add(str_cat("parallel.tp = ", p.tp * 2, " (", p.world_size() * 2, " GPUs)"), [](auto& c) { c.parallel.tp *= 2; });
+  }
+  if (own_device && cfg.model.n_layer >= p.pp * 2 && (p.pp > 1 || cfg.train.batch_size % (p.dp * 2) == 0)) {
+    add(str_cat("parallel.pp = ", p.pp * 2, " (", p.world_size() * 2, " GPUs)"), [](auto& c) {
+      c.parallel.pp *= 2;
+      if (c.parallel.micro_batches < 2) c.parallel.micro_batches = 2;
+    });
+  }
+  std::vector<std::pair<double, std::string>> needs;
+  for (const Option& o : options) {
+    const double need = estimate_training_memory(o.cfg, vocab_size).total() * sharing;
+    needs.emplace_back(need, str_cat(o.change, " needs ", format_bytes(need), need <= available ? " (fits)" : ""));
+  }
+  std::sort(needs.begin(), needs.end());
+  std::string out;
+  for (const auto& [need, text] : needs) out += (out.empty() ? "" : "; ") + text;
+  return out;
+}
+
+}  // namespace
+
 void check_training_memory(const io::TrainConfig& cfg, int64_t vocab_size, Device device, int processes_on_host) {
   if (!cfg.train.memory_check) return;
   const std::optional<double> available = available_memory(device);
@@ -106,8 +151,11 @@ void check_training_memory(const io::TrainConfig& cfg, int64_t vocab_size, Devic
       model_heavy ? "lower model.n_layer or model.d_model (or spread the model with parallel.tp / parallel.pp)"
                   : "lower train.batch_size, model.block_size, model.n_layer or model.d_model (or raise "
                     "parallel.micro_batches)";
-  const std::string why = memory_refusal(e, needed, *available, device, what, advice);
-  if (!why.empty()) throw io::ConfigError(why + " (--set train.memory_check=false skips this check)");
+  std::string why = memory_refusal(e, needed, *available, device, what, advice);
+  if (why.empty()) return;
+  const std::string lighter = lighter_alternatives(cfg, vocab_size, !device.is_cpu(), sharing, *available);
+  if (!lighter.empty()) why += str_cat(". Instead: ", lighter);
+  throw io::ConfigError(why + " (trireme estimate shows every part; --set train.memory_check=false skips this check)");
 }
 
 void check_inference_memory(const models::GPTConfig& cfg, Device device) {

@@ -399,6 +399,7 @@ TrainSummary Trainer::run() {
     m.elapsed_s = elapsed();
     m.tokens_per_s = double((done - s.start_step) * B * T) / std::max(m.elapsed_s, 1e-9);
     m.peak_memory_bytes = memory_stats(s.device).peak_bytes;
+    sum.peak_memory_bytes = std::max(sum.peak_memory_bytes, m.peak_memory_bytes);
     m.loss_scale = r.loss_scale;
     m.skipped_steps = r.skipped_steps;
     const bool eval_now = (cfg.train.eval_interval > 0 && done % cfg.train.eval_interval == 0) || done == cfg.train.steps;
