@@ -270,6 +270,8 @@ void Reducer::reset_stats() {
   state_->stats = {};
 }
 
+const Tensor& Reducer::bucket_buffer(size_t bucket) const { return state_->buffers.at(bucket); }
+
 const Tensor& Reducer::shard_grad(size_t bucket) const {
   TRIREME_CHECK(options_.zero1, "Reducer::shard_grad: the reducer was not built with zero1");
   return state_->shard_grads.at(bucket);

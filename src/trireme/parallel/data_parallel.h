@@ -97,6 +97,10 @@ class Reducer {
   bool zero1() const { return options_.zero1; }
   // zero1: this rank's averaged chunk of bucket b's gradients (numel / dp elements), after finish().
   const Tensor& shard_grad(size_t bucket) const;
+  // Bucket b's flat buffer, which the parameters' gradients are views of. zero1: once finish()
+  // has reduce-scattered it, its contents are spent until the next zero_grad, and ZeroOptimizer
+  // all-gathers the updated parameters through it instead of through a buffer of its own.
+  const Tensor& bucket_buffer(size_t bucket) const;
   const ReducerStats& stats() const;
   void reset_stats();
 

@@ -44,12 +44,7 @@ ZeroOptimizer::ZeroOptimizer(Reducer& reducer, const optim::AdamWOptions& option
     : ZeroOptimizer(reducer, options, pieces_of(reducer)) {}
 
 ZeroOptimizer::ZeroOptimizer(Reducer& reducer, const optim::AdamWOptions& options, std::vector<Piece> pieces)
-    : optim::AdamW(named(pieces), options), reducer_(reducer), pieces_(std::move(pieces)) {
-  for (size_t b = 0; b < reducer.buckets().size(); ++b) {
-    const BucketLayout& L = reducer.buckets()[b];
-    gather_out_.push_back(zeros({L.numel}, L.dtype, reducer.shard_grad(b).device()));
-  }
-}
+    : optim::AdamW(named(pieces), options), reducer_(reducer), pieces_(std::move(pieces)) {}
 
 void ZeroOptimizer::step() {
   optim::AdamW::step();  // updates my elements of the parameters in place
@@ -61,7 +56,8 @@ void ZeroOptimizer::step() {
   for (size_t b = 0; b < reducer_.buckets().size(); ++b) {
     const BucketLayout& L = reducer_.buckets()[b];
     const int64_t chunk = L.numel / D;
-    Tensor& out = gather_out_[b];
+    // The gradient bucket, spent once reduce-scattered: the all-gather needs no buffer of its own.
+    Tensor out = reducer_.bucket_buffer(b);
     // Pack the parameters into the bucket's layout (my chunk is what the others need).
     for (const BucketSlot& slot : L.slots) {
       Tensor dst = narrow(out, 0, slot.offset, slot.numel);
@@ -77,7 +73,7 @@ void ZeroOptimizer::step() {
   for (size_t b = 0; b < reducer_.buckets().size(); ++b) {
     for (const BucketSlot& slot : reducer_.buckets()[b].slots) {
       Tensor p = params[slot.param].second.detach();
-      copy_(p, view(narrow(gather_out_[b], 0, slot.offset, slot.numel), p.sizes()));
+      copy_(p, view(narrow(reducer_.bucket_buffer(b), 0, slot.offset, slot.numel), p.sizes()));
     }
   }
 }
@@ -92,6 +88,10 @@ void ZeroOptimizer::zero_grad(bool /*set_to_none*/) {
   for (size_t b = 0; b < reducer_.buckets().size(); ++b) {
     Tensor g = reducer_.shard_grad(b);
     zero_(g);
+    // step() gathered the parameters through the bucket: all of it, the slots of parameters
+    // that hold no gradient and the padding included, must be zero for the next reduction.
+    Tensor bucket = reducer_.bucket_buffer(b);
+    zero_(bucket);
   }
 }
 

@@ -78,7 +78,6 @@ class ZeroOptimizer : public optim::AdamW {
 
   Reducer& reducer_;
   std::vector<Piece> pieces_;
-  std::vector<Tensor> gather_out_;  // per bucket: the all-gathered parameter values
 };
 
 // The gradient pieces the global norm of a step runs over for `optimizer` (grad_norm.h): a

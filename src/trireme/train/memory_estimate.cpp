@@ -85,9 +85,9 @@ std::vector<MemoryEstimate> estimate_training_memory_per_rank(const io::TrainCon
     e.weight_bytes = 4 * e.parameters;
     e.gradient_bytes = 4 * e.parameters;
     e.optimizer_bytes = state_per_param * e.parameters / (p.zero ? dp : 1);
-    // ZeRO-1: each rank's shard of the reduce-scattered gradients, and a whole bucket per bucket
-    // to all-gather the updated parameters into.
-    if (p.zero) e.communication_bytes += 4 * e.parameters / dp + 4 * e.parameters;
+    // ZeRO-1: each rank's shard of the reduce-scattered gradients (the updated parameters are
+    // all-gathered through the spent gradient buckets).
+    if (p.zero) e.communication_bytes += 4 * e.parameters / dp;
 
     // Recomputed blocks keep only their input (the f32 residual stream, sp: this rank's rows).
     const double recompute_per_chunk =
