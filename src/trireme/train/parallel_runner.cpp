@@ -293,7 +293,7 @@ class ParallelRunner : public StepRunner {
   static constexpr int kEvalTag = 1 << 20;  // far from the executor's tags
 
   const parallel::ParallelContext& ctx() const { return *job_->ctx; }
-  int64_t local_batch() const { return cfg_.train.batch_size / cfg_.parallel.dp; }
+  int64_t local_batch() const { return cfg_.train.batch_size / ctx().layout().dp; }
   // The row of the step's global batch where this dp rank's slice starts (Note [global sample
   // order]): what dropout keys its masks by (Note [dropout keyed by global sample]).
   int64_t first_global_row() const { return int64_t(ctx().dp_rank()) * local_batch(); }
