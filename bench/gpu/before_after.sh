@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# On a GPU machine: does a change keep the speed? Builds bench/gpt_train_step from two source
-# trees, the current one and BEFORE_SRC (a tree, or a .tar.gz of one, e.g. made with
-# `git archive <commit> | gzip > before.tar.gz`), then times a GPT-2 124M training step on one GPU
-# (B=16, T=1024) in bf16 and amp-bf16, alternating before / after ROUNDS times so that both see
-# the same machine state. Prints each run's tokens/s and the after/before ratio of the medians.
-#   BEFORE_SRC=before.tar.gz bash bench/gpu/before_after.sh          # build and compare
-#   BEFORE_SRC=... STAGE=build bash bench/gpu/before_after.sh         # only build (a first call)
+# On a GPU machine: does a change keep the speed? Builds the benchmarks from two source trees,
+# the current one and BEFORE_SRC (a tree, or a .tar.gz of one, e.g. made with
+# `git archive <commit> | gzip > before.tar.gz`), then runs each row ROUNDS times, alternating
+# before / after so that both see the same machine state, and prints every run's tokens/s and
+# the after/before ratio of the medians. Rows (ROWS, default: the one-GPU ones):
+#   gpt2-bf16, gpt2-amp   GPT-2 124M on one GPU, B=16, T=1024, bf16 / amp-bf16 (gpt_train_step)
+#   dp2                   GPT-2 124M, dp=2, B=16 per GPU, bf16 (gpt_parallel_step, 2 GPUs)
+#   tp2-sp                GPT 1.3B, tp=2 with sequence parallelism, B=8, bf16 (2 GPUs)
+#   BEFORE_SRC=before.tar.gz bash bench/gpu/before_after.sh
+#   BEFORE_SRC=before.tar.gz ROWS="dp2 tp2-sp" bash bench/gpu/before_after.sh   # on 2 GPUs
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/gpu_env.sh
 src=${BEFORE_SRC:?set BEFORE_SRC to the source tree or .tar.gz to compare against}
 rounds=${ROUNDS:-3}
+rows=${ROWS:-gpt2-bf16 gpt2-amp}
 before=$PWD/build-before-src
 if [ -f "$src" ]; then
   [ -d "$before" ] || { mkdir -p "$before" && tar -xzf "$src" -C "$before"; }
@@ -20,33 +24,45 @@ fi
 configure_and_build() {  # source dir, build dir, log
   cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRIREME_DEPS_PREFIX="$deps/usr" \
     -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DTRIREME_BUILD_BENCH=ON -DTRIREME_BUILD_TESTS=OFF \
-    -DTRIREME_BUILD_EXAMPLES=OFF > "$out/$3" 2>&1 && ninja -C "$2" gpt_train_step >> "$out/$3" 2>&1 ||
+    -DTRIREME_BUILD_EXAMPLES=OFF > "$out/$3" 2>&1 &&
+    ninja -C "$2" gpt_train_step gpt_parallel_step trireme_cli >> "$out/$3" 2>&1 ||
     { grep -E "error" "$out/$3" | head -20; tail -20 "$out/$3"; echo "BUILD FAILED: $1"; exit 1; }
 }
 t0=$(date +%s)
 configure_and_build "$before" "$PWD/build-gpu-before" build_before.log
 configure_and_build "$PWD" "$PWD/build-gpu" build_after.log
 echo "builds: $(($(date +%s) - t0)) s"
-[ "${STAGE:-all}" = build ] && exit 0
 
-declare -A runs
-for dt in ${DTYPES:-bf16 amp-bf16}; do
+row_command() {  # row, build dir: the command line of one run
+  local b=$2
+  case $1 in
+    gpt2-bf16) echo "$b/bench/gpt_train_step --model gpt2-124m --batch 16 --device cuda --dtype bf16" ;;
+    gpt2-amp) echo "$b/bench/gpt_train_step --model gpt2-124m --batch 16 --device cuda --dtype amp-bf16" ;;
+    dp2) echo "$b/trireme launch --nproc-per-node 2 -- $b/bench/gpt_parallel_step --model gpt2-124m --dp 2 --batch 16 --device cuda --dtype bf16" ;;
+    tp2-sp) echo "$b/trireme launch --nproc-per-node 2 -- $b/bench/gpt_parallel_step --model gpt-1.3b --tp 2 --sp 1 --batch 8 --device cuda --dtype bf16" ;;
+    *) echo "unknown row '$1' (gpt2-bf16, gpt2-amp, dp2, tp2-sp)" >&2; return 1 ;;
+  esac
+}
+for row in $rows; do
+  declare -a tps_before=() tps_after=()
   for r in $(seq "$rounds"); do
     for side in before after; do
       dir=build-gpu; [ $side = before ] && dir=build-gpu-before
-      log="$out/before_after_${dt}_${side}_$r.log"
-      timeout 240 "$dir/bench/gpt_train_step" --model gpt2-124m --batch 16 --device cuda --dtype "$dt" > "$log" 2>&1
-      tps=$(grep -E '^\{' "$log" | tail -1 | python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens_per_s"])' 2>/dev/null)
-      echo "$dt $side round $r: ${tps:-FAILED} tokens/s"
-      runs[$dt.$side]="${runs[$dt.$side]:-} ${tps:-0}"
+      cmd=$(row_command "$row" "$dir") || exit 2
+      log="$out/before_after_${row}_${side}_$r.log"
+      timeout 300 $cmd > "$log" 2>&1
+      tps=$(grep -oE '\{"(impl|peer)".*\}' "$log" | tail -1 |
+            python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens_per_s"])' 2>/dev/null)
+      echo "$row $side round $r: ${tps:-FAILED} tokens/s"
+      if [ $side = before ]; then tps_before+=("${tps:-0}"); else tps_after+=("${tps:-0}"); fi
     done
   done
-  python3 - "$dt" ${runs[$dt.before]} -- ${runs[$dt.after]} <<'PY'
+  python3 - "$row" "${tps_before[@]}" -- "${tps_after[@]}" <<'PY'
 import statistics, sys
-dt, rest = sys.argv[1], sys.argv[2:]
+row, rest = sys.argv[1], sys.argv[2:]
 cut = rest.index("--")
 before, after = [float(x) for x in rest[:cut]], [float(x) for x in rest[cut + 1:]]
 b, a = statistics.median(before), statistics.median(after)
-print(f"{dt}: before {b:,.0f} tok/s, after {a:,.0f} tok/s, after/before {a / b:.3f}" if b else f"{dt}: no result")
+print(f"{row}: before {b:,.0f} tok/s, after {a:,.0f} tok/s, after/before {a / b:.3f}" if b and a else f"{row}: no result")
 PY
 done
