@@ -252,6 +252,15 @@ class Group {
         return nullptr;
       }
       reap();
+      const auto failed_now = [](const Worker& w) {
+        return w.exited && !(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0);
+      };
+      if (std::any_of(workers_.begin(), workers_.end(), failed_now)) {
+        // A peer that notices a killed rank's closed socket can exit before the kernel has
+        // finished tearing the killed one down: look again a moment later before blaming.
+        pump(milliseconds(100));
+        reap();
+      }
       // Of several failures seen at once, blame one killed by a signal first: the others most
       // likely failed because it went away.
       const Worker* failed = nullptr;
