@@ -85,7 +85,27 @@ TEST_F(MemoryCheckFlag, EvalWithTheFlagBuildsTheModelAnyway) {
   EXPECT_CONTAINS(r.out, "out of CPU memory");
 }
 
+// train's --force: the same model refused by train's check, built anyway with the flag.
+TEST_F(MemoryCheckFlag, TrainWithForceBuildsTheModelAnyway) {
+  // A two-letter corpus: the embedding is small, and the first block's weights are what fails.
+  {
+    std::ofstream text(*dir_ + "/ab.txt");
+    for (int line = 0; line < 400; ++line) text << (line % 3 ? "abbaab" : "baabba") << "abab\n";
+  }
+  const std::string sizes = " --set model.d_model=1048576 --set model.n_head=1 --set model.n_layer=1 "
+                            "--set model.block_size=8 --set data.corpus=" + *dir_ + "/ab.txt "
+                            "--set train.out_dir=" + *dir_ + "/train";
+  const Result refused = run("train" + sizes);
+  EXPECT_EQ(refused.status, 2) << refused.out;
+  EXPECT_CONTAINS(refused.out, "--force, or --set train.memory_check=false, skips this check");
+  const Result forced = run_limited("train --force" + sizes);
+  EXPECT_EQ(forced.status, 1) << forced.out;
+  EXPECT_EQ(forced.out.find("memory: training needs"), std::string::npos) << forced.out;
+  EXPECT_CONTAINS(forced.out, "out of CPU memory");
+}
+
 TEST_F(MemoryCheckFlag, HelpListsTheFlag) {
+  EXPECT_CONTAINS(run("train --help").out, "--force");
   EXPECT_CONTAINS(run("generate --help").out, "--no-memory-check");
   EXPECT_CONTAINS(run("eval --help").out, "--no-memory-check");
 }

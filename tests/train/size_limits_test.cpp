@@ -104,7 +104,7 @@ TEST(MemoryCheck, TheRefusalListsLighterAlternatives) {
 TEST(MemoryCheck, TheRefusalNamesTheKeyThatSkipsIt) {
   io::TrainConfig tc = config_with({"model.d_model=4096", "model.n_layer=65536"});
   EXPECT_CONTAINS(config_error_of([&] { train::check_training_memory(tc, 0, Device::cpu()); }),
-                  "--set train.memory_check=false skips this check)");
+                  "--force, or --set train.memory_check=false, skips this check)");
   tc = config_with({"model.d_model=4096", "model.n_layer=65536", "train.memory_check=false"});
   EXPECT_NO_THROW(train::check_training_memory(tc, 0, Device::cpu()));
   // Inference has no config of its own to set: the refusal names generate's and eval's flag.

@@ -28,6 +28,7 @@ struct Options {
   bool resume = false;
   bool overwrite = false;
   bool print_config = false;
+  bool force = false;
   int nproc = 0;
   int max_restarts = 0;
 };
@@ -117,6 +118,9 @@ Command add_train_command(CLI::App& root) {
                 "start over in a train.out_dir that holds an earlier run: remove its checkpoints and metrics "
                 "(without it such a run is refused)");
   app->add_flag("--print-config", opt->print_config, "print the resolved config as TOML and exit");
+  app->add_flag("--force", opt->force,
+                "start even when the memory estimate says the run cannot fit (the same as "
+                "--set train.memory_check=false)");
   app->add_option("--nproc", opt->nproc,
                   "run N processes on this machine, one per rank of the [parallel] layout (N = dp x tp x pp; "
                   "with no layout given, dp = N); "
@@ -129,6 +133,7 @@ Command add_train_command(CLI::App& root) {
   app->footer("Config keys:\n" + io::config_help());
   return {app, [opt] {
             io::Config cfg;
+            if (opt->force) opt->overrides.push_back("train.memory_check=false");
             try {
               cfg = opt->config.empty() ? io::Config::parse("", "defaults", opt->overrides)
                                         : io::Config::load(opt->config, opt->overrides);

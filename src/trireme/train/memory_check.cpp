@@ -155,7 +155,7 @@ void check_training_memory(const io::TrainConfig& cfg, int64_t vocab_size, Devic
   if (why.empty()) return;
   const std::string lighter = lighter_alternatives(cfg, vocab_size, !device.is_cpu(), sharing, *available);
   if (!lighter.empty()) why += str_cat(". Instead: ", lighter);
-  throw io::ConfigError(why + " (trireme estimate shows every part; --set train.memory_check=false skips this check)");
+  throw io::ConfigError(why + " (trireme estimate shows every part; --force, or --set train.memory_check=false, skips this check)");
 }
 
 void check_inference_memory(const models::GPTConfig& cfg, Device device) {
