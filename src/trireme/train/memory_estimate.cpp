@@ -16,12 +16,14 @@ namespace {
 // keeps no T x T probabilities (its backward recomputes them from the log-sum-exps). The 0.5 d
 // beyond that count is fitted to measured peaks of CPU training (the peak of live tensor bytes,
 // d_model 128-384, block 128-256): with it the estimates of one process are within 2 % of them.
-// The norms' part sits outside the tensor-parallel regions: replicated over tp, unless sequence
-// parallelism splits it too (Korthikanti et al., "Reducing Activation Recomputation in Large
-// Transformer Models", 2022, count the same pieces).
+// The norms' part sits outside the tensor-parallel regions: replicated over tp (Korthikanti et
+// al., "Reducing Activation Recomputation in Large Transformer Models", 2022, count the same
+// pieces).
 double block_activation_bytes_per_token(double d, double heads, double tp, bool sp, double elt) {
-  const double outside = 4 * d, inside = 12.5 * d;
-  return elt * ((sp ? outside / tp : outside) + inside / tp) + 4 * heads / tp;
+  // Sequence parallelism splits the norms' inputs; their outputs are kept as the column-parallel
+  // layers gathered them, whole.
+  const double norm_inputs = 2 * d, norm_outputs = 2 * d, inside = 12.5 * d;
+  return elt * ((sp ? norm_inputs / tp : norm_inputs) + norm_outputs + inside / tp) + 4 * heads / tp;
 }
 
 // Parameter elements of one block on one tp rank: the column-parallel weights and biases and the
@@ -32,16 +34,14 @@ double block_parameters(double d, double tp, bool bias) {
 }
 
 // Micro-batches whose activations a pipeline rank holds at its fullest, per chunk it runs, and
-// the layers of one of them: GPipe keeps all m; 1F1B up to pp - r + 1; the interleaved schedule's warm-up on rank r runs
+// the layers of one of them: GPipe keeps all m; 1F1B the pp - r of its warm-up; the interleaved schedule's warm-up on rank r runs
 // 2 (pp - r - 1) + (v - 1) pp + 1 chunk forwards (Narayanan et al., 2021, as Megatron-LM).
 double chunk_forwards_in_flight(const io::ParallelConfig& p, int r, int v) {
   const double m = double(p.micro_batches), pp = double(p.pp);
   if (p.pp == 1) return 1;
   if (p.schedule == "gpipe") return m * v;
   if (p.schedule == "interleaved") return std::min(m * v, 2 * (pp - r - 1) + (v - 1) * pp + 1);
-  // 1F1B: the warm-up's forwards, and the steady state's next forward before the oldest backward
-  // frees its micro-batch.
-  return std::min(m, pp - r + 1);
+  return std::min(m, pp - r);
 }
 
 }  // namespace
@@ -98,14 +98,16 @@ std::vector<MemoryEstimate> estimate_training_memory_per_rank(const io::TrainCon
     const double kept_per_token =
         per_block * (layers_per_chunk - recompute_per_chunk) + 4 * (sp ? d / tp : d) * recompute_per_chunk;
     const double in_flight = chunk_forwards_in_flight(p, r, v);
-    // The f32 logits and, as the backward starts, their gradient; a recomputed block replays
-    // later, once they are gone, so the larger of the two.
+    // The f32 logits and, as the backward starts, their gradient; the last recomputed block
+    // replays while one of the two is still alive.
     const double logits = last ? micro_tokens * 2 * 4 * padded_vocab / tp : 0;
     const double replay = recompute_per_chunk > 0 ? micro_tokens * per_block : 0;
-    e.activation_bytes = in_flight * micro_tokens * kept_per_token + std::max(logits, replay);
+    e.activation_bytes = in_flight * micro_tokens * kept_per_token + std::max(logits, logits / 2 + replay);
     e.gradients_persist = dp * tp * pp > 1 || p.micro_batches > 1;
-    // A pipeline stage receives each micro-batch's activations before its forward.
-    if (!first) e.communication_bytes += in_flight * micro_tokens * d * elt;
+    // The executor keeps each micro-batch's transfers until the step ends: the activations a
+    // stage sends on, and those it receives with the gradients it sends back.
+    const double transfer = double(std::max<int64_t>(p.micro_batches, 1)) * v * micro_tokens * d * elt;
+    if (pp > 1) e.communication_bytes += (last ? 0 : transfer) + (first ? 0 : 2 * transfer);
   }
 
   std::vector<MemoryEstimate> ranks;

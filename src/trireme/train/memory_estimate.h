@@ -9,7 +9,8 @@
 //   activations    what the forward keeps for the backward, for every micro-batch in flight on
 //                  this stage under its schedule (recomputed blocks keep only their input, and one
 //                  of them replays at a time), plus the f32 logits of the last stage
-//   communication  ZeRO-1's shard gradients, a pipeline stage's received activations
+//   communication  ZeRO-1's shard gradients, the activations and gradients a pipeline stage
+//                  sends and receives
 // The peak: weights + optimizer + communication + gradients and activations, summed where the
 // gradients live through the forward (a data-parallel Reducer, accumulation over micro-batches)
 // and else the larger of the two (the backward frees activations as it makes gradients).

@@ -206,7 +206,9 @@ class ParallelRunner : public StepRunner {
                                              : parallel::global_grad_norm(pieces, ctx());
       optimizer_->step();
     }
-    optimizer_->zero_grad();
+    // With a Reducer the gradients stay views of its buckets, zeroed in place: the next backward
+    // accumulates into them directly (a pipeline's micro-batches too), with no second copy.
+    optimizer_->zero_grad(/*set_to_none=*/reducer_ == nullptr);
     if (precision_.has_scaler()) r.loss_scale = precision_.loss_scale(), r.skipped_steps = precision_.skipped_steps();
     check_replicas(step);
     return r;
