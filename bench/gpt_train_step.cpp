@@ -8,6 +8,7 @@
 //   build/bench/gpt_train_step --model tiny --batch 8 --threads 1
 //   build/bench/gpt_train_step --model gpt2-124m --batch 16 --device cuda --dtype f32
 //   build/bench/gpt_train_step --model gpt2-124m --batch 16 --device cuda --dtype amp-bf16
+//   build/bench/gpt_train_step --model gpt-1.3b --batch 8 --device cuda --dtype bf16 --recompute full
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -33,7 +34,7 @@ using namespace trireme;
 int main(int argc, char** argv) {
   runtime::configure_cpu_runtime(argv);  // as a library user would: the CPU's kernels, passive waiting
   std::string model = "tiny";
-  std::string device_name = "cpu", dtype_name_arg = "f32";
+  std::string device_name = "cpu", dtype_name_arg = "f32", recompute = "none";
   int64_t batch = 8, threads = 0, warmup = 3, iters = 10;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i];
@@ -44,6 +45,7 @@ int main(int argc, char** argv) {
     else if (k == "--iters") iters = std::atoll(argv[i + 1]);
     else if (k == "--device") device_name = argv[i + 1];
     else if (k == "--dtype") dtype_name_arg = argv[i + 1];
+    else if (k == "--recompute") recompute = argv[i + 1];
     else {
       std::fprintf(stderr, "gpt_train_step: unknown flag %s\n", k.c_str());
       return 2;
@@ -51,11 +53,17 @@ int main(int argc, char** argv) {
   }
   // The peer's shapes: vocab, d_model, layers, heads, seq.
   struct Shape5 { const char* name; int64_t V, d, L, h, T; };
-  const Shape5 shapes[] = {{"tiny", 6144, 256, 4, 4, 128}, {"gpt2-124m", 50304, 768, 12, 12, 1024}};
+  const Shape5 shapes[] = {{"tiny", 6144, 256, 4, 4, 128},
+                           {"gpt2-124m", 50304, 768, 12, 12, 1024},
+                           {"gpt-1.3b", 50304, 2048, 24, 16, 1024}};
   const Shape5* s = nullptr;
   for (const auto& c : shapes) if (model == c.name) s = &c;
   if (!s) {
-    std::fprintf(stderr, "gpt_train_step: unknown model %s (tiny, gpt2-124m)\n", model.c_str());
+    std::fprintf(stderr, "gpt_train_step: unknown model %s (tiny, gpt2-124m, gpt-1.3b)\n", model.c_str());
+    return 2;
+  }
+  if (recompute != "none" && recompute != "full") {
+    std::fprintf(stderr, "gpt_train_step: unknown recompute %s (none, full)\n", recompute.c_str());
     return 2;
   }
   if (device_name != "cpu" && device_name != "cuda") {
@@ -78,6 +86,7 @@ int main(int argc, char** argv) {
   }
   models::GPTConfig cfg{.vocab_size = s->V, .block_size = s->T, .n_layer = s->L, .n_head = s->h, .d_model = s->d};
   models::GPT gpt(cfg, 0);
+  gpt.set_recompute(recompute == "full" ? models::GPT::Recompute::full : models::GPT::Recompute::none);
   if (dtype_name_arg == "bf16") gpt.to(DType::bf16);
   gpt.to(device);
   optim::AdamW opt(gpt.named_parameters(), {.lr = 1e-4});
@@ -125,10 +134,11 @@ int main(int argc, char** argv) {
   struct rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   std::printf(
-      "{\"impl\": \"trireme-%s\", \"model\": \"%s\", \"device\": \"%s\", \"dtype\": \"%s\", \"batch\": %lld, "
-      "\"seq\": %lld, \"params\": %lld, \"step_ms\": %.3f, \"host_ms\": %.3f, \"tokens_per_s\": %.1f, \"mfu\": %.4f, \"threads\": %d, \"openblas_core\": \"%s\", "
+      "{\"impl\": \"trireme-%s\", \"model\": \"%s\", \"device\": \"%s\", \"dtype\": \"%s\", \"recompute\": \"%s\", "
+      "\"batch\": %lld, \"seq\": %lld, \"params\": %lld, \"step_ms\": %.3f, \"host_ms\": %.3f, \"tokens_per_s\": %.1f, \"mfu\": %.4f, \"threads\": %d, \"openblas_core\": \"%s\", "
       "\"peak_tensor_MiB\": %.1f, \"peak_mem_GiB\": %.3f, \"max_rss_MiB\": %.1f}\n",
-      TRIREME_VERSION, s->name, device_name.c_str(), dtype_name_arg.c_str(), (long long)batch, (long long)s->T,
+      TRIREME_VERSION, s->name, device_name.c_str(), dtype_name_arg.c_str(), recompute.c_str(), (long long)batch,
+      (long long)s->T,
       (long long)gpt.num_parameters(), t * 1e3, hosts[hosts.size() / 2] * 1e3, tokens_per_s, tokens_per_s * flops_per_token / 989e12,
       omp_get_max_threads(), openblas_get_corename(), peak_mib, peak_mib / 1024.0, double(ru.ru_maxrss) / 1024.0);
   return 0;
