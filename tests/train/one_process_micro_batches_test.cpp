@@ -1,6 +1,7 @@
 // One process runs the same step runner as every parallel layout: gradient accumulation over
-// micro-batches trains the model that whole batches train, and ZeRO, which needs data-parallel
-// processes to shard over, is refused by name.
+// micro-batches trains the model that whole batches train (and the summary's memory estimate
+// is near the measured peak), and ZeRO, which needs data-parallel processes to shard over, is
+// refused by name.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -26,6 +27,11 @@ TEST(OneProcess, MicroBatchesAccumulateToTheWholeBatchsTraining) {
     EXPECT_NEAR(micro.losses[i], whole.losses[i], 1e-4 * std::abs(whole.losses[i])) << "step " << i + 1;
   }
   EXPECT_LT(micro.losses.back(), micro.losses.front());
+  // The summary sets the estimate beside the measured peak (train/memory_estimate.h).
+  for (const auto* s : {&whole, &micro}) {
+    ASSERT_GT(s->peak_memory_bytes, 0);
+    EXPECT_NEAR(double(s->estimated_peak_bytes) / double(s->peak_memory_bytes), 1.0, 0.1);
+  }
   fs::remove_all(a);
   fs::remove_all(b);
 }

@@ -94,11 +94,13 @@ int run_training(const Options& opt, const io::Config& cfg) {
   }
   std::printf(
       "summary: %lld steps, %lld tokens in %.1f s (%.0f tokens/s); loss %.4f -> %.4f; best validation "
-      "loss %.4f nats/token vs unigram baseline %.4f (vocabulary %lld, %lld parameters); peak memory %s\n"
+      "loss %.4f nats/token vs unigram baseline %.4f (vocabulary %lld, %lld parameters); peak memory %s "
+      "(estimated %s)\n"
       "         metrics %s, plot %s, checkpoint %s\n",
       (long long)s.steps, (long long)s.tokens, s.seconds, s.tokens_per_s, s.first_loss, s.final_loss, s.best_val_loss,
       s.unigram_entropy, (long long)s.vocab_size, (long long)s.num_parameters,
-      train::format_bytes(double(s.peak_memory_bytes)).c_str(), s.metrics_path.c_str(), s.plot_path.c_str(),
+      train::format_bytes(double(s.peak_memory_bytes)).c_str(), train::format_bytes(double(s.estimated_peak_bytes)).c_str(),
+      s.metrics_path.c_str(), s.plot_path.c_str(),
       s.checkpoint_path.c_str());
   return kExitOk;
 }

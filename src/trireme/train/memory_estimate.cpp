@@ -103,6 +103,10 @@ std::vector<MemoryEstimate> estimate_training_memory_per_rank(const io::TrainCon
     const double logits = last ? micro_tokens * 2 * 4 * padded_vocab / tp : 0;
     const double replay = recompute_per_chunk > 0 ? micro_tokens * per_block : 0;
     e.activation_bytes = in_flight * micro_tokens * kept_per_token + std::max(logits, logits / 2 + replay);
+    // Evaluation runs a rank's whole batch at once, without gradients: its f32 logits can
+    // outgrow a training micro-batch's activations.
+    const double eval_tokens = micro_tokens * double(std::max<int64_t>(p.micro_batches, 1));
+    if (last) e.activation_bytes = std::max(e.activation_bytes, eval_tokens * 4 * padded_vocab / tp);
     e.gradients_persist = dp * tp * pp > 1 || p.micro_batches > 1;
     // The executor keeps each micro-batch's transfers until the step ends: the activations a
     // stage sends on, and those it receives with the gradients it sends back.

@@ -346,6 +346,12 @@ TrainSummary Trainer::run() {
   }
   sum.vocab_size = s.tokenizer->vocab_size();
   sum.num_parameters = s.runner->num_parameters();
+  {
+    // This rank's estimate with the vocabulary now known, to set beside the measured peak.
+    const auto ranks = estimate_training_memory_per_rank(s.cfg, sum.vocab_size);
+    const size_t r = size_t(s.runner->rank());
+    sum.estimated_peak_bytes = int64_t(ranks.at(std::min(r, ranks.size() - 1)).total());
+  }
   sum.unigram_entropy = unigram_entropy(s.train_tokens, sum.vocab_size);
   sum.metrics_path = (s.out_dir / "metrics.jsonl").string();
   sum.plot_path = (s.out_dir / "loss.svg").string();

@@ -41,6 +41,7 @@ struct TrainSummary {
   int64_t vocab_size = 0;
   int64_t num_parameters = 0;
   int64_t peak_memory_bytes = 0;  // this rank's device high-water mark of tensor bytes (metrics' peak_memory_bytes)
+  int64_t estimated_peak_bytes = 0;  // what train/memory_estimate.h predicted for it
   std::string out_dir, metrics_path, plot_path, checkpoint_path;
   std::vector<double> losses;    // per step of this invocation, for resume-equality checks
   // A resume of a run that had reached train.steps: nothing was trained; `message` says so.
