@@ -13,12 +13,13 @@ ml=$deps/usr/lib/x86_64-linux-gnu
 export LD_LIBRARY_PATH=$ml:$ml/openblas-openmp:$deps/usr/lib:${LD_LIBRARY_PATH:-}
 
 # build_bench LOG TARGET...: configures build-gpu (Release, benches on) and builds the targets,
-# logging to $out/LOG; on failure prints the errors and exits the calling script.
+# logging to $out/LOG; on failure prints the errors and exits the calling script. BENCH_SRC and
+# BENCH_BUILD name another source tree and build folder (default: this one, build-gpu).
 build_bench() {
-  local log="$out/$1"
+  local log="$out/$1" src=${BENCH_SRC:-.} build=${BENCH_BUILD:-build-gpu}
   shift
-  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRIREME_DEPS_PREFIX="$deps/usr" \
+  cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRIREME_DEPS_PREFIX="$deps/usr" \
     -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DTRIREME_BUILD_BENCH=ON > "$log" 2>&1 &&
-    ninja -C build-gpu "$@" >> "$log" 2>&1 ||
+    ninja -C "$build" "$@" >> "$log" 2>&1 ||
     { grep -E "error" "$log" | head -20; tail -30 "$log"; echo "BUILD FAILED"; exit 1; }
 }

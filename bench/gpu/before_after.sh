@@ -21,16 +21,10 @@ if [ -f "$src" ]; then
 else
   before=$(cd "$src" && pwd)
 fi
-configure_and_build() {  # source dir, build dir, log
-  cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRIREME_DEPS_PREFIX="$deps/usr" \
-    -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DTRIREME_BUILD_BENCH=ON -DTRIREME_BUILD_TESTS=OFF \
-    -DTRIREME_BUILD_EXAMPLES=OFF > "$out/$3" 2>&1 &&
-    ninja -C "$2" gpt_train_step gpt_parallel_step trireme_cli >> "$out/$3" 2>&1 ||
-    { grep -E "error" "$out/$3" | head -20; tail -20 "$out/$3"; echo "BUILD FAILED: $1"; exit 1; }
-}
 t0=$(date +%s)
-configure_and_build "$before" "$PWD/build-gpu-before" build_before.log
-configure_and_build "$PWD" "$PWD/build-gpu" build_after.log
+targets=(gpt_train_step gpt_parallel_step trireme_cli)
+BENCH_SRC=$before BENCH_BUILD=$PWD/build-gpu-before build_bench build_before.log "${targets[@]}"
+build_bench build_after.log "${targets[@]}"
 echo "builds: $(($(date +%s) - t0)) s"
 
 row_command() {  # row, build dir: the command line of one run

@@ -43,14 +43,7 @@ std::optional<Device> device_of(const io::TrainConfig& tc) {
   return std::nullopt;  // "auto": the trainer decides when it starts
 }
 
-int run_estimate(const Options& opt, io::TrainConfig tc) {
-  if (opt.nproc > 0) {  // as train: --nproc N alone means dp = N
-    if (tc.parallel.world_size() == 1 && opt.nproc > 1) tc.parallel.dp = opt.nproc;
-    if (opt.nproc != tc.parallel.world_size()) {
-      throw io::ConfigError(str_cat("parallel: --nproc ", opt.nproc, " but the layout ", tc.parallel.describe(),
-                                    " needs dp x tp x pp = ", tc.parallel.world_size(), " processes"));
-    }
-  }
+int run_estimate(const Options& opt, const io::TrainConfig& tc) {
   const std::optional<int64_t> vocab = known_vocab(opt, tc);
   const auto ranks = train::estimate_training_memory_per_rank(tc, vocab.value_or(0));
   const std::optional<Device> device = device_of(tc);
@@ -142,9 +135,17 @@ Command add_estimate_command(CLI::App& root) {
                 "print {\"ranks\": [{\"rank\", \"peak_bytes\", \"parts\": {...}}, ...], \"capacity_bytes\", ...}");
   return {app, [opt] {
             try {
-              io::Config cfg = opt->config.empty() ? io::Config::parse("", "defaults", opt->overrides)
-                                                   : io::Config::load(opt->config, opt->overrides);
-              return run_estimate(*opt, cfg.resolve());
+              auto load = [&](const std::vector<std::string>& overrides) {
+                return opt->config.empty() ? io::Config::parse("", "defaults", overrides)
+                                           : io::Config::load(opt->config, overrides);
+              };
+              io::TrainConfig tc = load(opt->overrides).resolve();
+              if (opt->nproc > 0) {  // as train's --nproc
+                std::vector<std::string> overrides = opt->overrides;
+                for (auto& o : nproc_overrides(tc.parallel, opt->nproc)) overrides.push_back(std::move(o));
+                tc = load(overrides).resolve();
+              }
+              return run_estimate(*opt, tc);
             } catch (const io::ConfigError& e) {
               std::fprintf(stderr, "trireme estimate: config error:\n%s\n", e.what());
               return kExitUsage;

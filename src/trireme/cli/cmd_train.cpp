@@ -52,15 +52,10 @@ int launch_ranks(const Options& opt, const io::TrainConfig& tc) {
     if (auto what = train::earlier_run(out_dir)) throw train::RunRefused(train::earlier_run_refusal(out_dir, *what));
   }
   std::vector<std::string> overrides = opt.overrides;
-  if (par.world_size() == 1 && opt.nproc > 1) {
-    overrides.push_back(str_cat("parallel.dp=", opt.nproc));
+  for (auto& o : nproc_overrides(par, opt.nproc)) {
     std::fprintf(stderr, "parallel: no [parallel] layout given, so --nproc %d means data parallel: dp = %d\n", opt.nproc,
                  opt.nproc);
-  } else if (opt.nproc != par.world_size()) {
-    throw io::ConfigError(str_cat("parallel: --nproc ", opt.nproc, " but the layout ", par.describe(),
-                                  " needs dp x tp x pp = ", par.world_size(), " processes; use --nproc ",
-                                  par.world_size(), ", or set [parallel] so that dp x tp x pp = ", opt.nproc,
-                                  " (e.g. --set parallel.dp=", opt.nproc, ")"));
+    overrides.push_back(std::move(o));
   }
   dist::LaunchOptions launch;
   launch.nproc_per_node = opt.nproc;

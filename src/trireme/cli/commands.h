@@ -3,8 +3,11 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
+
+#include "trireme/io/config.h"
 
 namespace trireme::cli {
 
@@ -26,6 +29,10 @@ Command add_estimate_command(CLI::App& root);
 void add_device_option(CLI::App* app, std::string& device);
 // --no-memory-check: load the model even when its memory estimate exceeds what the device has.
 void add_memory_check_flag(CLI::App* app, bool& no_memory_check);
+
+// --nproc N of train and estimate: the overrides that give the layout N processes (none when it
+// has them; dp = N when no layout is given); io::ConfigError when it cannot.
+std::vector<std::string> nproc_overrides(const io::ParallelConfig& par, int nproc);
 
 // Exit statuses shared by the subcommands.
 inline constexpr int kExitOk = 0;

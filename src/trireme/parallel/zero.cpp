@@ -80,18 +80,18 @@ void ZeroOptimizer::step() {
 
 void ZeroOptimizer::zero_grad(bool /*set_to_none*/) {
   NoGradGuard no_grad;
-  for (const auto& [name, p] : reducer_.params()) {
-    if (!p.grad().defined()) continue;
-    Tensor g = p.grad();
-    zero_(g);
-  }
   for (size_t b = 0; b < reducer_.buckets().size(); ++b) {
-    Tensor g = reducer_.shard_grad(b);
-    zero_(g);
+    Tensor shard = reducer_.shard_grad(b);
+    zero_(shard);
     // step() gathered the parameters through the bucket: all of it, the slots of parameters
-    // that hold no gradient and the padding included, must be zero for the next reduction.
+    // that hold no gradient and the padding included, must be zero for the next reduction. The
+    // gradients that are views of it (all of them once a reduction has run) go with it.
     Tensor bucket = reducer_.bucket_buffer(b);
     zero_(bucket);
+    for (const BucketSlot& slot : reducer_.buckets()[b].slots) {
+      Tensor g = reducer_.params()[slot.param].second.grad();
+      if (g.defined() && g.storage() != bucket.storage()) zero_(g);
+    }
   }
 }
 
