@@ -8,16 +8,7 @@
 namespace trireme::io {
 namespace {
 
-// The ConfigError message from parsing `text` with `overrides`; fails the test if it parses.
-std::string config_error(const std::string& text, const std::vector<std::string>& overrides = {}) {
-  try {
-    Config::parse(text, "train.toml", overrides);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "config was accepted:\n" << text;
-  return "";
-}
+using testing::config_error;
 
 #define EXPECT_CONTAINS(haystack, needle) \
   EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "in: " << (haystack)

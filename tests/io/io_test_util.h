@@ -6,7 +6,9 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
+#include "trireme/io/config.h"
 #include "trireme/io/corpus.h"
 
 namespace trireme::io::testing {
@@ -39,6 +41,17 @@ inline bool poems_installed() {
 inline const std::string& poem_text() {
   static const std::string text = load_poem_corpus().text();
   return text;
+}
+
+// The ConfigError message from parsing `text` with `overrides`; fails the test if it parses.
+inline std::string config_error(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  try {
+    Config::parse(text, "train.toml", overrides);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "config was accepted:\n" << text;
+  return "";
 }
 
 }  // namespace trireme::io::testing

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "io_test_util.h"
 #include "trireme/io/config.h"
 
 namespace trireme::io {
@@ -15,15 +16,7 @@ namespace {
 #define EXPECT_CONTAINS(haystack, needle) \
   EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "in: " << (haystack)
 
-std::string config_error(const std::string& toml, const std::vector<std::string>& overrides = {}) {
-  try {
-    Config::parse(toml, "train.toml", overrides);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "config was accepted:\n" << toml;
-  return "";
-}
+using testing::config_error;
 
 TEST(RunChoiceKeys, Defaults) {
   const TrainConfig tc = Config().resolve();

@@ -2,6 +2,8 @@
 // out of range or overflowing values are clear errors naming the key or entry, never a crash.
 #include <gtest/gtest.h>
 
+#include "io_test_util.h"
+
 #include <cstring>
 
 #include "trireme/io/config.h"
@@ -15,13 +17,7 @@ using namespace trireme::io;
 namespace {
 
 std::string config_error(const std::vector<std::string>& overrides) {
-  try {
-    Config::parse("", "train.toml", overrides);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "";
+  return trireme::io::testing::config_error("", overrides);
 }
 
 #define EXPECT_CONTAINS(haystack, needle) \
