@@ -55,11 +55,12 @@ int main(int argc, char** argv) {
   struct Shape5 { const char* name; int64_t V, d, L, h, T; };
   const Shape5 shapes[] = {{"tiny", 6144, 256, 4, 4, 128},
                            {"gpt2-124m", 50304, 768, 12, 12, 1024},
-                           {"gpt-1.3b", 50304, 2048, 24, 16, 1024}};
+                           {"gpt-1.3b", 50304, 2048, 24, 16, 1024},
+                           {"gpt-6.7b", 50304, 4096, 32, 32, 2048}};
   const Shape5* s = nullptr;
   for (const auto& c : shapes) if (model == c.name) s = &c;
   if (!s) {
-    std::fprintf(stderr, "gpt_train_step: unknown model %s (tiny, gpt2-124m, gpt-1.3b)\n", model.c_str());
+    std::fprintf(stderr, "gpt_train_step: unknown model %s (tiny, gpt2-124m, gpt-1.3b, gpt-6.7b)\n", model.c_str());
     return 2;
   }
   if (recompute != "none" && recompute != "full") {

@@ -254,7 +254,7 @@ TrainLayout parse_layout(const std::string& s) {
     if (part.rfind("dp", 0) == 0) t.layout.dp = std::stoi(part.substr(2));
     else if (part.rfind("tp", 0) == 0) t.layout.tp = std::stoi(part.substr(2));
     else if (part.rfind("mb", 0) == 0) t.layout.micro_batches = std::stoi(part.substr(2));
-    else if (part == "zero") t.layout.zero1 = true;
+    else if (part == "zero") t.layout.zero = 1;
     else if (part == "drop") t.dropout = 0.1;
     else if (part == "nooverlap") t.overlap = false;
     else if (part == "sp") t.layout.sequence_parallel = true;
@@ -306,10 +306,10 @@ Run train_parallel(const std::shared_ptr<dist::ProcessGroup>& world, const Train
   model.defer_grad_sums(t.defer_sums);
   const auto& L = t.layout;
   Reducer reducer(model.named_parameters(), ctx.dp_group(),
-                  {.bucket_bytes = L.bucket_bytes, .zero1 = L.zero1, .overlap = t.overlap});
+                  {.bucket_bytes = L.bucket_bytes, .zero = L.zero, .overlap = t.overlap});
   std::unique_ptr<optim::AdamW> adamw;
   std::unique_ptr<ZeroOptimizer> zero;
-  if (L.zero1) zero = std::make_unique<ZeroOptimizer>(reducer, kAdamW);
+  if (L.zero > 0) zero = std::make_unique<ZeroOptimizer>(reducer, kAdamW);
   else adamw = std::make_unique<optim::AdamW>(model.named_parameters(), kAdamW);
   const int64_t local = kBatch / L.dp, micro = local / L.micro_batches;
   Run run;
@@ -328,7 +328,7 @@ Run train_parallel(const std::shared_ptr<dist::ProcessGroup>& world, const Train
     }
     reducer.finish();
     model.sum_deferred_grads();
-    auto pieces = L.zero1 ? zero->grad_pieces(model.shard_specs())
+    auto pieces = L.zero > 0 ? zero->grad_pieces(model.shard_specs())
                           : grad_pieces(model.named_parameters(), model.shard_specs());
     run.norms.push_back(clip_global_grad_norm(pieces, kClip, ctx));
     if (zero) {

@@ -96,7 +96,7 @@ TEST(Reducer, AccumulatesMicroBatchesIntoBuckets) {
 TEST(ZeroOptimizer, OneRankEqualsAdamW) {
   const optim::AdamWOptions o{.lr = 1e-2, .weight_decay = 0.1};
   models::GPT a(tiny_config(), 5), b(tiny_config(), 5);
-  Reducer reducer(a.named_parameters(), nullptr, {.bucket_bytes = 4 << 10, .zero1 = true});
+  Reducer reducer(a.named_parameters(), nullptr, {.bucket_bytes = 4 << 10, .zero = 1});
   ZeroOptimizer zero(reducer, o);
   optim::AdamW adamw(b.named_parameters(), o);
   ParallelContext ctx = ParallelContext::single();
@@ -123,7 +123,7 @@ TEST(ZeroOptimizer, OneRankEqualsAdamW) {
 
 TEST(ZeroOptimizer, StateNamesRankAndShard) {
   models::GPT a(tiny_config(), 5);
-  Reducer reducer(a.named_parameters(), nullptr, {.zero1 = true});
+  Reducer reducer(a.named_parameters(), nullptr, {.zero = 1});
   ZeroOptimizer zero(reducer, {});
   reducer.prepare_backward();
   a.loss(tokens(2, 8, 0), tokens(2, 8, 1)).backward();

@@ -23,6 +23,16 @@ class Storage {
 
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
+
+  // Note [released storage]
+  // A storage may give its bytes back to the allocator and take new ones later while tensors
+  // keep referring to it: ZeRO-3 (parallel/fully_sharded.h) holds a block's parameters only
+  // between the all-gather before the block runs and the end of its use, and the tensors that
+  // autograd saved on them must see the values gathered again for the backward. While released,
+  // data() is null and Tensor::data_ptr() refuses to hand out a pointer.
+  void release();
+  void reacquire();  // allocates nbytes() again (uninitialised); a no-op unless released
+  bool released() const { return data_ == nullptr && nbytes_ > 0; }
   Device device() const { return device_; }
 
   // Bumped by every in-place write through any tensor on this storage (Note [views and versions]).

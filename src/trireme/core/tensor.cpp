@@ -99,6 +99,8 @@ bool Tensor::is_contiguous() const {
 
 void* Tensor::data_ptr() const {
   TRIREME_REQUIRE_DEFINED("data_ptr");
+  TRIREME_CHECK(!impl_->storage->released(), "Tensor::data_ptr: the memory of this ", str(),
+                " was released (a ZeRO-3 parameter used outside its all-gather; Note [released storage])");
   return static_cast<char*>(impl_->storage->data()) + impl_->offset * int64_t(element_size());
 }
 
@@ -174,6 +176,16 @@ Tensor Tensor::alias(const Shape& sizes, const Shape& strides, int64_t offset) c
                   " reaches outside its storage of ", impl_->storage->nbytes(), " bytes");
   }
   return Tensor(std::move(impl));
+}
+
+void Tensor::set_data(const Tensor& view) const {
+  TRIREME_REQUIRE_DEFINED("set_data");
+  TRIREME_CHECK(view.defined() && view.sizes() == sizes() && view.dtype() == dtype() && view.device() == device(),
+                "Tensor::set_data: ", view.defined() ? view.str() : std::string("an undefined tensor"),
+                " cannot stand in for ", str());
+  impl_->storage = view.impl_->storage;
+  impl_->strides = view.impl_->strides;
+  impl_->offset = view.impl_->offset;
 }
 
 Tensor Tensor::detach() const { return alias(sizes(), strides(), offset()); }

@@ -80,6 +80,10 @@ class Tensor {
   // Views without autograd (ops/view.h records autograd on top of these).
   Tensor alias(const Shape& sizes, const Shape& strides, int64_t offset) const;
   Tensor detach() const;  // same storage and version counter, no autograd history
+  // Makes this tensor (every handle to it, its autograd identity kept) a view of `view`'s memory
+  // instead of its own: same shape, dtype and device. For moving parameters into one flat
+  // buffer (ZeRO-3's units); the values are the caller's to copy first.
+  void set_data(const Tensor& view) const;
 
   // Versions (see Note [views and versions]).
   uint64_t version() const;

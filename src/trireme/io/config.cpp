@@ -135,6 +135,16 @@ ConfigKey choice_key(std::string path, std::string def, std::vector<std::string>
   return {std::move(path), ConfigType::string, std::move(def), std::move(help), {}, {}, false, false,
           std::move(choices), {}, {}, std::move(store)};
 }
+// parallel.zero was a boolean (ZeRO-1 or nothing) before it took the stage: true still means 1.
+ConfigKey zero_stage_key() {
+  ConfigKey k = integer_key("parallel.zero", 0, closed(0, 3),
+                            "ZeRO stage over the dp ranks: 0 none, 1 AdamW's state sharded, 2 the gradients too, "
+                            "3 the parameters too (true = 1)",
+                            field(&TrainConfig::parallel, &ParallelConfig::zero));
+  k.reads_booleans = true;
+  return k;
+}
+
 struct Check {
   std::function<bool(const ConfigValue&)> ok;
   std::string expects;
@@ -277,8 +287,7 @@ std::vector<ConfigKey> build_schema() {
                  field(&T::parallel, &ParallelConfig::schedule)),
       integer_key("parallel.virtual_stages", 1, closed(1, kMaxLayers), "model chunks per pipeline rank (schedule interleaved)",
                   field(&T::parallel, &ParallelConfig::virtual_stages)),
-      bool_key("parallel.zero", false, "ZeRO-1: shard the AdamW state over the dp ranks",
-               field(&T::parallel, &ParallelConfig::zero)),
+      zero_stage_key(),
       float_key("parallel.bucket_mb", 25.0, Range{0, 1 << 20, true, false}, "data-parallel gradient bucket size in MiB",
                 field(&T::parallel, &ParallelConfig::bucket_mb)),
       bool_key("parallel.sequence_parallel", false,
@@ -379,10 +388,15 @@ const std::vector<CrossCheck>& cross_checks() {
         return "";
       },
       [](const Config& c) -> std::string {
-        if (!c.get_bool("parallel.zero")) return "";
+        const int64_t zero = c.get_int("parallel.zero");
+        if (zero == 0) return "";
         if (c.get_string("optim.name") != "adamw")
-          return str_cat("parallel.zero: ZeRO-1 shards AdamW's state, but optim.name = \"", c.get_string("optim.name"),
-                         "\"; set optim.name = \"adamw\" or parallel.zero = false");
+          return str_cat("parallel.zero: ZeRO-", zero, " shards AdamW's state, but optim.name = \"", c.get_string("optim.name"),
+                         "\"; set optim.name = \"adamw\" or parallel.zero = 0");
+        if (zero == 3 && c.get_int("parallel.pp") > 1)
+          return str_cat("parallel.zero: ZeRO-3 gathers each block's parameters around its forward and backward, which "
+                         "pipeline stages do not do yet, but parallel.pp = ", c.get_int("parallel.pp"),
+                         "; set parallel.zero = 2 (or 1) with pipelines, or parallel.pp = 1");
         return "";
       },
       [](const Config& c) -> std::string {
@@ -493,6 +507,7 @@ std::optional<ConfigValue> convert(const ConfigKey& k, const toml::node& n) {
   switch (k.type) {
     case ConfigType::integer:
       if (auto v = n.as_integer()) return ConfigValue(v->get());
+      if (auto v = n.as_boolean(); v && k.reads_booleans) return ConfigValue(int64_t(v->get()));
       break;
     case ConfigType::floating:
       if (auto v = n.as_floating_point()) return ConfigValue(v->get());
@@ -609,7 +624,8 @@ std::string ConfigKey::expectation() const {
   // Integer bounds in full ("1000000000000", not "1e+12"): they are what the user types.
   auto bound = [this](double b) { return type == ConfigType::integer ? std::to_string(int64_t(b)) : format_number(b); };
   if (min && max) {
-    return str_cat(base, " in ", min_exclusive ? "(" : "[", bound(*min), ", ", bound(*max), max_exclusive ? ")" : "]");
+    return str_cat(base, " in ", min_exclusive ? "(" : "[", bound(*min), ", ", bound(*max), max_exclusive ? ")" : "]",
+                   reads_booleans ? " (true = 1, false = 0)" : "");
   }
   if (min) return str_cat(base, min_exclusive ? " > " : " >= ", bound(*min));
   if (max) return str_cat(base, max_exclusive ? " < " : " <= ", bound(*max));

@@ -79,7 +79,8 @@ struct ParallelConfig {
   int64_t micro_batches = 1;   // per optimizer step and data-parallel rank (pipeline or accumulation)
   std::string schedule;        // "1f1b" | "gpipe" | "interleaved"
   int64_t virtual_stages = 1;  // model chunks per pipeline rank (interleaved only)
-  bool zero = false;           // ZeRO-1: shard AdamW's state over dp
+  int64_t zero = 0;            // ZeRO stage (docs/MEMORY.md): 1 shards AdamW's state over dp, 2 the
+                               // gradients too, 3 the parameters too; 0 replicates everything
   double bucket_mb = 25;       // data-parallel gradient bucket size
   bool sequence_parallel = false;  // tp > 1: shard activations between tp regions by tokens
   int64_t replica_check_interval = 100;  // steps between dp replicas' parameter-hash checks (0 = off)
@@ -121,6 +122,8 @@ struct ConfigKey {
   std::function<bool(const ConfigValue&)> check;
   std::string check_expects;
   std::function<void(TrainConfig&, const ConfigValue&)> store;  // writes the value into the struct
+  // An integer key that was a boolean once: true and false still read as 1 and 0.
+  bool reads_booleans = false;
 
   std::string expectation() const;  // "a float > 0", "one of \"adamw\", \"sgd\""
 };

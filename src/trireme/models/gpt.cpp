@@ -226,7 +226,9 @@ Tensor GPT::run_block(size_t i, const std::shared_ptr<GPTBlock>& block, const Te
                       std::function<Tensor(const Tensor&)> forward) const {
   const bool recompute =
       recompute_ == Recompute::full && (recompute_layers_ < 0 || int64_t(i) < recompute_layers_);
-  return recompute ? nn::checkpointed(block, x, std::move(forward)) : forward(x);
+  std::function<Tensor(const Tensor&)> run = forward;
+  if (recompute) run = [&block, &forward](const Tensor& in) { return nn::checkpointed(block, in, forward); };
+  return wrap_ ? wrap_(i, x, run) : run(x);
 }
 
 Tensor GPT::head(const Tensor& hidden) const {

@@ -163,6 +163,14 @@ class GPT : public parallel::PipelineModel {
   enum class Recompute { none, full };
   void set_recompute(Recompute mode, int64_t layers = -1) { recompute_ = mode, recompute_layers_ = layers; }
 
+  // Runs each block held as wrap(i, x, forward), i its index among the blocks of its chunk, which
+  // must return forward(x): what a layout does around each block (ZeRO-3 gathers the block's
+  // parameters for it, parallel/fully_sharded.h). `forward` is already the checkpointed region
+  // when the block is recomputed, so the wrapper's work stays outside the replay.
+  using BlockWrapper =
+      std::function<Tensor(size_t block, const Tensor& x, const std::function<Tensor(const Tensor&)>& forward)>;
+  void wrap_blocks(BlockWrapper wrap) { wrap_ = std::move(wrap); }
+
   // Note [deferred gradient sums]
   // Under sequence parallelism the layer norms, the row-parallel biases and the position
   // embedding see only this rank's token rows, so their gradients are partial sums over tp. By
@@ -207,6 +215,7 @@ class GPT : public parallel::PipelineModel {
   bool defer_grad_sums_ = false;
   Recompute recompute_ = Recompute::none;
   int64_t recompute_layers_ = -1;
+  BlockWrapper wrap_;
   // Forwards since the last sum_deferred_grads() whose gradients are partial (the sequence-
   // parallel path with deferral) and whose gradients are whole (the replicated path).
   int partial_forwards_ = 0, whole_forwards_ = 0;

@@ -20,7 +20,7 @@ struct ParallelLayout {
   int micro_batches = 1;           // per optimizer step, per pipeline (and for gradient accumulation)
   std::string schedule = "1f1b";   // pipeline schedule: "gpipe" | "1f1b" | "interleaved"
   int virtual_stages = 1;          // model chunks per pipeline rank (interleaved 1F1B)
-  bool zero1 = false;              // shard optimizer state over dp (ZeRO stage 1)
+  int zero = 0;                    // ZeRO stage over dp (0: none; parallel/zero.h, fully_sharded.h)
   int64_t bucket_bytes = 25 << 20; // data-parallel gradient bucket size
   bool sequence_parallel = false;  // shard activations outside tp regions by rows (Note [sequence parallelism])
   int world_size() const { return dp * tp * pp; }

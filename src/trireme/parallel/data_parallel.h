@@ -17,9 +17,17 @@
 //   optimizer.step();
 //   reducer.stats().hidden_fraction();   // the share of reduction time hidden behind backward
 //
-// With zero1 the buckets are padded to a multiple of the dp size and reduce-scattered instead:
-// rank k receives the averaged chunk k of each bucket (shard_grad()), which ZeroOptimizer
-// (zero.h) updates; p.grad() then holds this rank's own unreduced gradient.
+// Under ZeRO (zero >= 1) the buckets are padded to a multiple of the dp size and reduce-scattered
+// instead: rank k receives the averaged chunk k of each bucket (shard_grad()), which ZeroOptimizer
+// (zero.h) updates.
+//   zero = 1  the buckets stay allocated (p.grad() holds this rank's own unreduced gradient, a
+//             view of its bucket), and accumulation over micro-batches happens in them.
+//   zero >= 2 a bucket exists only from its first gradient's arrival until its reduce-scatter
+//             has finished: every backward reduce-scatters (into the shard gradients, summed over
+//             micro-batches) and the parameters hold no gradient afterwards, so the whole
+//             gradients never live at once (Note [ZeRO-2 buckets]).
+// ZeRO-3 (fully_sharded.h) gives each unit of its parameters (a block) a bucket of its own
+// (ReducerOptions::units), whose layout is also that of the unit's flat parameter buffer.
 #pragma once
 
 #include <cstdint>
@@ -41,16 +49,20 @@ struct BucketLayout {
   std::vector<BucketSlot> slots;  // in the order the gradients are expected (reverse registration)
   int64_t numel = 0;              // padded to a multiple of pad_to
   DType dtype = DType::f32;
+  int unit = -1;                  // the unit (ReducerOptions::units) it holds, or -1
 };
 // Pure layout: params (numel, dtype) in registration order -> buckets. A bucket closes when the
 // next parameter would take it past bucket_bytes (a parameter larger than that gets a bucket of
 // its own) or has another dtype. Each bucket's numel is rounded up to a multiple of pad_to.
+// `units` (parameter indices, each group of one dtype) get one bucket each, whatever their size,
+// placed where their last parameter falls in reverse registration order.
 std::vector<BucketLayout> assign_buckets(const std::vector<std::pair<int64_t, DType>>& params, int64_t bucket_bytes,
-                                         int64_t pad_to = 1);
+                                         int64_t pad_to = 1, const std::vector<std::vector<size_t>>& units = {});
 
 struct ReducerOptions {
   int64_t bucket_bytes = 25 << 20;
-  bool zero1 = false;  // reduce-scatter (ZeRO stage 1) instead of all-reduce
+  int zero = 0;  // the ZeRO stage: >= 1 reduce-scatters instead of all-reducing, >= 2 frees buckets
+  std::vector<std::vector<size_t>> units;  // parameter groups with a bucket each (ZeRO-3's blocks)
   // Launch each bucket as soon as its gradients are ready (overlapping the backward pass), or
   // all of them at finish(): the same sums either way; false measures what overlap costs the
   // backward's kernels on a GPU, where the reductions share the SMs.
@@ -72,18 +84,21 @@ struct ReducerStats {
 
 class Reducer {
  public:
-  // dp may be null or of size 1: then nothing is communicated (zero1 still shards over 1 rank).
+  // dp may be null or of size 1: then nothing is communicated (ZeRO still shards over 1 rank).
   Reducer(nn::NamedTensors params, dist::ProcessGroup* dp, ReducerOptions options = {});
   ~Reducer();
   Reducer(const Reducer&) = delete;
   Reducer& operator=(const Reducer&) = delete;
 
   // Before each backward pass: sync = false accumulates locally (a micro-batch that is not the
-  // last), sync = true reduces during this backward.
+  // last), sync = true reduces during this backward. Under ZeRO-2/3 every backward reduces
+  // (into the shard gradients): sync is ignored.
   void prepare_backward(bool sync = true);
   // After the synchronising backward: launches buckets whose gradients never arrived (unused
   // parameters count as zero) and waits for all of them.
   void finish();
+  // Zeroes every gradient this Reducer holds (buckets, shard gradients) for the next step.
+  void zero_grad();
   // Reduces the gradients the parameters hold now, accumulated by backwards that did not
   // synchronise (a pipeline step: Note [ZeRO inside a pipeline], train/parallel_runner.h), as
   // prepare_backward(true) + every gradient arriving at once + finish(). Nothing overlaps.
@@ -94,11 +109,13 @@ class Reducer {
   dist::ProcessGroup* dp_group() const { return dp_; }
   int dp_size() const { return dp_ ? dp_->size() : 1; }
   int dp_rank() const { return dp_ ? dp_->rank() : 0; }
-  bool zero1() const { return options_.zero1; }
-  // zero1: this rank's averaged chunk of bucket b's gradients (numel / dp elements), after finish().
+  int zero() const { return options_.zero; }
+  // zero >= 1: this rank's averaged chunk of bucket b's gradients (numel / dp elements), after
+  // finish() (summed over the step's backwards under ZeRO-2/3).
   const Tensor& shard_grad(size_t bucket) const;
-  // Bucket b's flat buffer, which the parameters' gradients are views of. zero1: once finish()
-  // has reduce-scattered it, its contents are spent until the next zero_grad, and ZeroOptimizer
+  // Bucket b's flat buffer, which the parameters' gradients are views of (zero <= 1; under
+  // ZeRO-2/3 it exists only while its gradients are in flight). zero = 1: once finish() has
+  // reduce-scattered it, its contents are spent until the next zero_grad, and ZeroOptimizer
   // all-gathers the updated parameters through it instead of through a buffer of its own.
   const Tensor& bucket_buffer(size_t bucket) const;
   const ReducerStats& stats() const;

@@ -70,14 +70,14 @@ std::map<std::string, Tensor> whole_optimizer_state(const std::function<NamedTen
   NoGradGuard no_grad;
   for (int r = 0; r < old.world_size(); ++r) {
     const int tp_rank = r % old.tp, dp_rank = r / (old.tp * old.pp);
-    if (!old.zero && dp_rank > 0) continue;  // replicas of dp rank 0's state
+    if (old.zero == 0 && dp_rank > 0) continue;  // replicas of dp rank 0's state
     const NamedTensorList state = rank_state(r);
     for (const auto& [key, t] : state) {
       if (r == 0 && !starts_with(key, "state.") && !starts_with(key, "zero.")) out[key] = t;
       auto split = split_state_key(key);
       if (!split) continue;
       const auto& [name, skey] = *split;
-      if (!old.zero) {
+      if (old.zero == 0) {
         pieces[{name, skey}].try_emplace(tp_rank, TpPiece{t, {}});  // a tied copy: the first wins
         continue;
       }

@@ -14,7 +14,7 @@
 // checkpoint written so far. The cost, paid once per resume: each new rank reads all the old
 // files and holds the whole state of the parameters it keeps while cutting its part.
 //
-//   auto whole = whole_optimizer_state(read_rank_file, {.dp = 2, .tp = 2, .zero = true}, models::gpt_shard_rule(cfg, 2), shapes);
+//   auto whole = whole_optimizer_state(read_rank_file, {.dp = 2, .tp = 2, .zero = 1}, models::gpt_shard_rule(cfg, 2), shapes);
 //   auto mine = shard_optimizer_state(whole, gpt->named_parameters(), gpt->shard_specs());
 //   optimizer.load_unsharded_state_dict(mine);   // AdamW, SGD or ZeroOptimizer alike
 #pragma once
@@ -36,7 +36,7 @@ using NamedTensorList = std::vector<std::pair<std::string, Tensor>>;
 // The layout that wrote a checkpoint's optimizer files (state.json's "layout").
 struct SavedLayout {
   int dp = 1, tp = 1, pp = 1;
-  bool zero = false;
+  int zero = 0;  // the ZeRO stage (any stage >= 1 writes its shards alike)
   int world_size() const { return dp * tp * pp; }
 };
 

@@ -1,6 +1,8 @@
 // ZeroOptimizer: AdamW on this dp rank's chunks of the gradient buckets, then an all-gather.
 #include "trireme/parallel/zero.h"
 
+#include <deque>
+
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/ops/copy.h"
 #include "trireme/ops/elementwise.h"
@@ -9,8 +11,10 @@
 
 namespace trireme::parallel {
 
-std::vector<ZeroOptimizer::Piece> ZeroOptimizer::pieces_of(Reducer& reducer) {
-  TRIREME_CHECK(reducer.zero1(), "ZeroOptimizer: the Reducer must be built with zero1 = true");
+std::vector<ZeroOptimizer::Piece> ZeroOptimizer::pieces_of(Reducer& reducer, const FullyShardedParams* sharded) {
+  TRIREME_CHECK(reducer.zero() > 0, "ZeroOptimizer: the Reducer must be built with a ZeRO stage (zero >= 1)");
+  TRIREME_CHECK((reducer.zero() == 3) == (sharded != nullptr), "ZeroOptimizer: ZeRO-3 (and only it) needs the ",
+                "FullyShardedParams of its Reducer");
   const int D = reducer.dp_size(), k = reducer.dp_rank();
   const auto& params = reducer.params();
   std::vector<Piece> pieces;
@@ -25,7 +29,10 @@ std::vector<ZeroOptimizer::Piece> ZeroOptimizer::pieces_of(Reducer& reducer) {
       TRIREME_CHECK(p.is_contiguous(), "ZeroOptimizer: parameter '", params[slot.param].first,
                     "' must be contiguous");
       const int64_t begin = a - slot.offset, end = e - slot.offset;
-      Tensor master = p.detach().alias({end - begin}, {1}, p.offset() + begin);  // shares p's storage
+      // The elements to update: in the parameter itself, or in the unit's shard under ZeRO-3.
+      const Tensor& shard = L.unit >= 0 ? sharded->shard(size_t(L.unit)) : Tensor();
+      Tensor master = L.unit >= 0 ? shard.alias({end - begin}, {1}, shard.offset() + (a - lo))
+                                  : p.detach().alias({end - begin}, {1}, p.offset() + begin);
       master.set_requires_grad(true);
       master.set_grad(reducer.shard_grad(b).alias({end - begin}, {1}, reducer.shard_grad(b).offset() + (a - lo)));
       pieces.push_back({slot.param, str_cat(params[slot.param].first, "[", begin, ":", end, "]"), begin, end, master});
@@ -40,60 +47,59 @@ optim::NamedParams ZeroOptimizer::named(const std::vector<Piece>& pieces) {
   return out;
 }
 
-ZeroOptimizer::ZeroOptimizer(Reducer& reducer, const optim::AdamWOptions& options)
-    : ZeroOptimizer(reducer, options, pieces_of(reducer)) {}
+ZeroOptimizer::ZeroOptimizer(Reducer& reducer, const optim::AdamWOptions& options, FullyShardedParams* sharded)
+    : ZeroOptimizer(reducer, options, pieces_of(reducer, sharded)) {}
 
 ZeroOptimizer::ZeroOptimizer(Reducer& reducer, const optim::AdamWOptions& options, std::vector<Piece> pieces)
     : optim::AdamW(named(pieces), options), reducer_(reducer), pieces_(std::move(pieces)) {}
 
 void ZeroOptimizer::step() {
-  optim::AdamW::step();  // updates my elements of the parameters in place
+  optim::AdamW::step();  // updates my elements of the parameters (ZeRO-3: of the shards) in place
   const int D = reducer_.dp_size(), k = reducer_.dp_rank();
+  if (D == 1) return;
   const auto& params = reducer_.params();
   NoGradGuard no_grad;
-  std::vector<dist::WorkPtr> works;
-  std::vector<Tensor> inputs;
+  // Every bucket's parameters all-gathered into their places but ZeRO-3's units, which stay
+  // sharded until their next forward gathers them. ZeRO-1 gathers through the gradient bucket,
+  // spent once reduce-scattered; ZeRO-2/3 hold no buckets, so through a buffer for the occasion,
+  // two in flight at most (the parameters' size once more would be a peak of its own).
+  struct InFlight {
+    size_t bucket;
+    Tensor buffer, mine;
+    dist::WorkPtr work;
+  };
+  std::deque<InFlight> flight;
+  auto land = [&] {
+    InFlight f = std::move(flight.front());
+    flight.pop_front();
+    f.work->wait();
+    for (const BucketSlot& slot : reducer_.buckets()[f.bucket].slots) {
+      Tensor p = params[slot.param].second.detach();
+      copy_(p, view(narrow(f.buffer, 0, slot.offset, slot.numel), p.sizes()));
+    }
+  };
+  const size_t window = reducer_.zero() == 1 ? reducer_.buckets().size() : 2;
   for (size_t b = 0; b < reducer_.buckets().size(); ++b) {
     const BucketLayout& L = reducer_.buckets()[b];
+    if (L.unit >= 0) continue;
     const int64_t chunk = L.numel / D;
-    // The gradient bucket, spent once reduce-scattered: the all-gather needs no buffer of its own.
-    Tensor out = reducer_.bucket_buffer(b);
-    // Pack the parameters into the bucket's layout (my chunk is what the others need).
+    const Device device = params[L.slots[0].param].second.device();
+    Tensor out = reducer_.zero() == 1 ? reducer_.bucket_buffer(b) : Tensor::empty({L.numel}, L.dtype, device);
+    // My chunk is what the others need: the parameters packed in the bucket's layout.
+    Tensor mine = zeros({chunk}, L.dtype, device);
     for (const BucketSlot& slot : L.slots) {
-      Tensor dst = narrow(out, 0, slot.offset, slot.numel);
-      copy_(dst, reshape(params[slot.param].second.detach(), {slot.numel}));
+      const int64_t a = std::max(int64_t(k) * chunk, slot.offset), e = std::min(int64_t(k + 1) * chunk, slot.offset + slot.numel);
+      if (a >= e) continue;
+      Tensor dst = narrow(mine, 0, a - int64_t(k) * chunk, e - a);
+      copy_(dst, narrow(reshape(params[slot.param].second.detach(), {slot.numel}), 0, a - slot.offset, e - a));
     }
-    if (reducer_.dp_group() && D > 1) {
-      inputs.push_back(clone(narrow(out, 0, int64_t(k) * chunk, chunk)));
-      works.push_back(reducer_.dp_group()->all_gather(out, inputs.back()));
-    }
+    if (flight.size() == window) land();
+    flight.push_back({b, out, mine, reducer_.dp_group()->all_gather(out, mine)});
   }
-  for (auto& w : works) w->wait();
-  if (D == 1) return;
-  for (size_t b = 0; b < reducer_.buckets().size(); ++b) {
-    for (const BucketSlot& slot : reducer_.buckets()[b].slots) {
-      Tensor p = params[slot.param].second.detach();
-      copy_(p, view(narrow(reducer_.bucket_buffer(b), 0, slot.offset, slot.numel), p.sizes()));
-    }
-  }
+  while (!flight.empty()) land();
 }
 
-void ZeroOptimizer::zero_grad(bool /*set_to_none*/) {
-  NoGradGuard no_grad;
-  for (size_t b = 0; b < reducer_.buckets().size(); ++b) {
-    Tensor shard = reducer_.shard_grad(b);
-    zero_(shard);
-    // step() gathered the parameters through the bucket: all of it, the slots of parameters
-    // that hold no gradient and the padding included, must be zero for the next reduction. The
-    // gradients that are views of it (all of them once a reduction has run) go with it.
-    Tensor bucket = reducer_.bucket_buffer(b);
-    zero_(bucket);
-    for (const BucketSlot& slot : reducer_.buckets()[b].slots) {
-      Tensor g = reducer_.params()[slot.param].second.grad();
-      if (g.defined() && g.storage() != bucket.storage()) zero_(g);
-    }
-  }
-}
+void ZeroOptimizer::zero_grad(bool /*set_to_none*/) { reducer_.zero_grad(); }
 
 std::vector<GradPiece> ZeroOptimizer::grad_pieces(const std::map<std::string, ShardSpec>& tp_specs,
                                                   const std::set<std::string>& counted_elsewhere) const {
@@ -126,7 +132,7 @@ std::vector<std::pair<std::string, Tensor>> ZeroOptimizer::state_dict() const {
 void ZeroOptimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
   auto get = [&](const char* key) {
     auto it = state.find(key);
-    TRIREME_CHECK(it != state.end(), "ZeroOptimizer::load_state_dict: '", key, "' is missing (not a ZeRO-1 state?)");
+    TRIREME_CHECK(it != state.end(), "ZeroOptimizer::load_state_dict: '", key, "' is missing (not a ZeRO state?)");
     return int64_t(it->second.item());
   };
   const int64_t rank = get("zero.dp_rank"), size = get("zero.dp_size");

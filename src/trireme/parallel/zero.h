@@ -1,13 +1,15 @@
-// ZeroOptimizer: ZeRO stage 1 — AdamW whose state is sharded over the data-parallel ranks.
+// ZeroOptimizer: AdamW whose state is sharded over the data-parallel ranks (ZeRO stages 1-3).
 //
-// The Reducer (built with zero1) reduce-scatters each gradient bucket, so dp rank k holds the
-// averaged chunk k of every bucket. ZeroOptimizer runs AdamW on just those elements — written in
-// place into the parameters, through 1-D views of the slices of each parameter that fall in
+// The Reducer (built with a ZeRO stage) reduce-scatters each gradient bucket, so dp rank k holds
+// the averaged chunk k of every bucket. ZeroOptimizer runs AdamW on just those elements — written
+// in place into the parameters, through 1-D views of the slices of each parameter that fall in
 // rank k's chunks — and then all-gathers every bucket's parameter values so each rank has the
 // whole updated model again. Each rank thus keeps exp_avg / exp_avg_sq for about 1/dp of the
 // parameters; the update of each element is exactly AdamW's, so training matches unsharded AdamW.
+// Under ZeRO-3 the elements of a unit's bucket live in the unit's shard (fully_sharded.h) and
+// are not gathered after the step: the unit's next forward gathers them.
 //
-//   Reducer reducer(model.named_parameters(), ctx.dp_group(), {.bucket_bytes = 1 << 20, .zero1 = true});
+//   Reducer reducer(model.named_parameters(), ctx.dp_group(), {.bucket_bytes = 1 << 20, .zero = 1});
 //   ZeroOptimizer opt(reducer, {.lr = 3e-4, .weight_decay = 0.1});   // an optim::Optimizer
 //   reducer.prepare_backward();
 //   model.loss(x, y).backward();
@@ -31,6 +33,7 @@
 
 #include "trireme/optim/adamw.h"
 #include "trireme/parallel/data_parallel.h"
+#include "trireme/parallel/fully_sharded.h"
 #include "trireme/parallel/grad_norm.h"
 #include "trireme/parallel/shard.h"
 
@@ -41,12 +44,13 @@ namespace trireme::parallel {
 // gradients are the Reducer's shard gradients).
 class ZeroOptimizer : public optim::AdamW {
  public:
-  ZeroOptimizer(Reducer& reducer, const optim::AdamWOptions& options);
+  // `sharded`: ZeRO-3's parameters of `reducer`'s units (null below stage 3).
+  ZeroOptimizer(Reducer& reducer, const optim::AdamWOptions& options, FullyShardedParams* sharded = nullptr);
 
   // AdamW on this rank's shard (after reducer.finish()), then all-gather the parameters over dp.
   void step() override;
-  // Zeroes the gradient buckets and the shard gradients in place, whatever set_to_none says:
-  // the parameters' grads stay views of the buckets.
+  // Zeroes the Reducer's gradients in place (Reducer::zero_grad), whatever set_to_none says:
+  // under ZeRO-1 the parameters' grads stay views of the buckets.
   void zero_grad(bool set_to_none = true) override;
 
   // This rank's shard gradients, as pieces for the global norm (dp-sharded; tp-sharded when the
@@ -72,7 +76,7 @@ class ZeroOptimizer : public optim::AdamW {
     int64_t begin, end; // the parameter's flat elements [begin, end)
     Tensor master;      // 1-D view of the parameter's elements [begin, end), a leaf for AdamW
   };
-  static std::vector<Piece> pieces_of(Reducer& reducer);
+  static std::vector<Piece> pieces_of(Reducer& reducer, const FullyShardedParams* sharded);
   static optim::NamedParams named(const std::vector<Piece>& pieces);
   ZeroOptimizer(Reducer& reducer, const optim::AdamWOptions& options, std::vector<Piece> pieces);
 

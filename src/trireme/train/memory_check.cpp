@@ -111,7 +111,9 @@ std::string lighter_alternatives(const io::TrainConfig& cfg, int64_t vocab_size,
   };
   const auto& p = cfg.parallel;
   if (cfg.memory.recompute == "none") add("memory.recompute = \"full\"", [](auto& c) { c.memory.recompute = "full"; });
-  if (p.dp > 1 && !p.zero) add("parallel.zero = true", [](auto& c) { c.parallel.zero = true; });
+  for (int64_t stage = p.zero + 1; p.dp > 1 && stage <= (p.pp > 1 ? 2 : 3); ++stage) {
+    add(str_cat("parallel.zero = ", stage), [stage](auto& c) { c.parallel.zero = stage; });
+  }
   if (cfg.train.batch_size % (p.dp * p.micro_batches * 2) == 0) {
     add(str_cat("parallel.micro_batches = ", p.micro_batches * 2), [](auto& c) { c.parallel.micro_batches *= 2; });
   }

@@ -84,10 +84,20 @@ std::vector<MemoryEstimate> estimate_training_memory_per_rank(const io::TrainCon
     }
     e.weight_bytes = 4 * e.parameters;
     e.gradient_bytes = 4 * e.parameters;
-    e.optimizer_bytes = state_per_param * e.parameters / (p.zero ? dp : 1);
-    // ZeRO-1: each rank's shard of the reduce-scattered gradients (the updated parameters are
-    // all-gathered through the spent gradient buckets).
-    if (p.zero) e.communication_bytes += 4 * e.parameters / dp;
+    e.optimizer_bytes = state_per_param * e.parameters / (p.zero > 0 ? dp : 1);
+    // ZeRO: each rank's shard of the reduce-scattered gradients (ZeRO-1 all-gathers the updated
+    // parameters through the spent gradient buckets).
+    if (p.zero > 0) e.communication_bytes += 4 * e.parameters / dp;
+    // ZeRO-2/3 with one stage: a bucket lives from its first gradient to the end of its
+    // reduce-scatter, so the backward holds the one being filled and up to two in flight
+    // (ZeRO-3's buckets are its blocks, the rest cut by bucket_mb). A pipeline accumulates whole
+    // gradients over its micro-batches first (Note [ZeRO inside a pipeline]).
+    const double block_bytes = 4 * block_parameters(d, tp, m.bias);
+    const double bucket_bytes = p.zero == 3 ? block_bytes : p.bucket_mb * double(1 << 20);
+    if (p.zero >= 2 && pp == 1) e.gradient_bytes = std::min(e.gradient_bytes, 2 * bucket_bytes);
+    // ZeRO-3: a block's parameters are whole only around its forward and its backward; the rest
+    // of the model stays whole. At the peak, as the backward starts, one block is.
+    if (p.zero == 3) e.weight_bytes = 4 * e.parameters - layers * block_bytes * (1 - 1.0 / dp) + std::min(layers, 1.0) * block_bytes;
 
     // Recomputed blocks keep only their input (the f32 residual stream, sp: this rank's rows).
     const double recompute_per_chunk =

@@ -3,13 +3,15 @@
 //
 // Per process, in bytes (f32 parameters; the activations in the dtype autocast computes in):
 //   weights        the parameters this process holds (its tp slice of its pipeline stage), f32 —
-//                  also the master weights under bf16/f16 autocast
-//   gradients      one f32 gradient per parameter (the data-parallel Reducer's buckets are these)
-//   optimizer      AdamW's m and v or SGD's momentum, over dp with ZeRO-1
+//                  also the master weights under bf16/f16 autocast; ZeRO-3: 1/dp of each block,
+//                  plus one whole block
+//   gradients      one f32 gradient per parameter (the data-parallel Reducer's buckets are these);
+//                  ZeRO-2/3 with one stage: the buckets in flight
+//   optimizer      AdamW's m and v or SGD's momentum, over dp with ZeRO
 //   activations    what the forward keeps for the backward, for every micro-batch in flight on
 //                  this stage under its schedule (recomputed blocks keep only their input, and one
 //                  of them replays at a time), plus the f32 logits of the last stage
-//   communication  ZeRO-1's shard gradients, the activations and gradients a pipeline stage
+//   communication  ZeRO's shard gradients, the activations and gradients a pipeline stage
 //                  sends and receives
 // The peak: weights + optimizer + communication + gradients and activations, summed where the
 // gradients live through the forward (a data-parallel Reducer, accumulation over micro-batches)

@@ -15,6 +15,7 @@
 #include "trireme/ops/view.h"
 #include "trireme/optim/adamw.h"
 #include "trireme/parallel/data_parallel.h"
+#include "trireme/parallel/fully_sharded.h"
 #include "trireme/parallel/grad_norm.h"
 #include "trireme/parallel/optimizer_reshard.h"
 #include "trireme/parallel/pipeline_executor.h"
@@ -32,7 +33,7 @@ parallel::ParallelLayout parallel_layout(const io::ParallelConfig& p) {
           .micro_batches = int(p.micro_batches),
           .schedule = p.schedule,
           .virtual_stages = int(p.virtual_stages),
-          .zero1 = p.zero,
+          .zero = int(p.zero),
           .bucket_bytes = std::max<int64_t>(1, int64_t(p.bucket_mb * double(1 << 20))),
           .sequence_parallel = p.sequence_parallel};
 }
@@ -82,7 +83,7 @@ nlohmann::json layout_json_of(const io::ParallelConfig& p) {
   nlohmann::json j = {{"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp},
                       {"virtual_stages", p.schedule == "interleaved" ? p.virtual_stages : 1},
                       {"zero", p.zero}, {"sequence_parallel", p.sequence_parallel}};
-  if (p.zero) j["bucket_mb"] = p.bucket_mb;  // ZeRO's shards follow the buckets
+  if (p.zero > 0) j["bucket_mb"] = p.bucket_mb;  // ZeRO's shards follow the buckets
   return j;
 }
 
@@ -116,22 +117,32 @@ class ParallelRunner : public StepRunner {
       pipe_ = std::make_unique<parallel::PipelineExecutor>(model_, ctx());
     } else {
       // One sum of the partial gradients after the backward rather than one per layer inside it
-      // (Note [deferred gradient sums]); ZeRO-1 shards the gradients as they arrive, so not there.
-      model_->defer_grad_sums(!L.zero1);
+      // (Note [deferred gradient sums]); ZeRO shards the gradients as they arrive, so not there.
+      model_->defer_grad_sums(L.zero == 0);
     }
     // With one stage the Reducer reduces during the last micro-batch's backward; a pipeline's
     // backwards are interleaved with its transfers, so it reduces what they accumulated after
     // the step (Note [ZeRO inside a pipeline]).
     // One process (no world) has nothing to reduce.
     if (job_->world) {
+      // ZeRO-3 gives each block a bucket of its own, the layout of its sharded parameters.
       reducer_ = std::make_unique<parallel::Reducer>(
           model_->named_parameters(), ctx().dp_group(),
-          parallel::ReducerOptions{.bucket_bytes = L.bucket_bytes, .zero1 = L.zero1});
+          parallel::ReducerOptions{.bucket_bytes = L.bucket_bytes, .zero = L.zero,
+                                   .units = L.zero == 3 ? block_units() : std::vector<std::vector<size_t>>{}});
     }
-    if (L.zero1) {
+    if (L.zero == 3) {
+      sharded_ = std::make_unique<parallel::FullyShardedParams>(*reducer_);
+      model_->wrap_blocks([sharded = sharded_.get()](size_t block, const Tensor& x, const auto& forward) {
+        return sharded->run(block, x, forward);
+      });
+    }
+    if (L.zero > 0) {
       optimizer_ = std::make_unique<parallel::ZeroOptimizer>(
-          *reducer_, optim::AdamWOptions{.lr = cfg.optim.lr, .betas = {cfg.optim.beta1, cfg.optim.beta2},
-                                         .eps = cfg.optim.eps, .weight_decay = cfg.optim.weight_decay});
+          *reducer_,
+          optim::AdamWOptions{.lr = cfg.optim.lr, .betas = {cfg.optim.beta1, cfg.optim.beta2}, .eps = cfg.optim.eps,
+                              .weight_decay = cfg.optim.weight_decay},
+          sharded_.get());
     } else {
       optimizer_ = make_optimizer(cfg, model_->named_parameters());
     }
@@ -152,7 +163,7 @@ class ParallelRunner : public StepRunner {
     }
     std::string extra = str_cat(", micro_batches=", p.micro_batches, recompute);
     if (p.pp > 1) extra += str_cat(", schedule ", p.schedule, p.schedule == "interleaved" ? str_cat(" x", p.virtual_stages) : "");
-    if (p.zero) extra += ", ZeRO-1";
+    if (p.zero > 0) extra += str_cat(", ZeRO-", p.zero);
     if (p.sequence_parallel) extra += ", sequence parallel";
     return str_cat(job_->ctx->world_size(), " processes (", p.describe(), extra, "); this is ", job_->ctx->describe());
   }
@@ -262,6 +273,7 @@ class ParallelRunner : public StepRunner {
     // The first replica writes the model, whole: each stage gathers its tp shards and its tp rank
     // 0 writes them; rank 0 merges the stages' parts, the tied weight from stage 0 (Note
     // [pipeline tied embeddings]). Every rank writes its optimizer state.
+    WholeParameters whole_now(sharded_.get());
     if (ctx().dp_rank() == 0) {
       NamedTensors whole = model_->full_state_dict();  // collective over tp
       if (ctx().tp_rank() == 0) ckpt.model = std::move(whole);
@@ -276,7 +288,11 @@ class ParallelRunner : public StepRunner {
     for (const auto& [name, t] : model_->state_dict()) {
       TRIREME_CHECK(full.count(name), "checkpoint '", dir.string(), "': model.safetensors has no '", name, "'");
     }
-    model_->load_full_state_dict(full);  // each tp rank its slices
+    {
+      WholeParameters whole_now(sharded_.get());
+      model_->load_full_state_dict(full);  // each tp rank its slices
+      if (sharded_) sharded_->keep_gathered_values();
+    }
     // This rank's optimizer file when the checkpoint has this run's layout (bit-identical
     // resume), else its part of the whole state reassembled from every rank's file (Note
     // [resuming in another layout]).
@@ -353,6 +369,7 @@ class ParallelRunner : public StepRunner {
   void check_replicas(int64_t step) const {
     const int64_t every = cfg_.parallel.replica_check_interval;
     if (every > 0 && (step + 1) % every == 0) {
+      WholeParameters whole_now(sharded_.get());
       parallel::check_replicas_agree(model_->named_parameters(), ctx(), step + 1);
     }
   }
@@ -368,6 +385,32 @@ class ParallelRunner : public StepRunner {
     return out;
   }
 
+  // ZeRO-3: each block's parameters, as indices into the model's named_parameters().
+  std::vector<std::vector<size_t>> block_units() const {
+    const NamedTensors params = model_->named_parameters();
+    std::vector<std::vector<size_t>> units;
+    for (const auto& block : model_->blocks()) {
+      std::vector<size_t>& unit = units.emplace_back();
+      for (const auto& [name, p] : block->named_parameters()) {
+        for (size_t i = 0; i < params.size(); ++i)
+          if (params[i].second.same(p)) unit.push_back(i);
+      }
+    }
+    return units;
+  }
+
+  // ZeRO-3: every block's parameters whole while it lives (a collective over dp), for what reads
+  // or writes them outside a block's forward: checkpoints and replica checks.
+  struct WholeParameters {
+    explicit WholeParameters(parallel::FullyShardedParams* sharded) : sharded(sharded) {
+      if (sharded) sharded->gather_all();
+    }
+    ~WholeParameters() {
+      if (sharded) sharded->release_all();
+    }
+    parallel::FullyShardedParams* sharded;
+  };
+
   io::TrainConfig cfg_;
   int64_t vocab_;
   std::shared_ptr<ParallelJob> job_;
@@ -375,6 +418,7 @@ class ParallelRunner : public StepRunner {
   std::shared_ptr<models::GPT> model_;
   std::unique_ptr<parallel::PipelineExecutor> pipe_;  // pp > 1
   std::unique_ptr<parallel::Reducer> reducer_;  // null in one process
+  std::unique_ptr<parallel::FullyShardedParams> sharded_;  // ZeRO-3
   std::unique_ptr<optim::Optimizer> optimizer_;
 };
 

@@ -41,8 +41,16 @@ namespace {
 
 // The layout a checkpoint was written in (what state.json records; one process when absent).
 nlohmann::json saved_layout(const Checkpoint& ckpt) {
-  nlohmann::json one{{"dp", 1}, {"tp", 1}, {"pp", 1}, {"virtual_stages", 1}, {"zero", false}};
+  nlohmann::json one{{"dp", 1}, {"tp", 1}, {"pp", 1}, {"virtual_stages", 1}, {"zero", 0}};
   return ckpt.state.contains("layout") && ckpt.state["layout"].is_object() ? ckpt.state["layout"] : one;
+}
+
+// The ZeRO stage a layout records: a number, or (checkpoints written before stages 2 and 3) a
+// boolean for stage 1.
+int zero_stage(const nlohmann::json& layout) {
+  if (!layout.contains("zero")) return 0;
+  const auto& z = layout["zero"];
+  return z.is_boolean() ? int(z.get<bool>()) : z.is_number_integer() ? z.get<int>() : 0;
 }
 
 int64_t layout_int(const nlohmann::json& layout, const char* key) {
@@ -56,7 +64,7 @@ bool optimizer_layout_differs(const Checkpoint& ckpt, const nlohmann::json& layo
   for (const char* key : {"dp", "tp", "pp", "virtual_stages"}) {
     if (layout_int(saved, key) != layout_int(layout, key)) return true;
   }
-  if (saved.value("zero", false) != layout.value("zero", false)) return true;
+  if (zero_stage(saved) != zero_stage(layout)) return true;
   // ZeRO cuts its shards along the data-parallel buckets: another bucket size is another cut.
   // (Checkpoints written before the layout recorded it are taken to have this run's.)
   return saved.contains("bucket_mb") && layout.contains("bucket_mb") && saved["bucket_mb"] != layout["bucket_mb"];
@@ -66,7 +74,7 @@ std::map<std::string, Tensor> load_whole_optimizer_state(const std::filesystem::
                                                          const models::GPTConfig& model) {
   const nlohmann::json saved = saved_layout(ckpt);
   const parallel::SavedLayout old{.dp = int(layout_int(saved, "dp")), .tp = int(layout_int(saved, "tp")),
-                                  .pp = int(layout_int(saved, "pp")), .zero = saved.value("zero", false)};
+                                  .pp = int(layout_int(saved, "pp")), .zero = zero_stage(saved)};
   const int64_t files = ckpt.state.value("world_size", int64_t(1));
   TRIREME_CHECK(files == old.world_size(), "checkpoint '", dir.string(), "': state.json says ", files,
                 " ranks wrote it, but its layout ", saved.dump(), " has ", old.world_size());

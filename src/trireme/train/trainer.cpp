@@ -279,9 +279,9 @@ Trainer::Trainer(const io::Config& config, TrainOptions options) : s_(std::make_
   const int64_t vocab = s.tokenizer->vocab_size();
   if (s.job) {
     s.runner = make_step_runner(s.cfg, vocab, s.job);
-  } else if (par.zero) {
-    throw io::ConfigError("parallel.zero: ZeRO shards the optimizer state over data-parallel processes, but this "
-                          "is one process; set parallel.dp >= 2 (with --nproc) or parallel.zero = false");
+  } else if (par.zero > 0) {
+    throw io::ConfigError(str_cat("parallel.zero: ZeRO-", par.zero, " shards over data-parallel processes, but this ",
+                                  "is one process; set parallel.dp >= 2 (with --nproc) or parallel.zero = 0"));
   } else {
 #ifdef TRIREME_WITH_CUDA
     if (s.device.is_cuda()) cuda::set_device(s.device.index);  // kernels launch on the current GPU

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# On a GPU machine: the memory issue's one-GPU rows. GPT 6.7B (d 4096, 32 layers, T 2048,
+# vocabulary 50304) with bf16 autocast, f32 master weights, AdamW and full recomputation, trireme
+# beside PyTorch (torch.utils.checkpoint around every block) at the same batch, and trireme's
+# estimate beside its measured peak. Prints one table last; logs under $out.
+#   bash bench/gpu/memory.sh               # BATCHES="8 16" to choose batches
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/gpu_env.sh
+batches=${BATCHES:-8}
+t0=$(date +%s)
+build_bench build_memory.log gpt_train_step trireme_cli
+echo "build: $(($(date +%s) - t0)) s"
+rows=()
+for b in $batches; do
+  timeout 400 build-gpu/bench/gpt_train_step --model gpt-6.7b --batch "$b" --device cuda --dtype amp-bf16 \
+    --recompute full --warmup 2 --iters 4 > "$out/memory_trireme_b$b.log" 2>&1
+  timeout 400 python3 bench/peer/torch_gpt_bench.py --model gpt-6.7b --batch "$b" --recompute full \
+    --warmup 2 --iters 4 > "$out/memory_torch_b$b.log" 2>&1
+  build-gpu/trireme estimate --set model.d_model=4096 --set model.n_layer=32 --set model.n_head=32 \
+    --set model.block_size=2048 --set train.batch_size="$b" --set train.precision=bf16 \
+    --set memory.recompute=full --set train.device=cuda --vocab 50304 --json > "$out/memory_estimate_b$b.json" 2>&1
+  rows+=("$b")
+done
+python3 - "$out" "${rows[@]}" <<'PY'
+import json, re, sys
+out, batches = sys.argv[1], sys.argv[2:]
+def last_json(path):
+    try:
+        found = re.findall(r'\{"(?:impl|peer)".*\}', open(path).read())
+        return json.loads(found[-1]) if found else None
+    except OSError:
+        return None
+print("| batch | trireme tok/s | PyTorch tok/s | ratio | trireme MFU | trireme peak GiB | PyTorch peak GiB | estimate GiB |")
+print("|---|---|---|---|---|---|---|---|")
+for b in batches:
+    t, p = last_json(f"{out}/memory_trireme_b{b}.log"), last_json(f"{out}/memory_torch_b{b}.log")
+    try:
+        est = json.load(open(f"{out}/memory_estimate_b{b}.json"))["ranks"][0]["peak_bytes"] / 2**30
+    except Exception:
+        est = float("nan")
+    tt = t["tokens_per_s"] if t else float("nan")
+    pt = p["tokens_per_s"] if p else float("nan")
+    tm = t.get("peak_mem_GiB", float("nan")) if t else float("nan")
+    pm = p.get("peak_mem_GiB", float("nan")) if p else float("nan")
+    mfu = t.get("mfu", float("nan")) if t else float("nan")
+    print(f"| {b} | {tt:,.0f} | {pt:,.0f} | {tt / pt:.3f} | {mfu:.3f} | {tm:.1f} | {pm:.1f} | {est:.1f} |")
+PY
