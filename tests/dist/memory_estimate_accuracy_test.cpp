@@ -1,7 +1,8 @@
 // The memory estimate against what training really holds: for each configuration, a three-step
 // `trireme train` on the CPU records rank 0's peak of live tensor bytes (metrics.jsonl,
 // peak_memory_bytes) and `trireme estimate --json` predicts rank 0's peak; they agree within 5 %
-// over layouts, precision, micro-batches, optimizers, recomputation, ZeRO and pipeline schedules.
+// over layouts, precision, micro-batches, optimizers, recomputation, ZeRO stages 1-3 and pipeline
+// schedules.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -79,7 +80,16 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tp2_sp", "--set model.d_model=256 --nproc 2 --set parallel.tp=2 --set parallel.sequence_parallel=true"},
                       Case{"pp2_1f1b", "--set model.d_model=256 --nproc 2 --set parallel.pp=2 --set parallel.micro_batches=4"},
                       Case{"pp2_gpipe", "--set model.d_model=256 --nproc 2 --set parallel.pp=2 --set parallel.micro_batches=4 "
-                                        "--set parallel.schedule=gpipe"}),
+                                        "--set parallel.schedule=gpipe"},
+                      Case{"dp2_zero2", "--set model.d_model=256 --nproc 2 --set parallel.zero=2"},
+                      Case{"dp2_zero2_L8_T256", "--set model.d_model=256 --set model.n_layer=8 --set model.block_size=256 "
+                                                "--nproc 2 --set parallel.zero=2 --set parallel.bucket_mb=1"},
+                      Case{"dp2_zero3_L8_T256", "--set model.d_model=256 --set model.n_layer=8 --set model.block_size=256 "
+                                                "--nproc 2 --set parallel.zero=3 --set parallel.bucket_mb=1"},
+                      Case{"dp4_zero3_L8", "--set model.d_model=256 --set model.n_layer=8 --set model.block_size=64 "
+                                           "--nproc 4 --set parallel.zero=3 --set parallel.bucket_mb=1"},
+                      Case{"dp2_zero3_d384_mb2", "--set model.d_model=384 --set model.n_layer=6 --nproc 2 --set parallel.zero=3 "
+                                                 "--set parallel.bucket_mb=2 --set parallel.micro_batches=2"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -101,9 +101,11 @@ int run_estimate(const Options& opt, const io::TrainConfig& tc) {
                 train::format_bytes(e.activation_bytes).c_str(), train::format_bytes(e.communication_bytes).c_str(),
                 train::format_bytes(e.total()).c_str());
   }
+  const train::MemoryEstimate& first = ranks.front();
   std::printf("\npeak = weights + optimizer + communication + gradients and activations: %s\n",
-              ranks.front().gradients_persist ? "summed (the gradients live through the forward)"
-                                              : "the larger of the two (they take turns)");
+              first.activations_beside_gradients >= first.activation_bytes ? "summed (the gradients live through the forward)"
+              : first.activations_beside_gradients > 0 ? "the gradients in flight beside the activations left after the head's backward (ZeRO-2/3)"
+                                                       : "the larger of the two (they take turns)");
   if (!capacity) {
     std::printf("capacity: not known (train.device = %s; --device-memory GiB gives it)\n", tc.train.device.c_str());
   } else {

@@ -94,10 +94,16 @@ std::vector<MemoryEstimate> estimate_training_memory_per_rank(const io::TrainCon
     // gradients over its micro-batches first (Note [ZeRO inside a pipeline]).
     const double block_bytes = 4 * block_parameters(d, tp, m.bias);
     const double bucket_bytes = p.zero == 3 ? block_bytes : p.bucket_mb * double(1 << 20);
-    if (p.zero >= 2 && pp == 1) e.gradient_bytes = std::min(e.gradient_bytes, 2 * bucket_bytes);
-    // ZeRO-3: a block's parameters are whole only around its forward and its backward; the rest
-    // of the model stays whole. At the peak, as the backward starts, one block is.
-    if (p.zero == 3) e.weight_bytes = 4 * e.parameters - layers * block_bytes * (1 - 1.0 / dp) + std::min(layers, 1.0) * block_bytes;
+    // Under ZeRO-2 a gradient also exists whole for a moment before it is copied into its bucket:
+    // the largest, the token embedding's, counts (under ZeRO-3 it arrives last, when the
+    // activations are gone).
+    const bool buckets_come_and_go = p.zero >= 2 && pp == 1;
+    if (buckets_come_and_go) {
+      e.gradient_bytes = std::min(e.gradient_bytes, 3 * bucket_bytes) + (p.zero == 2 ? 4 * padded_vocab / tp * d : 0);
+    }
+    // ZeRO-3: a block's parameters are whole only around its forward and its backward (with the
+    // next one's gather under way: two at a time); the rest of the model stays whole.
+    if (p.zero == 3) e.weight_bytes = 4 * e.parameters - layers * block_bytes * (1 - 1.0 / dp) + std::min(layers, 2.0) * block_bytes;
 
     // Recomputed blocks keep only their input (the f32 residual stream, sp: this rank's rows).
     const double recompute_per_chunk =
@@ -112,12 +118,16 @@ std::vector<MemoryEstimate> estimate_training_memory_per_rank(const io::TrainCon
     // replays while one of the two is still alive.
     const double logits = last ? micro_tokens * 2 * 4 * padded_vocab / tp : 0;
     const double replay = recompute_per_chunk > 0 ? micro_tokens * per_block : 0;
-    e.activation_bytes = in_flight * micro_tokens * kept_per_token + std::max(logits, logits / 2 + replay);
+    const double blocks_kept = in_flight * micro_tokens * kept_per_token;
+    e.activation_bytes = blocks_kept + std::max(logits, logits / 2 + replay);
     // Evaluation runs a rank's whole batch at once, without gradients: its f32 logits can
     // outgrow a training micro-batch's activations.
     const double eval_tokens = micro_tokens * double(std::max<int64_t>(p.micro_batches, 1));
     if (last) e.activation_bytes = std::max(e.activation_bytes, eval_tokens * 4 * padded_vocab / tp);
-    e.gradients_persist = dp * tp * pp > 1 || p.micro_batches > 1;
+    const bool gradients_persist = dp * tp * pp > 1 || p.micro_batches > 1;
+    e.activations_beside_gradients = buckets_come_and_go ? blocks_kept
+                                     : gradients_persist ? e.activation_bytes
+                                                         : 0;
     // The executor keeps each micro-batch's transfers until the step ends: the activations a
     // stage sends on, and those it receives with the gradients it sends back.
     const double transfer = double(std::max<int64_t>(p.micro_batches, 1)) * v * micro_tokens * d * elt;

@@ -4,7 +4,7 @@
 // Per process, in bytes (f32 parameters; the activations in the dtype autocast computes in):
 //   weights        the parameters this process holds (its tp slice of its pipeline stage), f32 —
 //                  also the master weights under bf16/f16 autocast; ZeRO-3: 1/dp of each block,
-//                  plus one whole block
+//                  plus two whole blocks
 //   gradients      one f32 gradient per parameter (the data-parallel Reducer's buckets are these);
 //                  ZeRO-2/3 with one stage: the buckets in flight
 //   optimizer      AdamW's m and v or SGD's momentum, over dp with ZeRO
@@ -39,14 +39,16 @@ struct MemoryEstimate {
   double optimizer_bytes = 0;
   double activation_bytes = 0;
   double communication_bytes = 0;
-  // Whether the gradients live through the forward: a data-parallel Reducer's buckets are
-  // allocated once and kept, and accumulation over micro-batches keeps the first ones' gradients
-  // while the next forwards run. Otherwise the backward frees activations as it makes gradients
-  // and the two mostly take turns.
-  bool gradients_persist = false;
+  // The activations still alive when the gradients are at their largest. All of them when the
+  // gradients live through the forward: a data-parallel Reducer's buckets are allocated once and
+  // kept, and accumulation over micro-batches keeps the first ones' gradients while the next
+  // forwards run. None when the backward frees activations as it makes gradients and the two
+  // take turns (one process). Under ZeRO-2/3 the blocks' but not the logits: the first bucket
+  // fills once the head's backward has freed those.
+  double activations_beside_gradients = 0;
   double total() const {
-    const double turns = gradients_persist ? gradient_bytes + activation_bytes : std::max(gradient_bytes, activation_bytes);
-    return weight_bytes + optimizer_bytes + communication_bytes + turns;
+    return weight_bytes + optimizer_bytes + communication_bytes +
+           std::max(activation_bytes, activations_beside_gradients + gradient_bytes);
   }
 };
 

@@ -369,8 +369,15 @@ class ParallelRunner : public StepRunner {
   void check_replicas(int64_t step) const {
     const int64_t every = cfg_.parallel.replica_check_interval;
     if (every > 0 && (step + 1) % every == 0) {
-      WholeParameters whole_now(sharded_.get());
-      parallel::check_replicas_agree(model_->named_parameters(), ctx(), step + 1);
+      // ZeRO-3's blocks have no replicas (each rank holds its own chunk): the rest of the model does.
+      NamedTensors replicated;
+      for (const auto& [name, p] : model_->named_parameters()) {
+        bool in_block = false;
+        for (const auto& block : sharded_ ? model_->blocks() : decltype(model_->blocks()){})
+          for (const auto& [n, q] : block->named_parameters()) in_block = in_block || q.same(p);
+        if (!in_block) replicated.emplace_back(name, p);
+      }
+      parallel::check_replicas_agree(replicated, ctx(), step + 1);
     }
   }
 
@@ -400,7 +407,7 @@ class ParallelRunner : public StepRunner {
   }
 
   // ZeRO-3: every block's parameters whole while it lives (a collective over dp), for what reads
-  // or writes them outside a block's forward: checkpoints and replica checks.
+  // or writes them outside a block's forward: checkpoints.
   struct WholeParameters {
     explicit WholeParameters(parallel::FullyShardedParams* sharded) : sharded(sharded) {
       if (sharded) sharded->gather_all();
