@@ -63,8 +63,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gpt_train_step: unknown model %s (tiny, gpt2-124m, gpt-1.3b, gpt-6.7b)\n", model.c_str());
     return 2;
   }
-  if (recompute != "none" && recompute != "full") {
-    std::fprintf(stderr, "gpt_train_step: unknown recompute %s (none, full)\n", recompute.c_str());
+  if (recompute != "none" && recompute != "selective" && recompute != "full") {
+    std::fprintf(stderr, "gpt_train_step: unknown recompute %s (none, selective, full)\n", recompute.c_str());
     return 2;
   }
   if (device_name != "cpu" && device_name != "cuda") {
@@ -87,7 +87,9 @@ int main(int argc, char** argv) {
   }
   models::GPTConfig cfg{.vocab_size = s->V, .block_size = s->T, .n_layer = s->L, .n_head = s->h, .d_model = s->d};
   models::GPT gpt(cfg, 0);
-  gpt.set_recompute(recompute == "full" ? models::GPT::Recompute::full : models::GPT::Recompute::none);
+  gpt.set_recompute(recompute == "full"        ? models::GPT::Recompute::full
+                    : recompute == "selective" ? models::GPT::Recompute::selective
+                                               : models::GPT::Recompute::none);
   if (dtype_name_arg == "bf16") gpt.to(DType::bf16);
   gpt.to(device);
   optim::AdamW opt(gpt.named_parameters(), {.lr = 1e-4});

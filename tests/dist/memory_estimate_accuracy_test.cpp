@@ -71,6 +71,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"d256_L8_T256", "--set model.d_model=256 --set model.n_layer=8 --set model.block_size=256"},
                       Case{"d256_L8_T256_recompute", "--set model.d_model=256 --set model.n_layer=8 "
                                                      "--set model.block_size=256 --set memory.recompute=full"},
+                      Case{"d256_L8_T256_selective", "--set model.d_model=256 --set model.n_layer=8 "
+                                                     "--set model.block_size=256 --set memory.recompute=selective"},
+                      Case{"d256_bf16_selective", "--set model.d_model=256 --set train.precision=bf16 --set memory.recompute=selective"},
                       Case{"d256_B16_mb4", "--set model.d_model=256 --set train.batch_size=16 --set parallel.micro_batches=4"},
                       Case{"d256_bf16", "--set model.d_model=256 --set train.precision=bf16"},
                       Case{"d384_L6_sgd", "--set model.d_model=384 --set model.n_layer=6 --set optim.name=sgd"},

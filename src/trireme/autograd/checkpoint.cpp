@@ -72,4 +72,29 @@ TensorList checkpoint(const RegionFn& fn, const TensorList& inputs) {
   return outputs;
 }
 
+void set_recompute_recipe(const Tensor& t, std::function<Tensor()> recipe) {
+  t.impl()->autograd_meta().recompute = std::move(recipe);
+}
+
+std::function<Tensor()> recompute_recipe(const Tensor& t) {
+  return t.defined() && t.impl()->autograd ? t.impl()->autograd->recompute : nullptr;
+}
+
+void recompute_when_saved(const Tensor& t, const TensorList& inputs, RegionFn fn) {
+  TRIREME_CHECK(t.defined(), "recompute_when_saved: the tensor is undefined");
+  std::array<AutocastState, kNumDeviceTypes> autocast;
+  for (int d = 0; d < kNumDeviceTypes; ++d) autocast[size_t(d)] = autocast_state(DeviceType(d));
+  std::vector<SavedTensor> saved(inputs.begin(), inputs.end());
+  set_recompute_recipe(t, [saved = std::move(saved), fn = std::move(fn), autocast] {
+    TensorList in;
+    for (const SavedTensor& s : saved) in.push_back(s.defined() ? s.unpack("recompute_when_saved") : Tensor());
+    NoGradGuard no_grad;
+    AutocastModeGuard cpu(DeviceType::cpu, autocast[size_t(DeviceType::cpu)]);
+    AutocastModeGuard cuda(DeviceType::cuda, autocast[size_t(DeviceType::cuda)]);
+    TensorList out = fn(in);
+    TRIREME_CHECK(out.size() == 1 && out[0].defined(), "recompute_when_saved: the recipe must return one tensor");
+    return out[0].detach();
+  });
+}
+
 }  // namespace trireme::autograd

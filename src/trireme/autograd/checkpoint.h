@@ -26,4 +26,18 @@ using RegionFn = std::function<TensorList(const TensorList& inputs)>;
 // until then.
 TensorList checkpoint(const RegionFn& fn, const TensorList& inputs);
 
+// Selective recomputation: `t` = fn(inputs), something cheap to compute and large to keep (a
+// norm's or an activation function's output feeding a GEMM), is not kept by the ops that save it
+// for the backward; each computes it again from `inputs` (saved, with their versions checked)
+// when its backward runs, under the grad-free autocast state of now, so the values are the same.
+// A cast of `t` (autocast's, before a GEMM) is recomputed the same way. The inputs must be
+// kept anyway (the op that made `t` saves them) or the saving is smaller.
+//   Tensor h = layer_norm(x, w, b, eps);
+//   autograd::recompute_when_saved(h, {x, w, b}, [eps](const TensorList& in) { return layer_norm(in[0], in[1], in[2], eps); });
+void recompute_when_saved(const Tensor& t, const TensorList& inputs, RegionFn fn);
+// The recipe of a tensor marked by recompute_when_saved (or a cast of one), null otherwise.
+std::function<Tensor()> recompute_recipe(const Tensor& t);
+// Marks `t` as recomputed by `recipe` (what recompute_when_saved does with its inputs bound).
+void set_recompute_recipe(const Tensor& t, std::function<Tensor()> recipe);
+
 }  // namespace trireme::autograd

@@ -14,7 +14,21 @@ std::atomic<uint64_t> next_sequence_nr{0};
 Node::Node(std::string name, uint32_t num_outputs)
     : name_(std::move(name)), num_outputs_(num_outputs), sequence_nr_(next_sequence_nr++) {}
 
+SavedTensor::SavedTensor(const Tensor& t) {
+  if (!t.defined()) return;
+  if (t.impl()->autograd && t.impl()->autograd->recompute) {
+    recompute_ = t.impl()->autograd->recompute;
+    return;
+  }
+  tensor_ = t.detach();
+  version_ = t.version();
+}
+
 const Tensor& SavedTensor::unpack(const std::string& node_name) const {
+  if (recompute_) {
+    if (!recomputed_.defined()) recomputed_ = recompute_();
+    return recomputed_;
+  }
   TRIREME_CHECK(tensor_.defined(), node_name, ": a saved tensor was already freed (call backward with ",
                 "retain_graph=true to backward through the graph a second time)");
   TRIREME_CHECK(tensor_.version() == version_, node_name, ": a tensor of shape ", tensor_.sizes(),

@@ -51,19 +51,22 @@ class Node {
 };
 
 // A tensor saved for backward, with the version it had then. Stored detached (no grad_fn), so a
-// node that saves its own output makes no reference cycle.
+// node that saves its own output makes no reference cycle. A tensor marked for selective
+// recomputation (recompute_when_saved, checkpoint.h) is saved as its recipe instead and computed
+// again, once, when the backward first unpacks it.
 class SavedTensor {
  public:
   SavedTensor() = default;
-  explicit SavedTensor(const Tensor& t) : tensor_(t.defined() ? t.detach() : Tensor()),
-                                          version_(t.defined() ? t.version() : 0) {}
+  explicit SavedTensor(const Tensor& t);
   // Throws if the tensor was modified in place since it was saved.
   const Tensor& unpack(const std::string& node_name) const;
-  bool defined() const { return tensor_.defined(); }
+  bool defined() const { return tensor_.defined() || recompute_ != nullptr; }
 
  private:
   Tensor tensor_;
   uint64_t version_ = 0;
+  std::function<Tensor()> recompute_;
+  mutable Tensor recomputed_;
 };
 
 // The backward of one op as a lambda: saved tensors live in its captures, so releasing the

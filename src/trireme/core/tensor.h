@@ -115,6 +115,9 @@ struct AutogradMeta {
   uint32_t output_nr = 0;
   std::weak_ptr<autograd::Node> grad_accumulator;  // leaves: the node that accumulates .grad
   std::vector<GradReadyHook> grad_ready_hooks;
+  // Selective recomputation (autograd/checkpoint.h): how to compute this tensor again; the ops
+  // that save it for the backward keep this instead of its memory.
+  std::function<Tensor()> recompute;
 };
 
 struct TensorImpl {

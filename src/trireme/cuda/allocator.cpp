@@ -107,9 +107,14 @@ class CachingAllocator final : public Allocator {
       cudaGetLastError();
       size_t free_b = 0, total_b = 0;
       cudaMemGetInfo(&free_b, &total_b);
-      TRIREME_FAIL("out of CUDA memory on cuda:", d, " allocating ", nbytes, " bytes (", cudaGetErrorString(err),
-                   "): ", st.allocated, " bytes in tensors, ", st.reserved, " reserved by trireme, ", free_b,
-                   " free of ", total_b, " on the device");
+      auto gib = [](double b) { return str_cat(int64_t(b / double(1 << 30) * 100 + 0.5) / 100.0, " GiB"); };
+      // The cache was emptied before the retry, so the device's free memory is the largest block
+      // there could be; fragmentation inside the driver can make the largest one smaller still.
+      TRIREME_FAIL("out of CUDA memory on cuda:", d, " allocating ", gib(double(nbytes)), " (", cudaGetErrorString(err),
+                   "): allocated in tensors ", gib(double(st.allocated)), ", reserved by trireme ", gib(double(st.reserved)),
+                   " (cached free blocks given back and the allocation retried), free on the device ", gib(double(free_b)),
+                   " of ", gib(double(total_b)), "; `trireme estimate` shows what the run needs, and memory.recompute, ",
+                   "parallel.zero, a smaller train.batch_size or more parallel.micro_batches need less");
     }
     st.reserved += int64_t(size);
     return p;

@@ -301,9 +301,10 @@ std::vector<ConfigKey> build_schema() {
                  "GPU groups of one host: all-reduce, reduce-scatter and all-gather through the copy engines "
                  "instead of NCCL's kernels (auto: groups of 2 GPUs; on: 2 to 8; off: NCCL only)",
                  field(&T::parallel, &ParallelConfig::peer_allreduce)),
-      choice_key("memory.recompute", "none", {"none", "full"},
+      choice_key("memory.recompute", "none", {"none", "selective", "full"},
                  "activation recomputation: \"full\" keeps only each block's input and runs its forward again in "
-                 "the backward (less memory, one more forward; the same losses)",
+                 "the backward (less memory, one more forward); \"selective\" recomputes only the layer norms' and "
+                 "GELU's outputs (cheap, a third of the activations); the same losses either way",
                  field(&T::memory, &MemoryConfig::recompute)),
       integer_key("memory.recompute_layers", -1, closed(-1, kMaxLayers),
                   "with recompute: only the first N blocks of each pipeline stage (-1 = all)",

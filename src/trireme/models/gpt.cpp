@@ -222,6 +222,15 @@ Tensor GPT::forward_chunk(int chunk, const Tensor& input) {
   return pp.is_last(chunk) ? head(transformer->ln_f->forward(x)) : x;
 }
 
+void GPT::set_recompute(Recompute mode, int64_t layers) {
+  recompute_ = mode, recompute_layers_ = layers;
+  for (const auto& chunk : blocks_) {
+    for (size_t i = 0; i < chunk.size(); ++i) {
+      chunk[i]->set_selective_recompute(mode == Recompute::selective && (layers < 0 || int64_t(i) < layers));
+    }
+  }
+}
+
 Tensor GPT::run_block(size_t i, const std::shared_ptr<GPTBlock>& block, const Tensor& x,
                       std::function<Tensor(const Tensor&)> forward) const {
   const bool recompute =

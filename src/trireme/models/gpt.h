@@ -160,8 +160,11 @@ class GPT : public parallel::PipelineModel {
   // `layers` blocks of each chunk (all of them when layers < 0) run as checkpointed regions,
   // each keeping only its input while the step goes on and running its forward again inside the
   // backward. Dropout replays its masks, so the values are those without recomputation.
-  enum class Recompute { none, full };
-  void set_recompute(Recompute mode, int64_t layers = -1) { recompute_ = mode, recompute_layers_ = layers; }
+  // Under `selective` the blocks keep the GEMM outputs and recompute only their layer norms' and
+  // GELU's outputs inside the backward (GPTBlock::set_selective_recompute): cheap work, a third
+  // of a block's activations.
+  enum class Recompute { none, selective, full };
+  void set_recompute(Recompute mode, int64_t layers = -1);
 
   // Runs each block held as wrap(i, x, forward), i its index among the blocks of its chunk, which
   // must return forward(x): what a layout does around each block (ZeRO-3 gathers the block's

@@ -2,6 +2,7 @@
 #include "trireme/models/gpt_block.h"
 
 #include "trireme/models/gpt.h"
+#include "trireme/autograd/checkpoint.h"
 #include "trireme/ops/linalg.h"
 #include "trireme/ops/nn_functional.h"
 #include "trireme/ops/view.h"
@@ -76,14 +77,27 @@ Tensor GPTMLP::forward(const Tensor& x) {
   return finish(p);
 }
 
+namespace {
+Tensor gelu_recomputed_if(bool recompute, const Tensor& u, GeluApprox approx) {
+  Tensor a = gelu(u, approx);
+  if (recompute) {
+    autograd::recompute_when_saved(a, {u}, [approx](const autograd::TensorList& in) {
+      return autograd::TensorList{gelu(in[0], approx)};
+    });
+  }
+  return a;
+}
+}  // namespace
+
 PendingSum GPTMLP::start(const Tensor& x) {
   PendingSum p;
-  p.partial = c_proj->start(gelu(c_fc->forward(x), gelu_approx), p.work);
+  p.partial = c_proj->start(gelu_recomputed_if(recompute_gelu, c_fc->forward(x), gelu_approx), p.work);
   return p;
 }
 
 PendingSum GPTMLP::start_sp(const Tensor& x_rows, const Tensor& proj_bias, const Tensor& residual) {
-  const Tensor h = gelu(parallel::sp_column_parallel_linear(x_rows, c_fc->weight, c_fc->bias, c_fc->tp), gelu_approx);
+  const Tensor h = gelu_recomputed_if(
+      recompute_gelu, parallel::sp_column_parallel_linear(x_rows, c_fc->weight, c_fc->bias, c_fc->tp), gelu_approx);
   PendingSum p;
   p.partial = parallel::sp_row_parallel_linear_start(h, c_proj->weight, proj_bias, c_proj->tp, p.work, residual);
   return p;
@@ -99,9 +113,19 @@ GPTBlock::GPTBlock(const GPTConfig& c, parallel::TpGroup tp)
   mlp = register_module("mlp", std::make_shared<GPTMLP>(c.d_model, c.bias, c.dropout, c.gelu, tp));
 }
 
+Tensor GPTBlock::norm(const nn::LayerNorm& ln, const Tensor& x) const {
+  Tensor y = ln.forward(x);
+  if (selective_recompute_) {
+    autograd::recompute_when_saved(y, {x, ln.weight, ln.bias}, [eps = ln.eps](const autograd::TensorList& in) {
+      return autograd::TensorList{layer_norm(in[0], in[1], in[2], eps)};
+    });
+  }
+  return y;
+}
+
 Tensor GPTBlock::forward(const Tensor& x) {
-  Tensor h = x + attn->forward(ln_1->forward(x));
-  return h + mlp->forward(ln_2->forward(h));
+  Tensor h = x + attn->forward(norm(*ln_1, x));
+  return h + mlp->forward(norm(*ln_2, h));
 }
 
 std::vector<Tensor> GPTBlock::partial_grad_params() const {

@@ -84,6 +84,7 @@ class GPTMLP : public nn::Module {
                       const Tensor& residual = Tensor());  // as GPTAttention::start_sp
 
   GeluApprox gelu_approx;
+  bool recompute_gelu = false;  // selective recomputation: c_proj keeps GELU's input, not its output
   std::shared_ptr<parallel::ColumnParallelLinear> c_fc;  // d -> 4d
   std::shared_ptr<parallel::RowParallelLinear> c_proj;   // 4d -> d
   std::shared_ptr<nn::Dropout> dropout;
@@ -100,11 +101,19 @@ class GPTBlock : public nn::Module {
   Tensor forward_sp(const Tensor& x, int64_t B, int64_t T, bool sum_grads = true);
   // The parameters whose gradients are partial over tp under sequence parallelism.
   std::vector<Tensor> partial_grad_params() const;
+  // Selective recomputation (autograd::recompute_when_saved): the GEMMs after the layer norms and
+  // GELU keep those functions' inputs, and the backward computes their outputs again (the
+  // layer norms' only off the sequence-parallel path, where an all-gather sits between).
+  void set_selective_recompute(bool on) { selective_recompute_ = on, mlp->recompute_gelu = on; }
 
   std::shared_ptr<nn::LayerNorm> ln_1;
   std::shared_ptr<GPTAttention> attn;
   std::shared_ptr<nn::LayerNorm> ln_2;
   std::shared_ptr<GPTMLP> mlp;
+
+ private:
+  Tensor norm(const nn::LayerNorm& ln, const Tensor& x) const;
+  bool selective_recompute_ = false;
 };
 
 }  // namespace trireme::models

@@ -1,6 +1,7 @@
 // Copies and conversions. Gradients flow through dtype and device conversions (converted back).
 #include "trireme/ops/copy.h"
 
+#include "trireme/autograd/checkpoint.h"
 #include "trireme/autograd/node.h"
 #include "trireme/core/device_copy.h"
 #include "trireme/kernels/elementwise.h"
@@ -36,6 +37,10 @@ Tensor to_dtype(const Tensor& t, DType dtype) {
   copy_kernel(t, out);
   if (any_requires_grad({&t}) && is_floating(dtype)) {
     record("to_dtype", {&t}, {&out}, [from = t.dtype()](const TensorList& g) -> TensorList { return {to_dtype(g[0], from)}; });
+  }
+  // A cast of a recomputed tensor (autocast's before a GEMM) is recomputed too.
+  if (auto recipe = autograd::recompute_recipe(t)) {
+    autograd::set_recompute_recipe(out, [recipe = std::move(recipe), dtype] { return to_dtype(recipe(), dtype); });
   }
   return out;
 }

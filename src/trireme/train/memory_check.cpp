@@ -110,7 +110,10 @@ std::string lighter_alternatives(const io::TrainConfig& cfg, int64_t vocab_size,
     options.push_back({std::move(change), c});
   };
   const auto& p = cfg.parallel;
-  if (cfg.memory.recompute == "none") add("memory.recompute = \"full\"", [](auto& c) { c.memory.recompute = "full"; });
+  if (cfg.memory.recompute == "none") {
+    add("memory.recompute = \"selective\"", [](auto& c) { c.memory.recompute = "selective"; });
+  }
+  if (cfg.memory.recompute != "full") add("memory.recompute = \"full\"", [](auto& c) { c.memory.recompute = "full"; });
   for (int64_t stage = p.zero + 1; p.dp > 1 && stage <= (p.pp > 1 ? 2 : 3); ++stage) {
     add(str_cat("parallel.zero = ", stage), [stage](auto& c) { c.parallel.zero = stage; });
   }

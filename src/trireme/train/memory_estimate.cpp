@@ -19,10 +19,12 @@ namespace {
 // The norms' part sits outside the tensor-parallel regions: replicated over tp (Korthikanti et
 // al., "Reducing Activation Recomputation in Large Transformer Models", 2022, count the same
 // pieces).
-double block_activation_bytes_per_token(double d, double heads, double tp, bool sp, double elt) {
+// Selective recomputation keeps neither GELU's output (4 d of the inside) nor, off the sequence-
+// parallel path, the norms' outputs.
+double block_activation_bytes_per_token(double d, double heads, double tp, bool sp, double elt, bool selective) {
   // Sequence parallelism splits the norms' inputs; their outputs are kept as the column-parallel
   // layers gathered them, whole.
-  const double norm_inputs = 2 * d, norm_outputs = 2 * d, inside = 12.5 * d;
+  const double norm_inputs = 2 * d, norm_outputs = selective && !sp ? 0 : 2 * d, inside = (selective ? 8.5 : 12.5) * d;
   return elt * ((sp ? norm_inputs / tp : norm_inputs) + norm_outputs + inside / tp) + 4 * heads / tp;
 }
 
@@ -60,7 +62,8 @@ std::vector<MemoryEstimate> estimate_training_memory_per_rank(const io::TrainCon
   const bool sp = p.sequence_parallel && tp > 1;
   const double micro_tokens = double(cfg.train.batch_size) / (double(dp) * double(std::max<int64_t>(p.micro_batches, 1))) * T;
   const double state_per_param = cfg.optim.name == "adamw" ? 8 : (cfg.optim.momentum > 0 ? 4 : 0);
-  const double per_block = block_activation_bytes_per_token(d, heads, tp, sp, elt);
+  const double per_block = block_activation_bytes_per_token(d, heads, tp, sp, elt, false);
+  const double per_selective_block = block_activation_bytes_per_token(d, heads, tp, sp, elt, true);
 
   // Which blocks each pipeline rank holds: chunk c of rank r is virtual stage c pp + r. A model
   // with fewer layers than stages is refused by the config; count none rather than fail here.
@@ -105,14 +108,15 @@ std::vector<MemoryEstimate> estimate_training_memory_per_rank(const io::TrainCon
     // next one's gather under way: two at a time); the rest of the model stays whole.
     if (p.zero == 3) e.weight_bytes = 4 * e.parameters - layers * block_bytes * (1 - 1.0 / dp) + std::min(layers, 2.0) * block_bytes;
 
-    // Recomputed blocks keep only their input (the f32 residual stream, sp: this rank's rows).
-    const double recompute_per_chunk =
-        cfg.memory.recompute == "full"
-            ? (cfg.memory.recompute_layers < 0 ? layers_per_chunk
-                                               : std::min(layers_per_chunk, double(cfg.memory.recompute_layers)))
-            : 0;
-    const double kept_per_token =
-        per_block * (layers_per_chunk - recompute_per_chunk) + 4 * (sp ? d / tp : d) * recompute_per_chunk;
+    // Recomputed blocks keep only their input (the f32 residual stream, sp: this rank's rows);
+    // selectively recomputed ones all but their norms' and GELU's outputs.
+    const double recomputed = cfg.memory.recompute_layers < 0
+                                  ? layers_per_chunk
+                                  : std::min(layers_per_chunk, double(cfg.memory.recompute_layers));
+    const double recompute_per_chunk = cfg.memory.recompute == "full" ? recomputed : 0;
+    const double selective_per_chunk = cfg.memory.recompute == "selective" ? recomputed : 0;
+    const double kept_per_token = per_block * (layers_per_chunk - recompute_per_chunk - selective_per_chunk) +
+                                  per_selective_block * selective_per_chunk + 4 * (sp ? d / tp : d) * recompute_per_chunk;
     const double in_flight = chunk_forwards_in_flight(p, r, v);
     // The f32 logits and, as the backward starts, their gradient; the last recomputed block
     // replays while one of the two is still alive.

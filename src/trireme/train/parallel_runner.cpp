@@ -111,7 +111,9 @@ class ParallelRunner : public StepRunner {
     // On the device before the executor (its buffers follow the parameters), the Reducer and
     // the optimizers: their buckets and state live there.
     if (!job_->device.is_cpu()) model_->to(job_->device);
-    model_->set_recompute(cfg.memory.recompute == "full" ? models::GPT::Recompute::full : models::GPT::Recompute::none,
+    model_->set_recompute(cfg.memory.recompute == "full"        ? models::GPT::Recompute::full
+                          : cfg.memory.recompute == "selective" ? models::GPT::Recompute::selective
+                                                                : models::GPT::Recompute::none,
                           cfg.memory.recompute_layers);
     if (L.pp > 1) {
       pipe_ = std::make_unique<parallel::PipelineExecutor>(model_, ctx());
