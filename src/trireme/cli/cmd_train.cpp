@@ -13,6 +13,7 @@
 #include "trireme/dist/env.h"
 #include "trireme/dist/launcher.h"
 #include "trireme/io/config.h"
+#include "trireme/plan/planner.h"
 #include "trireme/train/memory_check.h"
 #include "trireme/train/progress.h"
 #include "trireme/train/run_dir.h"
@@ -67,6 +68,18 @@ int launch_ranks(const Options& opt, const io::TrainConfig& tc) {
   if (opt.resume) launch.command.push_back("--resume");
   if (opt.overwrite) launch.command.push_back("--overwrite");
   return dist::launch_main(launch);
+}
+
+// parallel.auto: the planner's best layout for the processes this run has (--nproc N, else the
+// launcher's world size), logged with its prediction; every rank plans alike (the same inputs).
+io::Config apply_auto_layout(Options& opt, const io::Config& cfg) {
+  const dist::DistEnv env = dist::dist_env_from_environment();
+  const int64_t devices = opt.nproc > 0 ? opt.nproc : env.world_size;
+  const plan::AutoPlan a = plan::auto_plan(cfg, devices, 0);
+  if (env.rank == 0) std::fprintf(stderr, "%s\n", a.log_line.c_str());
+  for (const auto& o : a.overrides) opt.overrides.push_back(o);
+  return opt.config.empty() ? io::Config::parse("", "defaults", opt.overrides)
+                            : io::Config::load(opt.config, opt.overrides);
 }
 
 int run_training(const Options& opt, const io::Config& cfg) {
@@ -134,6 +147,7 @@ Command add_train_command(CLI::App& root) {
             try {
               cfg = opt->config.empty() ? io::Config::parse("", "defaults", opt->overrides)
                                         : io::Config::load(opt->config, opt->overrides);
+              if (cfg.get_bool("parallel.auto")) cfg = apply_auto_layout(*opt, cfg);
               if (opt->print_config) {
                 std::printf("%s", cfg.to_toml().c_str());
                 return kExitOk;

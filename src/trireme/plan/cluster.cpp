@@ -1,20 +1,16 @@
 // Cluster descriptions: the TOML reader, the presets and this machine (see cluster.h).
 #include "trireme/plan/cluster.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
 #include <optional>
 #include <sstream>
-#include <thread>
 
-#include "trireme/core/device.h"
 #include "trireme/io/config.h"
 #include "trireme/io/toml_repaired.h"
-#include "trireme/train/memory_check.h"
+#include "trireme/runtime/cpu_threads.h"
 
 namespace trireme::plan {
 
@@ -174,7 +170,7 @@ ClusterSpec parse_cluster(const std::string& toml_text, const std::string& sourc
   r.only("device", {"name", "memory_gib", "memory_bandwidth_gbs", "tflops_f32", "tflops_bf16", "tflops_f16"});
   r.only("intra_node", {"bandwidth_gbs", "latency_us"});
   r.only("inter_node", {"bandwidth_gbs", "latency_us"});
-  r.only("efficiency", {"matmul", "memory", "link", "dp_overlap"});
+  r.only("efficiency", {"matmul", "memory", "link", "dp_overlap", "launch_us"});
   ClusterSpec c;
   c.source = source;
   c.name = r.text("name", source);
@@ -203,6 +199,7 @@ ClusterSpec parse_cluster(const std::string& toml_text, const std::string& sourc
   c.efficiency.memory = share("efficiency.memory", c.efficiency.memory);
   c.efficiency.link = share("efficiency.link", c.efficiency.link);
   c.efficiency.dp_overlap = share("efficiency.dp_overlap", c.efficiency.dp_overlap);
+  c.efficiency.launch_us = r.number("efficiency.launch_us", false, true).value_or(c.efficiency.launch_us);
   r.finish();
   return c;
 }
@@ -254,10 +251,19 @@ ClusterSpec cluster_preset(const std::string& name, int64_t nodes) {
 
 ClusterSpec this_machine_cluster(int64_t processes) {
   TRIREME_CHECK(processes >= 1, "this_machine_cluster: needs at least one process, got ", processes);
-  cpu_set_t set;
-  int cores = int(std::max(1u, std::thread::hardware_concurrency()));
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) cores = std::max(1, CPU_COUNT(&set));
-  const double memory = train::available_memory(Device::cpu()).value_or(8.0 * double(1ull << 30));
+  const int cores = std::max(1, runtime::available_cpus());
+  // The machine's total memory, not what is free now: every rank of a job plans alike.
+  double memory = 8.0 * double(1ull << 30);
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  while (meminfo >> key >> kib) {
+    if (key == "MemTotal:") {
+      memory = kib * 1024;
+      break;
+    }
+    meminfo.ignore(1 << 10, '\n');
+  }
   ClusterSpec c;
   c.name = "this machine";
   c.nodes = 1;
@@ -272,7 +278,7 @@ ClusterSpec this_machine_cluster(int64_t processes) {
   c.device.tflops_bf16 = c.device.tflops_f16 = c.device.tflops_f32 / 2;  // converted to f32 for the products
   c.device.memory_bandwidth_gbs = 10 * per_process_cores;
   c.intra_node = {2, 50};  // Gloo over loopback TCP
-  c.efficiency = {0.5, 0.7, 1.0, 0.5};
+  c.efficiency = {0.5, 0.7, 1.0, 0.5, 2};
   c.source = "default CPU figures (run trireme plan --calibrate to measure this machine)";
   return c;
 }

@@ -29,6 +29,7 @@
 //   memory = 0.7                           # of memory_bandwidth_gbs, by memory-bound kernels
 //   link = 0.8                             # of the links' bandwidth, by collectives
 //   dp_overlap = 0.8                       # of the data-parallel reduction hidden behind the backward
+//   launch_us = 5                          # microseconds each op costs besides its work
 #pragma once
 
 #include <cstdint>
@@ -54,6 +55,7 @@ struct DeviceSpec {
 
 struct Efficiency {
   double matmul = 0.6, memory = 0.7, link = 0.8, dp_overlap = 0.8;
+  double launch_us = 5;  // fixed cost of each op the model runs (kernel launch, dispatch)
 };
 
 struct ClusterSpec {

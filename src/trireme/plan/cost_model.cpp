@@ -81,7 +81,8 @@ PlanCost predict(const PlanInputs& in, const Layout& l) {
     const double mem_share = sp ? 1 / tp : (1 + 1 / tp) / 2;
     double bytes = L * mc.block_memory_bytes_per_token(d, elt) * mem_share * (recompute ? 1 + mc.forward_share : 1);
     if (last) bytes += mc.head_memory_bytes_per_token(d, V, elt) / tp;
-    const double compute = tokens_mb * (flops / flops_rate + bytes / mem_rate);
+    const double kernels = L * mc.block_kernels * (recompute ? 1 + mc.forward_share : 1) + (last ? mc.head_kernels : 0);
+    const double compute = tokens_mb * (flops / flops_rate + bytes / mem_rate) + kernels * eff.launch_us * 1e-6;
     // Two all-reduces forward and two backward per block (recomputation repeats the forward's);
     // the backward's overlap the weight-gradient products (a third of the block's products).
     double tp_s = 0;

@@ -86,6 +86,8 @@ ModelCosts measure_model_costs(const io::ModelConfig& m) {
   const double m1 = b1.total.memory_bytes / kTokens, m2 = b2.total.memory_bytes / kTokens;
   c.block_mem_d = (m2 - m1) / (d2 - d1);
   c.block_mem_1 = m1 - c.block_mem_d * d1;
+  auto kernels = [](const OpCounts& o) { return double(o.matmul_calls + o.attention_calls + o.memory_calls); };
+  c.block_kernels = kernels(b2.total);
   c.forward_share = b2.total.flops() > 0 ? b2.forward.flops() / b2.total.flops() : 1.0 / 3;
   const double predicted3 = c.block_flops_per_token(d3, double(kSeq)) * kTokens;
   c.fit_error = b3.total.flops() > 0 ? std::abs(predicted3 - b3.total.flops()) / b3.total.flops() : 0;
@@ -99,6 +101,7 @@ ModelCosts measure_model_costs(const io::ModelConfig& m) {
                hm2 = (g2.total.memory_bytes - b1.total.memory_bytes) / kTokens;
   c.head_mem_v = (hm2 - hm1) / (v2 - v1);
   c.head_mem_d = std::max(0.0, (hm1 - c.head_mem_v * v1) / d1);
+  c.head_kernels = std::max(0.0, kernels(g1.total) - kernels(b1.total));
   return c;
 }
 

@@ -25,6 +25,7 @@ struct ModelCosts {
   double block_mem_d = 0, block_mem_1 = 0; // e, f: f32 bytes
   double head_dv = 0, head_d = 0;          // h, k
   double head_mem_v = 0, head_mem_d = 0;   // bytes of the head's and loss's memory-bound ops
+  double block_kernels = 0, head_kernels = 0;  // ops counted per forward and backward (launch overheads)
   double forward_share = 1.0 / 3;          // the forward's share of a block's products
   double fit_error = 0;                    // |predicted - counted| / counted at a shape not fitted
 

@@ -1,0 +1,54 @@
+// Calibration of this machine for the planner: GEMM throughput at the shapes the model runs,
+// memory bandwidth, and the Gloo collectives (all-reduce, reduce-scatter, all-gather, send/recv)
+// between 2 processes over a few message sizes; saved as a profile keyed by a fingerprint of the
+// machine (CPU model, cores, trireme, OpenBLAS and Gloo versions) and reused while it matches.
+//
+//   MachineProfile p = calibrate_machine(tc, path);          // measures (well under a minute), saves
+//   auto q = load_profile(path, true);                       // io::ConfigError if from another machine
+//   ClusterSpec c = this_machine_cluster(2); apply_profile(c, *q, 2);
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trireme/io/config.h"
+#include "trireme/plan/cluster.h"
+
+namespace trireme::plan {
+
+struct CollectiveSample {
+  std::string op;  // "all_reduce", "reduce_scatter", "all_gather", "send_recv"
+  double bytes = 0, seconds = 0;
+};
+
+struct MachineProfile {
+  std::string fingerprint;
+  int64_t cores = 0;
+  int64_t processes = 2;     // the calibration's processes, each with cores / processes threads
+  double gemm_gflops = 0;    // per process, the model's products at one micro-batch's shapes
+  double memory_gbs = 0;     // per process, a large elementwise add
+  LinkSpec link;             // fitted to the all-reduce samples (ring: 2 (p-1)/p bytes / bw + latency)
+  std::vector<CollectiveSample> collectives;
+};
+
+// "cpu=...; cores=N; trireme=...; openblas=...; gloo=..."
+std::string machine_fingerprint();
+// $TRIREME_CACHE_DIR, else $XDG_CACHE_HOME/trireme, else ~/.cache/trireme: plan_profile.json.
+std::string default_profile_path();
+
+// The profile at `path`; nullopt when there is none and it is not `required`. A profile of
+// another machine (or unreadable) is refused with io::ConfigError saying why and what to run.
+std::optional<MachineProfile> load_profile(const std::string& path, bool required);
+void save_profile(const std::string& path, const MachineProfile& p);
+// The profile's measured figures in place of this machine's defaults, for `processes` processes.
+void apply_profile(ClusterSpec& c, const MachineProfile& p, int64_t processes);
+std::string describe_profile(const MachineProfile& p);
+
+// Measures this machine for tc's model and saves the profile at `path`. The collectives run in
+// 2 processes started through the launcher (this program's `plan --calibrate-worker`).
+MachineProfile calibrate_machine(const io::TrainConfig& tc, const std::string& path);
+// One rank of the collectives' measurement; rank 0 writes the samples to `out_path` as JSON.
+int calibrate_collectives_worker(const std::string& out_path);
+
+}  // namespace trireme::plan

@@ -1,0 +1,158 @@
+// Inputs, explanation and the parallel.auto choice (see planner.h).
+#include "trireme/plan/planner.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <mutex>
+
+#include "trireme/train/memory_check.h"
+
+namespace trireme::plan {
+
+namespace {
+
+std::string percent(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.0f%%", 100 * x);
+  return buf;
+}
+
+std::string seconds(double s) {
+  char buf[32];
+  if (s >= 1) std::snprintf(buf, sizeof(buf), "%.2f s", s);
+  else if (s >= 1e-3) std::snprintf(buf, sizeof(buf), "%.1f ms", s * 1e3);
+  else std::snprintf(buf, sizeof(buf), "%.0f us", s * 1e6);
+  return buf;
+}
+
+struct NamedPart {
+  const char* name;
+  double StepParts::*part;
+};
+const NamedPart kParts[] = {{"compute", &StepParts::compute},       {"tp all-reduces", &StepParts::tp_comm},
+                            {"the pipeline bubble", &StepParts::bubble}, {"pipeline sends", &StepParts::pp_comm},
+                            {"dp reduction", &StepParts::dp_comm},     {"the optimizer step", &StepParts::optimizer}};
+
+// "+12 ms in tp all-reduces (41% of its step)": where a plan loses most against the best.
+std::string where_it_loses(const PlanCost& c, const PlanCost& best) {
+  const NamedPart* worst = &kParts[0];
+  double most = -1e300;
+  for (const auto& p : kParts) {
+    const double diff = c.parts.*(p.part) - best.parts.*(p.part);
+    if (diff > most) most = diff, worst = &p;
+  }
+  return str_cat("+", seconds(most), " in ", worst->name, " (", percent(c.parts.*(worst->part) / c.step_s),
+                 " of its step)");
+}
+
+int64_t largest_divisor_at_most(int64_t n, int64_t also_divides, int64_t cap) {
+  for (int64_t t = std::min(n, cap); t >= 1; --t)
+    if (n % t == 0 && also_divides % t == 0) return t;
+  return 1;
+}
+
+}  // namespace
+
+PlanInputs plan_inputs(const io::Config& config, const ClusterSpec& cluster, int64_t vocab) {
+  PlanInputs in;
+  in.train = config.resolve();
+  in.vocab = vocab;
+  in.cluster = cluster;
+  // Counting runs the model's pieces: once per model structure in this process.
+  static std::mutex mu;
+  static std::map<std::pair<bool, bool>, ModelCosts> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_pair(in.train.model.bias, in.train.model.tie_embeddings);
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, measure_model_costs(in.train.model)).first;
+  in.costs = it->second;
+  return in;
+}
+
+std::string explain_plans(const io::Config& config, const PlanInputs& in, const SearchResult& r, int64_t devices) {
+  if (r.plans.empty()) return r.impossible + "\n";
+  const Plan& best = r.plans[0];
+  const PlanCost& c = best.cost;
+  std::string out = str_cat("The best plan, ", best.layout.describe(), ": ", seconds(c.step_s), " per step, bound by ",
+                            c.binding, ".\n");
+  out += str_cat("  memory: ", train::format_bytes(c.peak_bytes), " of ", train::format_bytes(c.capacity_bytes), " (",
+                 percent(c.peak_bytes / c.capacity_bytes), ") per device");
+  out += c.peak_bytes > 0.85 * c.capacity_bytes ? ": memory nearly binds too\n" : "\n";
+  for (const auto& p : kParts) {
+    const double s = c.parts.*(p.part);
+    if (s > 0) out += str_cat("  ", p.name, ": ", seconds(s), " (", percent(s / c.step_s), ")\n");
+  }
+  for (size_t i = 1; i < r.plans.size(); ++i) {
+    const Plan& p = r.plans[i];
+    out += str_cat("#", i + 1, " ", p.layout.describe(), " is ", percent(p.cost.step_s / c.step_s - 1), " slower: ",
+                   where_it_loses(p.cost, c), "\n");
+  }
+  for (const Plan& p : r.faster_unfit) {
+    out += str_cat("faster but does not fit: ", p.layout.describe(), " (", seconds(p.cost.step_s), ") needs ",
+                   train::format_bytes(p.cost.peak_bytes), " per device\n");
+  }
+  // The layouts people reach for first.
+  const io::TrainConfig& tc = in.train;
+  std::vector<std::pair<std::string, Layout>> known;
+  if (tc.train.batch_size % devices == 0) known.push_back({"all data parallel", Layout{.dp = devices}});
+  const int64_t node = std::min(devices, in.cluster.devices_per_node);
+  const int64_t tp_node = largest_divisor_at_most(tc.model.n_head, devices, node);
+  if (tp_node > 1 && tc.train.batch_size % (devices / tp_node) == 0)
+    known.push_back({str_cat("tp=", tp_node, " inside a node"), Layout{.dp = devices / tp_node, .tp = tp_node}});
+  if (devices > in.cluster.devices_per_node) {
+    const int64_t tp_wide = largest_divisor_at_most(tc.model.n_head, devices, devices);
+    if (tp_wide > in.cluster.devices_per_node && tc.train.batch_size % (devices / tp_wide) == 0)
+      known.push_back({str_cat("tp=", tp_wide, " across nodes"), Layout{.dp = devices / tp_wide, .tp = tp_wide}});
+  }
+  if (devices > 1 && devices <= tc.model.n_layer && tc.train.batch_size % devices == 0)
+    known.push_back({"all pipeline", Layout{.pp = devices, .micro_batches = tc.train.batch_size}});
+  for (const auto& [name, l] : known) {
+    if (l == best.layout) {
+      out += str_cat(name, " (", l.describe(), ") is the plan.\n");
+      continue;
+    }
+    const std::string invalid = validate_layout(config, l);
+    if (!invalid.empty()) {
+      out += str_cat(name, " (", l.describe(), ") is not a valid layout: ", invalid.substr(0, invalid.find('\n')), "\n");
+      continue;
+    }
+    const PlanCost k = predict(in, l);
+    if (!k.fits) {
+      out += str_cat(name, " (", l.describe(), ") does not fit: it needs ", train::format_bytes(k.peak_bytes),
+                     " per device\n");
+      continue;
+    }
+    out += str_cat(name, " (", l.describe(), ") is ", percent(k.step_s / c.step_s - 1), " slower: ",
+                   where_it_loses(k, c), "\n");
+  }
+  return out;
+}
+
+ClusterSpec cluster_for_training(const io::TrainConfig& tc, int64_t devices) {
+  if (tc.train.device == "cpu") return this_machine_cluster(devices);
+  ClusterSpec c = cluster_preset("h100-nvlink", 1);
+  c.devices_per_node = devices;
+  return c;
+}
+
+AutoPlan auto_plan(const io::Config& config, int64_t devices, int64_t vocab) {
+  const io::TrainConfig tc = config.resolve();
+  const PlanInputs in = plan_inputs(config, cluster_for_training(tc, devices), vocab);
+  const SearchResult r = search_plans(config, in, devices, 1);
+  if (r.plans.empty())
+    throw io::ConfigError(str_cat("parallel.auto: ", r.impossible, "; run trireme plan for the details"));
+  AutoPlan a;
+  a.plan = r.plans[0];
+  a.overrides = a.plan.layout.overrides();
+  a.overrides.push_back("parallel.auto=false");
+  char tps[64];
+  std::snprintf(tps, sizeof(tps), "%.0f", a.plan.cost.tokens_per_s);
+  a.log_line = str_cat("parallel.auto: ", a.plan.layout.describe(), " of ", r.examined, " layouts on ",
+                       in.cluster.describe(), ": predicted ", seconds(a.plan.cost.step_s), " per step, ", tps,
+                       " tokens/s, ", train::format_bytes(a.plan.cost.peak_bytes), " peak per device (bound by ",
+                       a.plan.cost.binding, "; trireme plan --explain says why)");
+  return a;
+}
+
+}  // namespace trireme::plan
