@@ -168,7 +168,7 @@ Command add_plan_command(CLI::App& root) {
                 if (!opt->cluster_file.empty() || !opt->preset.empty())
                   throw io::ConfigError("--calibrate measures this machine; leave out --cluster and --preset");
                 const std::string path = opt->profile.empty() ? plan::default_profile_path() : opt->profile;
-                const plan::MachineProfile p = plan::calibrate_machine(cfg.resolve(), path);
+                const plan::MachineProfile p = plan::calibrate_machine(cfg.resolve(), opt->vocab, path);
                 std::printf("%s", plan::describe_profile(p).c_str());
                 std::printf("profile written to %s\n", path.c_str());
                 return kExitOk;

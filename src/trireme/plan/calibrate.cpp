@@ -17,6 +17,8 @@
 #include "trireme/dist/launcher.h"
 #include "trireme/dist/process_group_factory.h"
 #include "trireme/io/file_write.h"
+#include "trireme/models/gpt.h"
+#include "trireme/ops/op_count.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/factory.h"
 #include "trireme/ops/linalg.h"
@@ -127,6 +129,9 @@ std::optional<MachineProfile> load_profile(const std::string& path, bool require
     p.processes = j.at("processes").get<int64_t>();
     p.gemm_gflops = j.at("gemm_gflops").get<double>();
     p.memory_gbs = j.at("memory_gbs").get<double>();
+    p.block_gflops = j.value("block_gflops", 0.0);
+    p.head_gflops = j.value("head_gflops", 0.0);
+    p.measured_model = j.value("measured_model", std::string());
     p.link.bandwidth_gbs = j.at("link").at("bandwidth_gbs").get<double>();
     p.link.latency_us = j.at("link").at("latency_us").get<double>();
     for (const auto& c : j.at("collectives"))
@@ -151,6 +156,9 @@ void save_profile(const std::string& path, const MachineProfile& p) {
   j["processes"] = p.processes;
   j["gemm_gflops"] = p.gemm_gflops;
   j["memory_gbs"] = p.memory_gbs;
+  j["block_gflops"] = p.block_gflops;
+  j["head_gflops"] = p.head_gflops;
+  j["measured_model"] = p.measured_model;
   j["link"] = {{"bandwidth_gbs", p.link.bandwidth_gbs}, {"latency_us", p.link.latency_us}};
   j["collectives"] = nlohmann::json::array();
   for (const auto& c : p.collectives) j["collectives"].push_back({{"op", c.op}, {"bytes", c.bytes}, {"seconds", c.seconds}});
@@ -166,6 +174,8 @@ void apply_profile(ClusterSpec& c, const MachineProfile& p, int64_t processes) {
   c.device.tflops_f32 = p.gemm_gflops * 1e-3 * share;
   c.device.tflops_bf16 = c.device.tflops_f16 = c.device.tflops_f32 / 2;
   c.device.memory_bandwidth_gbs = p.memory_gbs * share;
+  c.device.achieved_block_flops = p.block_gflops * 1e9 * share;
+  c.device.achieved_head_flops = p.head_gflops * 1e9 * share;
   c.intra_node = p.link;
   c.efficiency.matmul = 1;  // measured throughput is achieved throughput
   c.efficiency.memory = 1;
@@ -182,6 +192,12 @@ std::string describe_profile(const MachineProfile& p) {
                 (long long)std::max<int64_t>(1, p.cores / p.processes), p.gemm_gflops, p.memory_gbs,
                 (long long)p.processes, p.link.bandwidth_gbs, p.link.latency_us);
   out += buf;
+  if (p.block_gflops > 0) {
+    std::snprintf(buf, sizeof(buf),
+                  "the model forward and backward (%s): a block %.1f GFLOP/s, embedding, head and loss %.1f GFLOP/s\n",
+                  p.measured_model.c_str(), p.block_gflops, p.head_gflops);
+    out += buf;
+  }
   for (const auto& c : p.collectives) {
     std::snprintf(buf, sizeof(buf), "  %-15s %10.0f bytes %10.1f us\n", c.op.c_str(), c.bytes, c.seconds * 1e6);
     out += buf;
@@ -189,7 +205,39 @@ std::string describe_profile(const MachineProfile& p) {
   return out;
 }
 
-MachineProfile calibrate_machine(const io::TrainConfig& tc, const std::string& path) {
+namespace {
+
+// The model at tc's shapes, with `layers` blocks, forward and backward on `rows` sequences:
+// seconds per run, and the FLOPs its ops count.
+std::pair<double, double> time_model(const io::TrainConfig& tc, int64_t vocab, int64_t layers, int64_t rows) {
+  models::GPTConfig c;
+  c.vocab_size = vocab;
+  c.block_size = tc.model.block_size;
+  c.n_layer = layers;
+  c.n_head = tc.model.n_head;
+  c.d_model = tc.model.d_model;
+  c.dropout = 0;
+  c.bias = tc.model.bias;
+  c.tie_embeddings = tc.model.tie_embeddings;
+  models::GPT gpt(c, 7);
+  std::vector<int64_t> ids(size_t(rows * c.block_size));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int64_t(i * 7919 % size_t(vocab));
+  const Tensor t = from_vector<int64_t>(ids, {rows, c.block_size});
+  auto step = [&] {
+    gpt.zero_grad();
+    gpt.loss(t, t).backward();
+  };
+  OpCounts counts;
+  {
+    OpCountScope scope(counts);
+    step();
+  }
+  return {time_per_run(step, 0.4), counts.flops()};
+}
+
+}  // namespace
+
+MachineProfile calibrate_machine(const io::TrainConfig& tc, int64_t vocab, const std::string& path) {
   MachineProfile p;
   p.fingerprint = machine_fingerprint();
   p.cores = runtime::available_cpus();
@@ -209,6 +257,20 @@ MachineProfile calibrate_machine(const io::TrainConfig& tc, const std::string& p
     const Tensor a = randn({int64_t(1) << 23}, gen), b = randn({int64_t(1) << 23}, gen);
     const double bytes = 3.0 * 4 * double(int64_t(1) << 23);
     p.memory_gbs = bytes / time_per_run([&] { (void)add(a, b); }, 0.3) / 1e9;
+
+    // The model itself at one micro-batch of 2 processes' data parallelism (fewer sequences when
+    // a step would take long): one block and two, the difference being a block.
+    const int64_t V = vocab > 0 ? vocab : (tc.data.tokenizer == "bpe" ? tc.data.bpe_vocab_size : 256);
+    int64_t seqs = std::max<int64_t>(1, tc.train.batch_size / p.processes);
+    while (seqs > 1 && seqs * tc.model.block_size > 2048) seqs /= 2;
+    const auto [t1, f1] = time_model(tc, V, 1, seqs);
+    const auto [t2, f2] = time_model(tc, V, 2, seqs);
+    const double block_s = t2 - t1, head_s = t1 - block_s;
+    if (block_s > 0 && f2 > f1) p.block_gflops = (f2 - f1) / block_s / 1e9;
+    if (head_s > 0 && f1 > f2 - f1) p.head_gflops = (f1 - (f2 - f1)) / head_s / 1e9;
+    if (p.block_gflops <= 0 || p.head_gflops <= 0) p.block_gflops = p.head_gflops = 0;  // too noisy to use
+    p.measured_model = str_cat("d_model=", tc.model.d_model, " n_head=", tc.model.n_head, " block_size=",
+                               tc.model.block_size, " vocab=", V, " rows=", seqs * tc.model.block_size);
   }
   // The collectives: two processes of this program.
   const fs::path dir = fs::temp_directory_path() / str_cat("trireme_calibrate_", ::getpid());

@@ -3,7 +3,7 @@
 // between 2 processes over a few message sizes; saved as a profile keyed by a fingerprint of the
 // machine (CPU model, cores, trireme, OpenBLAS and Gloo versions) and reused while it matches.
 //
-//   MachineProfile p = calibrate_machine(tc, path);          // measures (well under a minute), saves
+//   MachineProfile p = calibrate_machine(tc, vocab, path);   // measures (well under a minute), saves
 //   auto q = load_profile(path, true);                       // io::ConfigError if from another machine
 //   ClusterSpec c = this_machine_cluster(2); apply_profile(c, *q, 2);
 #pragma once
@@ -28,6 +28,10 @@ struct MachineProfile {
   int64_t processes = 2;     // the calibration's processes, each with cores / processes threads
   double gemm_gflops = 0;    // per process, the model's products at one micro-batch's shapes
   double memory_gbs = 0;     // per process, a large elementwise add
+  // Per process, the model itself forward and backward at one micro-batch: its counted FLOPs over
+  // the time a decoder block (and the embedding, head and loss) took, memory-bound ops included.
+  double block_gflops = 0, head_gflops = 0;
+  std::string measured_model;  // "d_model=128 n_head=4 block_size=64 vocab=256 rows=256"
   LinkSpec link;             // fitted to the all-reduce samples (ring: 2 (p-1)/p bytes / bw + latency)
   std::vector<CollectiveSample> collectives;
 };
@@ -47,7 +51,7 @@ std::string describe_profile(const MachineProfile& p);
 
 // Measures this machine for tc's model and saves the profile at `path`. The collectives run in
 // 2 processes started through the launcher (this program's `plan --calibrate-worker`).
-MachineProfile calibrate_machine(const io::TrainConfig& tc, const std::string& path);
+MachineProfile calibrate_machine(const io::TrainConfig& tc, int64_t vocab, const std::string& path);
 // One rank of the collectives' measurement; rank 0 writes the samples to `out_path` as JSON.
 int calibrate_collectives_worker(const std::string& out_path);
 

@@ -49,6 +49,9 @@ struct DeviceSpec {
   double memory_bandwidth_gbs = 0;
   double tflops_f32 = 0, tflops_bf16 = 0, tflops_f16 = 0;  // dense peak
   bool is_cpu = false;  // processes share the machine's cores and memory
+  // Measured by calibration (0: not measured): FLOP/s a decoder block and the head achieve, all
+  // their work included; in place of peak x efficiency and the memory-bound and launch terms.
+  double achieved_block_flops = 0, achieved_head_flops = 0;
   // The peak for train.precision ("f32", "bf16", "f16"), in FLOP/s.
   double peak_flops(const std::string& precision) const;
 };

@@ -82,7 +82,13 @@ PlanCost predict(const PlanInputs& in, const Layout& l) {
     double bytes = L * mc.block_memory_bytes_per_token(d, elt) * mem_share * (recompute ? 1 + mc.forward_share : 1);
     if (last) bytes += mc.head_memory_bytes_per_token(d, V, elt) / tp;
     const double kernels = L * mc.block_kernels * (recompute ? 1 + mc.forward_share : 1) + (last ? mc.head_kernels : 0);
-    const double compute = tokens_mb * (flops / flops_rate + bytes / mem_rate) + kernels * eff.launch_us * 1e-6;
+    double compute = tokens_mb * (flops / flops_rate + bytes / mem_rate) + kernels * eff.launch_us * 1e-6;
+    if (cl.device.achieved_block_flops > 0) {  // calibrated: the measured rates hold all the work
+      const double head = last ? mc.head_flops_per_token(d, V) / tp : 0;
+      compute = tokens_mb * ((flops - head) / cl.device.achieved_block_flops +
+                             head / (cl.device.achieved_head_flops > 0 ? cl.device.achieved_head_flops
+                                                                       : cl.device.achieved_block_flops));
+    }
     // Two all-reduces forward and two backward per block (recomputation repeats the forward's);
     // the backward's overlap the weight-gradient products (a third of the block's products).
     double tp_s = 0;
