@@ -2,6 +2,7 @@
 #include "trireme/plan/planner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -14,7 +15,7 @@ namespace {
 
 std::string percent(double x) {
   char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.0f%%", 100 * x);
+  std::snprintf(buf, sizeof(buf), std::abs(x) < 0.1 ? "%.1f%%" : "%.0f%%", 100 * x);
   return buf;
 }
 
@@ -92,39 +93,41 @@ std::string explain_plans(const io::Config& config, const PlanInputs& in, const 
     out += str_cat("faster but does not fit: ", p.layout.describe(), " (", seconds(p.cost.step_s), ") needs ",
                    train::format_bytes(p.cost.peak_bytes), " per device\n");
   }
-  // The layouts people reach for first.
+  // The splits people reach for first, each in its best variant (micro-batches, schedule, ZeRO,
+  // recomputation).
   const io::TrainConfig& tc = in.train;
-  std::vector<std::pair<std::string, Layout>> known;
-  if (tc.train.batch_size % devices == 0) known.push_back({"all data parallel", Layout{.dp = devices}});
+  struct Split {
+    std::string name;
+    int64_t dp, tp, pp;
+  };
+  std::vector<Split> known;
+  known.push_back({"all data parallel", devices, 1, 1});
   const int64_t node = std::min(devices, in.cluster.devices_per_node);
   const int64_t tp_node = largest_divisor_at_most(tc.model.n_head, devices, node);
-  if (tp_node > 1 && tc.train.batch_size % (devices / tp_node) == 0)
-    known.push_back({str_cat("tp=", tp_node, " inside a node"), Layout{.dp = devices / tp_node, .tp = tp_node}});
+  if (tp_node > 1) known.push_back({str_cat("tp=", tp_node, " inside a node"), devices / tp_node, tp_node, 1});
   if (devices > in.cluster.devices_per_node) {
     const int64_t tp_wide = largest_divisor_at_most(tc.model.n_head, devices, devices);
-    if (tp_wide > in.cluster.devices_per_node && tc.train.batch_size % (devices / tp_wide) == 0)
-      known.push_back({str_cat("tp=", tp_wide, " across nodes"), Layout{.dp = devices / tp_wide, .tp = tp_wide}});
+    if (tp_wide > in.cluster.devices_per_node)
+      known.push_back({str_cat("tp=", tp_wide, " across nodes"), devices / tp_wide, tp_wide, 1});
   }
-  if (devices > 1 && devices <= tc.model.n_layer && tc.train.batch_size % devices == 0)
-    known.push_back({"all pipeline", Layout{.pp = devices, .micro_batches = tc.train.batch_size}});
-  for (const auto& [name, l] : known) {
-    if (l == best.layout) {
-      out += str_cat(name, " (", l.describe(), ") is the plan.\n");
-      continue;
+  if (devices > 1) known.push_back({"all pipeline", 1, 1, devices});
+  for (const Split& k : known) {
+    const Plan* p = best_for_split(r, k.dp, k.tp, k.pp);
+    if (p == nullptr) {
+      out += str_cat(k.name, " (dp=", k.dp, " tp=", k.tp, " pp=", k.pp, ") is not a layout of this config: ",
+                     k.pp > tc.model.n_layer ? str_cat("more stages than model.n_layer = ", tc.model.n_layer)
+                     : tc.model.n_head % k.tp != 0 ? str_cat("tp does not divide model.n_head = ", tc.model.n_head)
+                                                   : str_cat("dp does not divide train.batch_size = ", tc.train.batch_size),
+                     "\n");
+    } else if (p->layout == best.layout) {
+      out += str_cat(k.name, " is the plan.\n");
+    } else if (!p->cost.fits) {
+      out += str_cat(k.name, " does not fit: its least, ", p->layout.describe(), ", needs ",
+                     train::format_bytes(p->cost.peak_bytes), " per device\n");
+    } else {
+      out += str_cat(k.name, " at its best (", p->layout.describe(), ") is ", percent(p->cost.step_s / c.step_s - 1),
+                     " slower: ", where_it_loses(p->cost, c), "\n");
     }
-    const std::string invalid = validate_layout(config, l);
-    if (!invalid.empty()) {
-      out += str_cat(name, " (", l.describe(), ") is not a valid layout: ", invalid.substr(0, invalid.find('\n')), "\n");
-      continue;
-    }
-    const PlanCost k = predict(in, l);
-    if (!k.fits) {
-      out += str_cat(name, " (", l.describe(), ") does not fit: it needs ", train::format_bytes(k.peak_bytes),
-                     " per device\n");
-      continue;
-    }
-    out += str_cat(name, " (", l.describe(), ") is ", percent(k.step_s / c.step_s - 1), " slower: ",
-                   where_it_loses(k, c), "\n");
   }
   return out;
 }

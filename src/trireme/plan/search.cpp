@@ -38,6 +38,12 @@ std::string splittable_counts_near(int64_t n, const std::function<bool(int64_t)>
 
 }  // namespace
 
+const Plan* best_for_split(const SearchResult& r, int64_t dp, int64_t tp, int64_t pp) {
+  for (const Plan& p : r.best_per_split)
+    if (p.layout.dp == dp && p.layout.tp == tp && p.layout.pp == pp) return &p;
+  return nullptr;
+}
+
 std::vector<Layout> enumerate_layouts(const io::TrainConfig& tc, int64_t devices) {
   std::vector<Layout> out;
   const auto& m = tc.model;
@@ -102,6 +108,19 @@ SearchResult search_plans(const io::Config& config, const PlanInputs& in_given, 
     r.plans.push_back(p);
   }
   std::sort(unfit.begin(), unfit.end(), by_time);
+  // Per split: the fastest fitting plan the config accepts, else the least memory.
+  auto same_split = [](const Layout& a, const Layout& b) { return a.dp == b.dp && a.tp == b.tp && a.pp == b.pp; };
+  for (const Plan& p : feasible) {
+    const bool seen = std::any_of(r.best_per_split.begin(), r.best_per_split.end(),
+                                  [&](const Plan& q) { return same_split(q.layout, p.layout); });
+    if (!seen && validate_layout(config, p.layout).empty()) r.best_per_split.push_back(p);
+  }
+  for (const Plan& p : unfit) {
+    auto it = std::find_if(r.best_per_split.begin(), r.best_per_split.end(),
+                           [&](const Plan& q) { return same_split(q.layout, p.layout); });
+    if (it == r.best_per_split.end()) r.best_per_split.push_back(p);
+    else if (!it->cost.fits && p.cost.peak_bytes < it->cost.peak_bytes) *it = p;
+  }
   for (const Plan& p : unfit) {
     if (r.faster_unfit.size() >= 3 || (!r.plans.empty() && p.cost.step_s >= r.plans[0].cost.step_s)) break;
     r.faster_unfit.push_back(p);

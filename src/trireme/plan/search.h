@@ -25,6 +25,9 @@ struct Plan {
 struct SearchResult {
   std::vector<Plan> plans;        // the fastest feasible plans, fastest first (at most `top`)
   std::vector<Plan> faster_unfit; // up to 3 layouts faster than plans[0] whose memory does not fit
+  // For each split dp x tp x pp: its fastest plan that fits (validated), or, when none fits, the
+  // one that needs the least memory; for explanations.
+  std::vector<Plan> best_per_split;
   int64_t examined = 0, unfit = 0, invalid = 0;
   double seconds = 0;
   std::string impossible;  // "" when a plan was found; else why none, and what would work
@@ -32,6 +35,9 @@ struct SearchResult {
 
 // The layouts the config's divisibility rules allow on `devices` devices (before memory).
 std::vector<Layout> enumerate_layouts(const io::TrainConfig& tc, int64_t devices);
+
+// The best_per_split entry for dp x tp x pp; nullptr when no layout has that split.
+const Plan* best_for_split(const SearchResult& r, int64_t dp, int64_t tp, int64_t pp);
 
 // `config` supplies the model, batch, optimizer and precision (its layout keys are replaced);
 // in.cluster the devices. Uses `devices` of them (0: all of the cluster).
