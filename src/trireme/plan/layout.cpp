@@ -1,19 +1,41 @@
 // Layouts and their config overrides (see layout.h).
 #include "trireme/plan/layout.h"
 
+#include <type_traits>
+
 namespace trireme::plan {
 
 const std::vector<int>& supported_zero_stages() {
+  // Stages 2 and 3 join this list (one entry each) when the trainer runs them.
   static const std::vector<int> stages = {0, 1};
   return stages;
 }
 
-std::string zero_override(int stage) {
-  TRIREME_CHECK(stage == 0 || stage == 1, "plan: ZeRO stage ", stage, " is not run by the trainer yet");
-  return stage == 1 ? "parallel.zero=true" : "parallel.zero=false";
+namespace {
+
+// parallel.zero is a boolean (stage 1) or a stage number, as the config's schema says.
+bool zero_key_is_boolean() {
+  for (const auto& k : io::train_config_schema())
+    if (k.path == "parallel.zero") return k.type == io::ConfigType::boolean;
+  return true;
 }
 
-void apply_zero(io::TrainConfig& tc, int stage) { tc.parallel.zero = stage >= 1; }
+}  // namespace
+
+std::string zero_override(int stage) {
+  TRIREME_CHECK(stage >= 0 && stage <= 3, "plan: ZeRO stage ", stage, " does not exist");
+  if (zero_key_is_boolean()) {
+    TRIREME_CHECK(stage <= 1, "plan: ZeRO stage ", stage, " is not run by the trainer yet");
+    return stage == 1 ? "parallel.zero=true" : "parallel.zero=false";
+  }
+  return str_cat("parallel.zero=", stage);
+}
+
+void apply_zero(io::TrainConfig& tc, int stage) {
+  using Zero = decltype(tc.parallel.zero);
+  if constexpr (std::is_same_v<Zero, bool>) tc.parallel.zero = stage >= 1;
+  else tc.parallel.zero = Zero(stage);
+}
 
 std::string Layout::describe() const {
   std::string out = str_cat("dp=", dp, " tp=", tp, sequence_parallel ? " sp" : "", " pp=", pp);
