@@ -155,7 +155,8 @@ Command add_plan_command(CLI::App& root) {
   app->add_option("--profile", opt->profile,
                   "the calibration profile to write or read (default: " + plan::default_profile_path() + ")");
   app->add_option("--measure", opt->measure,
-                  "run the top K plans for a few steps each on this machine and print predicted against measured "
+                  "run the top K plans and up to K of the other splits for a few steps each on this machine and print "
+                  "predicted against measured "
                   "step time and peak memory")
       ->check(CLI::Range(1, 32));
   app->add_option("--calibrate-worker", opt->calibrate_worker)->group("");  // a rank of --calibrate

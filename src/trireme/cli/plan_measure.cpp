@@ -86,8 +86,17 @@ int measure_plans(const std::string& config_path, const std::vector<std::string>
   int status = kExitOk;
   double sum_error = 0;
   int n = 0;
-  for (int i = 0; i < std::min<int>(k, int(r.plans.size())); ++i) {
-    const plan::Plan& p = r.plans[size_t(i)];
+  // The top k, then as many of the other splits' best plans as a sample of the rest.
+  std::vector<plan::Plan> chosen(r.plans.begin(), r.plans.begin() + std::min<size_t>(size_t(k), r.plans.size()));
+  const size_t top = chosen.size();
+  for (const plan::Plan& p : r.best_per_split) {
+    if (chosen.size() >= top + size_t(k)) break;
+    const bool taken = std::any_of(chosen.begin(), chosen.end(), [&](const plan::Plan& q) { return q.layout == p.layout; });
+    if (p.cost.fits && !taken) chosen.push_back(p);
+  }
+  for (int i = 0; i < int(chosen.size()); ++i) {
+    const plan::Plan& p = chosen[size_t(i)];
+    if (size_t(i) == top) std::printf("a sample of the other splits, each at its best:\n");
     const fs::path out = dir / str_cat("plan_", i + 1);
     std::vector<std::string> argv = {self_exe(), "train", "--nproc", std::to_string(p.layout.devices()), "--overwrite"};
     if (!config_path.empty()) argv.insert(argv.end(), {"--config", config_path});

@@ -7,7 +7,11 @@
 #include <map>
 #include <mutex>
 
+#include "trireme/core/device.h"
+#include "trireme/dist/env.h"
+#include "trireme/plan/calibrate.h"
 #include "trireme/train/memory_check.h"
+#include "trireme/train/throughput.h"
 
 namespace trireme::plan {
 
@@ -132,16 +136,40 @@ std::string explain_plans(const io::Config& config, const PlanInputs& in, const 
   return out;
 }
 
-ClusterSpec cluster_for_training(const io::TrainConfig& tc, int64_t devices) {
-  if (tc.train.device == "cpu") return this_machine_cluster(devices);
-  ClusterSpec c = cluster_preset("h100-nvlink", 1);
-  c.devices_per_node = devices;
+ClusterSpec cluster_for_training(const io::TrainConfig& tc, int64_t devices, int64_t devices_per_node) {
+  if (tc.train.device == "cpu") {
+    ClusterSpec c = this_machine_cluster(devices);
+    // A profile of this machine, when there is one; a stale one is no reason to stop training.
+    try {
+      if (auto profile = load_profile(default_profile_path(), false)) apply_profile(c, *profile, devices);
+    } catch (const io::ConfigError&) {
+    }
+    return c;
+  }
+  // A GPU the presets know by its CUDA name, else H100 figures with the device's own bf16 peak.
+  const std::optional<train::PeakFlops> peak = train::device_peak_flops(Device::cuda(0));
+  const std::string name = peak ? peak->device_name : "";
+  const char* preset = name.find("H200") != std::string::npos                                        ? "h200-nvlink"
+                       : name.find("A100") != std::string::npos && name.find("40GB") != std::string::npos ? "a100-40gb-nvlink"
+                       : name.find("A100") != std::string::npos && name.find("PCIe") != std::string::npos ? "a100-pcie"
+                       : name.find("A100") != std::string::npos                                        ? "a100-80gb-nvlink"
+                                                                                                       : "h100-nvlink";
+  const int64_t per_node = std::clamp<int64_t>(devices_per_node, 1, devices);
+  ClusterSpec c = cluster_preset(preset, (devices + per_node - 1) / per_node);
+  c.devices_per_node = per_node;
+  if (peak && name.find("H100") == std::string::npos && std::string(preset) == "h100-nvlink") {
+    c.device.name = name;
+    c.device.tflops_bf16 = c.device.tflops_f16 = peak->flops / 1e12;
+    c.source = str_cat("h100-nvlink figures with the ", name, "'s bf16 peak");
+  }
   return c;
 }
 
 AutoPlan auto_plan(const io::Config& config, int64_t devices, int64_t vocab) {
   const io::TrainConfig tc = config.resolve();
-  const PlanInputs in = plan_inputs(config, cluster_for_training(tc, devices), vocab);
+  const dist::DistEnv env = dist::dist_env_from_environment();
+  const int64_t per_node = env.world_size == devices ? env.local_world_size : devices;
+  const PlanInputs in = plan_inputs(config, cluster_for_training(tc, devices, per_node), vocab);
   const SearchResult r = search_plans(config, in, devices, 1);
   if (r.plans.empty())
     throw io::ConfigError(str_cat("parallel.auto: ", r.impossible, "; run trireme plan for the details"));

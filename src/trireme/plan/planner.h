@@ -22,10 +22,11 @@ PlanInputs plan_inputs(const io::Config& config, const ClusterSpec& cluster, int
 // that do not fit. Several lines, each ending in '\n'.
 std::string explain_plans(const io::Config& config, const PlanInputs& in, const SearchResult& r, int64_t devices);
 
-// The cluster a training run of `tc` on `devices` processes has: this machine's CPU processes
-// for train.device = "cpu", else a node of NVLink GPUs of the h100-nvlink preset's figures
-// (trireme plan --cluster plans for any other).
-ClusterSpec cluster_for_training(const io::TrainConfig& tc, int64_t devices);
+// The cluster a training run of `tc` on `devices` processes, `devices_per_node` of them per node,
+// has: this machine's CPU processes for train.device = "cpu" (calibrated when a profile of this
+// machine exists), else nodes of the preset GPU matching the CUDA device's name (H200, H100,
+// A100 80GB/40GB/PCIe; others: H100 figures with the device's bf16 peak).
+ClusterSpec cluster_for_training(const io::TrainConfig& tc, int64_t devices, int64_t devices_per_node);
 
 struct AutoPlan {
   Plan plan;
