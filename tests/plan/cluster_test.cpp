@@ -1,9 +1,10 @@
 // Cluster descriptions: the TOML file, its refusals naming the field, the presets and this machine.
+#include "trireme/plan/cluster.h"
+
 #include <gtest/gtest.h>
 
 #include "expect_error.h"
 #include "trireme/io/config.h"
-#include "trireme/plan/cluster.h"
 
 namespace trireme::plan {
 namespace {

@@ -10,8 +10,14 @@ namespace trireme::plan {
 namespace {
 
 TEST(Layout, OverridesResolveToTheLayout) {
-  const Layout l{.dp = 2, .tp = 1, .pp = 2, .micro_batches = 4, .schedule = "interleaved", .virtual_stages = 2,
-                 .zero_stage = 1, .recompute = "full"};
+  const Layout l{.dp = 2,
+                 .tp = 1,
+                 .pp = 2,
+                 .micro_batches = 4,
+                 .schedule = "interleaved",
+                 .virtual_stages = 2,
+                 .zero_stage = 1,
+                 .recompute = "full"};
   const io::Config c = io::Config::parse("", "t", {"model.n_layer=4", "train.batch_size=8"});
   ASSERT_EQ(validate_layout(c, l), "");
   const io::TrainConfig tc = io::Config::parse(c.to_toml(), "t", l.overrides()).resolve();
@@ -34,8 +40,9 @@ TEST(Layout, OnlyTheStagesTheTrainerRunsAreSearched) {
 }
 
 TEST(Explain, EachSplitInItsBestVariantOrWhyNot) {
-  const io::Config cfg = io::Config::parse("", "t", {"model.d_model=512", "model.n_layer=8", "model.n_head=8",
-                                                     "model.block_size=256", "train.batch_size=32"});
+  const io::Config cfg = io::Config::parse(
+      "", "t",
+      {"model.d_model=512", "model.n_layer=8", "model.n_head=8", "model.block_size=256", "train.batch_size=32"});
   ClusterSpec cluster = cluster_preset("a100-80gb-nvlink", 2);
   const PlanInputs in = plan_inputs(cfg, cluster, 0);
   const SearchResult r = search_plans(cfg, in, 16, 3);

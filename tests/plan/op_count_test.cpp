@@ -1,10 +1,11 @@
 // The ops' counting scope, and the model's costs fitted from it.
+#include "trireme/ops/op_count.h"
+
 #include <gtest/gtest.h>
 
 #include "trireme/core/rng.h"
 #include "trireme/ops/factory.h"
 #include "trireme/ops/linalg.h"
-#include "trireme/ops/op_count.h"
 #include "trireme/ops/reduce.h"
 #include "trireme/plan/model_costs.h"
 
@@ -36,8 +37,8 @@ TEST(OpCount, LinearAndBatchedProducts) {
   OpCounts c;
   {
     OpCountScope scope(c);
-    (void)linear(randn({2, 4, 8}, gen), randn({16, 8}, gen));     // 8 rows x 8 -> 16
-    (void)matmul(randn({3, 2, 4}, gen), randn({3, 4, 6}, gen));   // 3 products 2x4x6
+    (void)linear(randn({2, 4, 8}, gen), randn({16, 8}, gen));    // 8 rows x 8 -> 16
+    (void)matmul(randn({3, 2, 4}, gen), randn({3, 4, 6}, gen));  // 3 products 2x4x6
   }
   EXPECT_DOUBLE_EQ(c.matmul_flops, 2.0 * 8 * 16 * 8 + 3 * 2.0 * 2 * 4 * 6);
 }

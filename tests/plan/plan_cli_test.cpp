@@ -4,7 +4,6 @@
 
 #include <filesystem>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "cli/run_command.h"
@@ -25,8 +24,9 @@ fs::path temp_dir(const std::string& name) {
 }
 
 TEST(PlanCli, PresetTableAndExplanation) {
-  const auto r = run("plan --preset h100-nvlink --nodes 2 --top 3 --explain --set model.n_head=8 --set "
-                     "train.batch_size=64 --set train.precision=bf16");
+  const auto r =
+      run("plan --preset h100-nvlink --nodes 2 --top 3 --explain --set model.n_head=8 --set "
+          "train.batch_size=64 --set train.precision=bf16");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("2 nodes x 8 H100"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("run the best: --set parallel.dp="), std::string::npos) << r.out;
@@ -88,8 +88,10 @@ TEST(PlanCli, CalibrateWritesAProfileThatPlansThenUse) {
 
 TEST(PlanCli, AutoLayoutTrainsTwoProcessesAndMeasureReportsErrors) {
   const fs::path dir = temp_dir("auto");
-  auto r = run("train --nproc 2 --set parallel.auto=true --set train.steps=2 --set train.eval_interval=0 --set "
-               "schedule.warmup_steps=0 --set train.out_dir=" + (dir / "run").string() + kTiny);
+  auto r =
+      run("train --nproc 2 --set parallel.auto=true --set train.steps=2 --set train.eval_interval=0 --set "
+          "schedule.warmup_steps=0 --set train.out_dir=" +
+          (dir / "run").string() + kTiny);
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("parallel.auto: dp="), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("predicted"), std::string::npos) << r.out;

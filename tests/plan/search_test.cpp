@@ -19,7 +19,7 @@ ClusterSpec gpus(int64_t nodes, double memory_gib = 80) {
   return c;
 }
 
-const std::vector<std::string> kModel = {"model.d_model=512", "model.n_layer=8",   "model.n_head=8",
+const std::vector<std::string> kModel = {"model.d_model=512",    "model.n_layer=8",     "model.n_head=8",
                                          "model.block_size=256", "train.batch_size=32", "train.precision=bf16"};
 
 TEST(Search, EnumeratesOnlyWhatTheConfigAllows) {
@@ -95,7 +95,8 @@ TEST(Search, ZeroAndRecomputationTradeTimeForMemory) {
   EXPECT_LT(recompute.peak_bytes, plain.peak_bytes);
   EXPECT_GT(recompute.parts.compute, plain.parts.compute);
   const PlanCost gpipe = predict(in, Layout{.pp = 8, .micro_batches = 8, .schedule = "gpipe"});
-  const PlanCost inter = predict(in, Layout{.pp = 4, .micro_batches = 8, .schedule = "interleaved", .virtual_stages = 2});
+  const PlanCost inter =
+      predict(in, Layout{.pp = 4, .micro_batches = 8, .schedule = "interleaved", .virtual_stages = 2});
   EXPECT_GT(gpipe.parts.bubble, 0);
   EXPECT_GT(inter.parts.bubble, 0);
 }
@@ -129,8 +130,8 @@ TEST(Search, AThousandDevicesAreSearched) {
 }
 
 TEST(AutoPlan, OverridesRunTheChosenLayout) {
-  const io::Config cfg = config({"model.d_model=64", "model.n_layer=2", "model.block_size=32", "train.batch_size=4",
-                                 "parallel.auto=true"});
+  const io::Config cfg = config(
+      {"model.d_model=64", "model.n_layer=2", "model.block_size=32", "train.batch_size=4", "parallel.auto=true"});
   const AutoPlan a = auto_plan(cfg, 2, 0);
   EXPECT_EQ(a.plan.layout.devices(), 2);
   EXPECT_EQ(a.overrides.back(), "parallel.auto=false");

@@ -4,7 +4,6 @@
 // memory and where the time goes (docs/PLANNER.md).
 #include <cstdio>
 #include <memory>
-
 #include <nlohmann/json.hpp>
 
 #include "trireme/cli/commands.h"
@@ -30,7 +29,7 @@ struct Options {
   std::string calibrate_worker;  // hidden: a rank of the collectives' calibration, writing here
 };
 
-plan::ClusterSpec choose_cluster(const Options& opt, const io::TrainConfig& tc) {
+plan::ClusterSpec choose_cluster(const Options& opt) {
   if (!opt.cluster_file.empty() && !opt.preset.empty())
     throw io::ConfigError("--cluster and --preset both describe the cluster; give one of them");
   if (opt.nodes > 0 && opt.preset.empty())
@@ -38,7 +37,6 @@ plan::ClusterSpec choose_cluster(const Options& opt, const io::TrainConfig& tc) 
   if (!opt.cluster_file.empty()) return plan::load_cluster(opt.cluster_file);
   if (!opt.preset.empty()) return plan::cluster_preset(opt.preset, opt.nodes > 0 ? opt.nodes : 1);
   // This machine: CPU processes, calibrated figures when a profile for this machine exists.
-  (void)tc;
   const int64_t processes = opt.devices > 0 ? opt.devices : 2;
   plan::ClusterSpec c = plan::this_machine_cluster(processes);
   const std::string path = opt.profile.empty() ? plan::default_profile_path() : opt.profile;
@@ -50,9 +48,15 @@ nlohmann::json plan_json(const plan::Plan& p) {
   const auto& l = p.layout;
   const auto& c = p.cost;
   return {{"layout",
-           {{"dp", l.dp}, {"tp", l.tp}, {"pp", l.pp}, {"micro_batches", l.micro_batches}, {"schedule", l.schedule},
-            {"virtual_stages", l.virtual_stages}, {"sequence_parallel", l.sequence_parallel},
-            {"zero_stage", l.zero_stage}, {"recompute", l.recompute}}},
+           {{"dp", l.dp},
+            {"tp", l.tp},
+            {"pp", l.pp},
+            {"micro_batches", l.micro_batches},
+            {"schedule", l.schedule},
+            {"virtual_stages", l.virtual_stages},
+            {"sequence_parallel", l.sequence_parallel},
+            {"zero_stage", l.zero_stage},
+            {"recompute", l.recompute}}},
           {"overrides", l.overrides()},
           {"step_s", c.step_s},
           {"tokens_per_s", c.tokens_per_s},
@@ -60,8 +64,12 @@ nlohmann::json plan_json(const plan::Plan& p) {
           {"capacity_bytes", c.capacity_bytes},
           {"binding", c.binding},
           {"parts_s",
-           {{"compute", c.parts.compute}, {"tp_comm", c.parts.tp_comm}, {"bubble", c.parts.bubble},
-            {"pp_comm", c.parts.pp_comm}, {"dp_comm", c.parts.dp_comm}, {"optimizer", c.parts.optimizer}}}};
+           {{"compute", c.parts.compute},
+            {"tp_comm", c.parts.tp_comm},
+            {"bubble", c.parts.bubble},
+            {"pp_comm", c.parts.pp_comm},
+            {"dp_comm", c.parts.dp_comm},
+            {"optimizer", c.parts.optimizer}}}};
 }
 
 std::string ms(double s) {
@@ -72,7 +80,7 @@ std::string ms(double s) {
 
 int run_plan(const Options& opt, const io::Config& cfg) {
   const io::TrainConfig tc = cfg.resolve();
-  const plan::ClusterSpec cluster = choose_cluster(opt, tc);
+  const plan::ClusterSpec cluster = choose_cluster(opt);
   const int64_t devices = opt.devices > 0 ? opt.devices : cluster.devices();
   if (devices > cluster.devices())
     throw io::ConfigError(str_cat("--devices: ", devices, " devices, but the cluster has ", cluster.devices(), " (",
@@ -98,17 +106,18 @@ int run_plan(const Options& opt, const io::Config& cfg) {
     const auto& m = tc.model;
     std::printf("cluster: %s, %lld used\n  figures: %s\n", cluster.describe().c_str(), (long long)devices,
                 cluster.source.c_str());
-    std::printf("model: GPT d_model=%lld n_layer=%lld n_head=%lld block_size=%lld vocabulary %.0f; batch %lld "
-                "sequences, precision %s, optimizer %s\n",
-                (long long)m.d_model, (long long)m.n_layer, (long long)m.n_head, (long long)m.block_size,
-                in.vocab_size(), (long long)tc.train.batch_size, tc.train.precision.c_str(), tc.optim.name.c_str());
+    std::printf(
+        "model: GPT d_model=%lld n_layer=%lld n_head=%lld block_size=%lld vocabulary %.0f; batch %lld "
+        "sequences, precision %s, optimizer %s\n",
+        (long long)m.d_model, (long long)m.n_layer, (long long)m.n_head, (long long)m.block_size, in.vocab_size(),
+        (long long)tc.train.batch_size, tc.train.precision.c_str(), tc.optim.name.c_str());
     std::printf("  per token, counted from the model's ops: a block %.3g FLOP forward and backward, the head %.3g\n",
                 in.costs.block_flops_per_token(double(m.d_model), double(m.block_size)),
                 in.costs.head_flops_per_token(double(m.d_model), in.vocab_size()));
     std::printf("searched %lld layouts in %.2f s: %lld do not fit in memory\n\n", (long long)r.examined, r.seconds,
                 (long long)r.unfit);
-    std::printf("%-3s %-50s %10s %12s %11s %9s %8s %8s %8s %8s %8s\n", "#", "layout", "step ms", "tokens/s",
-                "peak/dev", "compute", "tp", "bubble", "pp", "dp", "optim");
+    std::printf("%-3s %-50s %10s %12s %11s %9s %8s %8s %8s %8s %8s\n", "#", "layout", "step ms", "tokens/s", "peak/dev",
+                "compute", "tp", "bubble", "pp", "dp", "optim");
     for (size_t i = 0; i < r.plans.size(); ++i) {
       const auto& p = r.plans[i];
       const auto& c = p.cost;

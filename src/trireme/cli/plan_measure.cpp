@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "trireme/cli/commands.h"
@@ -81,8 +80,8 @@ int measure_plans(const std::string& config_path, const std::vector<std::string>
   fs::create_directories(dir);
   std::printf("\nmeasured (%d steps each through trireme train --nproc, the first 2 not counted; rank 0's peak):\n",
               kSteps);
-  std::printf("%-3s %-50s %12s %12s %7s %11s %11s %7s\n", "#", "layout", "predicted", "measured", "error",
-              "peak pred", "peak meas", "error");
+  std::printf("%-3s %-50s %12s %12s %7s %11s %11s %7s\n", "#", "layout", "predicted", "measured", "error", "peak pred",
+              "peak meas", "error");
   int status = kExitOk;
   double sum_error = 0;
   int n = 0;
@@ -91,7 +90,8 @@ int measure_plans(const std::string& config_path, const std::vector<std::string>
   const size_t top = chosen.size();
   for (const plan::Plan& p : r.best_per_split) {
     if (chosen.size() >= top + size_t(k)) break;
-    const bool taken = std::any_of(chosen.begin(), chosen.end(), [&](const plan::Plan& q) { return q.layout == p.layout; });
+    const bool taken =
+        std::any_of(chosen.begin(), chosen.end(), [&](const plan::Plan& q) { return q.layout == p.layout; });
     if (p.cost.fits && !taken) chosen.push_back(p);
   }
   for (int i = 0; i < int(chosen.size()); ++i) {

@@ -1,8 +1,8 @@
 // Counting what the ops compute while they run: floating-point operations and the bytes their
 // operands and results occupy, for the matrix products and attention (the ops whose cost grows
 // with the model's width), and the bytes the memory-bound ops (elementwise arithmetic through
-// binary/unary dispatch, layer norms) read and write, as the ops dispatch them. The planner runs a model's pieces under a
-// scope to learn their costs from the ops themselves rather than from a formula per architecture.
+// binary/unary dispatch, layer norms) read and write, as the ops dispatch them. The planner runs a model's pieces under
+// a scope to learn their costs from the ops themselves rather than from a formula per architecture.
 //
 //   OpCounts counts;
 //   {

@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "trireme/core/rng.h"
@@ -18,10 +17,10 @@
 #include "trireme/dist/process_group_factory.h"
 #include "trireme/io/file_write.h"
 #include "trireme/models/gpt.h"
-#include "trireme/ops/op_count.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/factory.h"
 #include "trireme/ops/linalg.h"
+#include "trireme/ops/op_count.h"
 #include "trireme/runtime/build_info.h"
 #include "trireme/runtime/cpu_threads.h"
 
@@ -107,10 +106,14 @@ std::string machine_fingerprint() {
 
 std::string default_profile_path() {
   fs::path dir;
-  if (const char* t = std::getenv("TRIREME_CACHE_DIR"); t && *t) dir = t;
-  else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) dir = fs::path(x) / "trireme";
-  else if (const char* h = std::getenv("HOME"); h && *h) dir = fs::path(h) / ".cache" / "trireme";
-  else dir = fs::temp_directory_path() / "trireme";
+  if (const char* t = std::getenv("TRIREME_CACHE_DIR"); t && *t)
+    dir = t;
+  else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
+    dir = fs::path(x) / "trireme";
+  else if (const char* h = std::getenv("HOME"); h && *h)
+    dir = fs::path(h) / ".cache" / "trireme";
+  else
+    dir = fs::temp_directory_path() / "trireme";
   return (dir / "plan_profile.json").string();
 }
 
@@ -135,7 +138,8 @@ std::optional<MachineProfile> load_profile(const std::string& path, bool require
     p.link.bandwidth_gbs = j.at("link").at("bandwidth_gbs").get<double>();
     p.link.latency_us = j.at("link").at("latency_us").get<double>();
     for (const auto& c : j.at("collectives"))
-      p.collectives.push_back({c.at("op").get<std::string>(), c.at("bytes").get<double>(), c.at("seconds").get<double>()});
+      p.collectives.push_back(
+          {c.at("op").get<std::string>(), c.at("bytes").get<double>(), c.at("seconds").get<double>()});
   } catch (const nlohmann::json::exception& e) {
     throw io::ConfigError(str_cat("profile '", path, "' is not a calibration profile (", e.what(),
                                   "); run trireme plan --calibrate to write it again"));
@@ -161,7 +165,8 @@ void save_profile(const std::string& path, const MachineProfile& p) {
   j["measured_model"] = p.measured_model;
   j["link"] = {{"bandwidth_gbs", p.link.bandwidth_gbs}, {"latency_us", p.link.latency_us}};
   j["collectives"] = nlohmann::json::array();
-  for (const auto& c : p.collectives) j["collectives"].push_back({{"op", c.op}, {"bytes", c.bytes}, {"seconds", c.seconds}});
+  for (const auto& c : p.collectives)
+    j["collectives"].push_back({{"op", c.op}, {"bytes", c.bytes}, {"seconds", c.seconds}});
   const fs::path parent = fs::path(path).parent_path();
   if (!parent.empty()) fs::create_directories(parent);
   io::write_file_atomic(path, j.dump(2) + "\n");
@@ -269,8 +274,8 @@ MachineProfile calibrate_machine(const io::TrainConfig& tc, int64_t vocab, const
     if (block_s > 0 && f2 > f1) p.block_gflops = (f2 - f1) / block_s / 1e9;
     if (head_s > 0 && f1 > f2 - f1) p.head_gflops = (f1 - (f2 - f1)) / head_s / 1e9;
     if (p.block_gflops <= 0 || p.head_gflops <= 0) p.block_gflops = p.head_gflops = 0;  // too noisy to use
-    p.measured_model = str_cat("d_model=", tc.model.d_model, " n_head=", tc.model.n_head, " block_size=",
-                               tc.model.block_size, " vocab=", V, " rows=", seqs * tc.model.block_size);
+    p.measured_model = str_cat("d_model=", tc.model.d_model, " n_head=", tc.model.n_head,
+                               " block_size=", tc.model.block_size, " vocab=", V, " rows=", seqs * tc.model.block_size);
   }
   // The collectives: two processes of this program.
   const fs::path dir = fs::temp_directory_path() / str_cat("trireme_calibrate_", ::getpid());
@@ -283,7 +288,8 @@ MachineProfile calibrate_machine(const io::TrainConfig& tc, int64_t vocab, const
   launch.command = {self_exe(), "plan", "--calibrate-worker", samples};
   const dist::LaunchResult r = dist::launch(launch);
   if (r.exit_code != 0) {
-    throw Error(str_cat("plan --calibrate: the collectives' processes failed: ", r.message, " (logs in ", r.log_dir, ")"));
+    throw Error(
+        str_cat("plan --calibrate: the collectives' processes failed: ", r.message, " (logs in ", r.log_dir, ")"));
   }
   const nlohmann::json j = nlohmann::json::parse(io::read_file(samples));
   for (const auto& c : j) p.collectives.push_back({c.at("op"), c.at("bytes"), c.at("seconds")});
@@ -323,8 +329,10 @@ int calibrate_collectives_worker(const std::string& out_path) {
     if (world >= 2) {
       // Ping-pong between ranks 0 and 1: half a round trip per message.
       timed("send_recv", [&] {
-        if (env.rank == 0) pg->send(full, 1)->wait(), pg->recv(full, 1)->wait();
-        else if (env.rank == 1) pg->recv(full, 0)->wait(), pg->send(full, 0)->wait();
+        if (env.rank == 0)
+          pg->send(full, 1)->wait(), pg->recv(full, 1)->wait();
+        else if (env.rank == 1)
+          pg->recv(full, 0)->wait(), pg->send(full, 0)->wait();
       });
       out.back()["seconds"] = out.back()["seconds"].get<double>() / 2;
     }

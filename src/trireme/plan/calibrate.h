@@ -25,14 +25,14 @@ struct CollectiveSample {
 struct MachineProfile {
   std::string fingerprint;
   int64_t cores = 0;
-  int64_t processes = 2;     // the calibration's processes, each with cores / processes threads
-  double gemm_gflops = 0;    // per process, the model's products at one micro-batch's shapes
-  double memory_gbs = 0;     // per process, a large elementwise add
+  int64_t processes = 2;   // the calibration's processes, each with cores / processes threads
+  double gemm_gflops = 0;  // per process, the model's products at one micro-batch's shapes
+  double memory_gbs = 0;   // per process, a large elementwise add
   // Per process, the model itself forward and backward at one micro-batch: its counted FLOPs over
   // the time a decoder block (and the embedding, head and loss) took, memory-bound ops included.
   double block_gflops = 0, head_gflops = 0;
   std::string measured_model;  // "d_model=128 n_head=4 block_size=64 vocab=256 rows=256"
-  LinkSpec link;             // fitted to the all-reduce samples (ring: 2 (p-1)/p bytes / bw + latency)
+  LinkSpec link;               // fitted to the all-reduce samples (ring: 2 (p-1)/p bytes / bw + latency)
   std::vector<CollectiveSample> collectives;
 };
 

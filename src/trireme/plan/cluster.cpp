@@ -136,19 +136,34 @@ const std::vector<Preset>& presets() {
   // NVLink: H100/H200 SXM 900 GB/s, A100 SXM4 600 GB/s, both directions together; PCIe Gen4 x16:
   // 32 GB/s each way. Latencies are those NCCL's tuning model assumes per step, rounded up.
   static const std::vector<Preset> table = {
-      {"h200-nvlink", {"H200-SXM-141GB", 141, 4800, 67, 989.5, 989.5}, {450, 3}, 400,
+      {"h200-nvlink",
+       {"H200-SXM-141GB", 141, 4800, 67, 989.5, 989.5},
+       {450, 3},
+       400,
        "NVIDIA H200 Tensor Core GPU datasheet (2024): 141 GB HBM3e, 4.8 TB/s, BF16/FP16 989.5 TFLOPS dense, "
        "FP32 67 TFLOPS, NVLink 900 GB/s; DGX H200: 8 x 400 Gb/s NDR InfiniBand"},
-      {"h100-nvlink", {"H100-SXM5-80GB", 80, 3350, 67, 989.5, 989.5}, {450, 3}, 400,
+      {"h100-nvlink",
+       {"H100-SXM5-80GB", 80, 3350, 67, 989.5, 989.5},
+       {450, 3},
+       400,
        "NVIDIA H100 Tensor Core GPU datasheet (2023): 80 GB HBM3, 3.35 TB/s, BF16/FP16 989.5 TFLOPS dense, "
        "FP32 67 TFLOPS, NVLink 900 GB/s; DGX H100: 8 x 400 Gb/s NDR InfiniBand"},
-      {"a100-80gb-nvlink", {"A100-SXM4-80GB", 80, 2039, 19.5, 312, 312}, {300, 3}, 200,
+      {"a100-80gb-nvlink",
+       {"A100-SXM4-80GB", 80, 2039, 19.5, 312, 312},
+       {300, 3},
+       200,
        "NVIDIA A100 Tensor Core GPU datasheet (2021): 80 GB HBM2e, 2,039 GB/s, BF16/FP16 312 TFLOPS dense, "
        "FP32 19.5 TFLOPS, NVLink 600 GB/s; DGX A100: 8 x 200 Gb/s HDR InfiniBand"},
-      {"a100-40gb-nvlink", {"A100-SXM4-40GB", 40, 1555, 19.5, 312, 312}, {300, 3}, 200,
+      {"a100-40gb-nvlink",
+       {"A100-SXM4-40GB", 40, 1555, 19.5, 312, 312},
+       {300, 3},
+       200,
        "NVIDIA A100 Tensor Core GPU datasheet (2021): 40 GB HBM2, 1,555 GB/s, BF16/FP16 312 TFLOPS dense, "
        "FP32 19.5 TFLOPS, NVLink 600 GB/s; DGX A100: 8 x 200 Gb/s HDR InfiniBand"},
-      {"a100-pcie", {"A100-PCIe-80GB", 80, 1935, 19.5, 312, 312}, {32, 10}, 200,
+      {"a100-pcie",
+       {"A100-PCIe-80GB", 80, 1935, 19.5, 312, 312},
+       {32, 10},
+       200,
        "NVIDIA A100 Tensor Core GPU datasheet (2021): A100 80GB PCIe, 1,935 GB/s, BF16/FP16 312 TFLOPS dense, "
        "FP32 19.5 TFLOPS, PCIe Gen4 64 GB/s (32 each way), no NVLink bridge assumed"},
   };
@@ -162,8 +177,8 @@ ClusterSpec parse_cluster(const std::string& toml_text, const std::string& sourc
   try {
     root = toml::parse(std::string_view(toml_text), std::string_view(source));
   } catch (const toml::parse_error& e) {
-    throw io::ConfigError(str_cat(source, " line ", e.source().begin.line, ", column ", e.source().begin.column, ": ",
-                                  e.description()));
+    throw io::ConfigError(
+        str_cat(source, " line ", e.source().begin.line, ", column ", e.source().begin.column, ": ", e.description()));
   }
   Reader r(root, source);
   r.only("", {"name", "nodes", "devices_per_node", "device", "intra_node", "inter_node", "efficiency"});

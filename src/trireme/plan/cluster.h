@@ -48,7 +48,7 @@ struct DeviceSpec {
   double memory_gib = 0;
   double memory_bandwidth_gbs = 0;
   double tflops_f32 = 0, tflops_bf16 = 0, tflops_f16 = 0;  // dense peak
-  bool is_cpu = false;  // processes share the machine's cores and memory
+  bool is_cpu = false;                                     // processes share the machine's cores and memory
   // Measured by calibration (0: not measured): FLOP/s a decoder block and the head achieve, all
   // their work included; in place of peak x efficiency and the memory-bound and launch terms.
   double achieved_block_flops = 0, achieved_head_flops = 0;

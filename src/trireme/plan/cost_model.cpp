@@ -121,7 +121,9 @@ PlanCost predict(const PlanInputs& in, const Layout& l) {
     const double hidden_behind = eff.dp_overlap * slowest_bwd;
     double reduce, after = 0;
     switch (l.zero_stage) {
-      case 0: reduce = all_reduce_seconds(grad_bytes, l.dp, dp_link, eff.link); break;
+      case 0:
+        reduce = all_reduce_seconds(grad_bytes, l.dp, dp_link, eff.link);
+        break;
       case 1:
       case 2:  // reduce-scatter the gradients; all-gather the updated parameters after the step
         reduce = reduce_scatter_seconds(grad_bytes, l.dp, dp_link, eff.link);
@@ -147,14 +149,14 @@ PlanCost predict(const PlanInputs& in, const Layout& l) {
     double s;
     std::string name;
   };
-  const std::vector<Part> named = {
-      {p.compute, "compute"},
-      {p.tp_comm, str_cat("tp all-reduces over ", link_name(cl, tp_link))},
-      {p.bubble, "the pipeline bubble"},
-      {p.pp_comm, str_cat("pipeline sends over ", link_name(cl, cl.link_for(l.pp, l.tp)))},
-      {p.dp_comm, str_cat("dp gradient reduction over ", link_name(cl, dp_link))},
-      {p.optimizer, "the optimizer step"}};
-  const Part& top = *std::max_element(named.begin(), named.end(), [](const Part& a, const Part& b) { return a.s < b.s; });
+  const std::vector<Part> named = {{p.compute, "compute"},
+                                   {p.tp_comm, str_cat("tp all-reduces over ", link_name(cl, tp_link))},
+                                   {p.bubble, "the pipeline bubble"},
+                                   {p.pp_comm, str_cat("pipeline sends over ", link_name(cl, cl.link_for(l.pp, l.tp)))},
+                                   {p.dp_comm, str_cat("dp gradient reduction over ", link_name(cl, dp_link))},
+                                   {p.optimizer, "the optimizer step"}};
+  const Part& top =
+      *std::max_element(named.begin(), named.end(), [](const Part& a, const Part& b) { return a.s < b.s; });
   out.binding = top.name;
   return out;
 }

@@ -33,8 +33,10 @@ std::string zero_override(int stage) {
 
 void apply_zero(io::TrainConfig& tc, int stage) {
   using Zero = decltype(tc.parallel.zero);
-  if constexpr (std::is_same_v<Zero, bool>) tc.parallel.zero = stage >= 1;
-  else tc.parallel.zero = Zero(stage);
+  if constexpr (std::is_same_v<Zero, bool>)
+    tc.parallel.zero = stage >= 1;
+  else
+    tc.parallel.zero = Zero(stage);
 }
 
 std::string Layout::describe() const {

@@ -21,8 +21,8 @@ struct Layout {
   std::string schedule = "1f1b";  // "1f1b" | "gpipe" | "interleaved" (pp > 1)
   int64_t virtual_stages = 1;     // interleaved only
   bool sequence_parallel = false;
-  int zero_stage = 0;             // 0: replicated optimizer state; 1: sharded over dp (ZeRO-1)
-  std::string recompute = "none"; // "none" | "full"
+  int zero_stage = 0;              // 0: replicated optimizer state; 1: sharded over dp (ZeRO-1)
+  std::string recompute = "none";  // "none" | "full"
 
   int64_t devices() const { return dp * tp * pp; }
   std::string describe() const;

@@ -94,7 +94,8 @@ ModelCosts measure_model_costs(const io::ModelConfig& m) {
 
   // The head and embedding: the one-block model less its block, through two vocabularies.
   const Counted g1 = count_model(m, int64_t(d1), int64_t(v1)), g2 = count_model(m, int64_t(d1), int64_t(v2));
-  const double h1 = (g1.total.flops() - b1.total.flops()) / kTokens, h2 = (g2.total.flops() - b1.total.flops()) / kTokens;
+  const double h1 = (g1.total.flops() - b1.total.flops()) / kTokens,
+               h2 = (g2.total.flops() - b1.total.flops()) / kTokens;
   c.head_dv = (h2 - h1) / (d1 * (v2 - v1));
   c.head_d = h1 / d1 - c.head_dv * v1;
   const double hm1 = (g1.total.memory_bytes - b1.total.memory_bytes) / kTokens,

@@ -20,14 +20,14 @@
 namespace trireme::plan {
 
 struct ModelCosts {
-  double block_mm_d2 = 0, block_mm_d = 0;  // a, b
-  double block_attn_td = 0;                // c
-  double block_mem_d = 0, block_mem_1 = 0; // e, f: f32 bytes
-  double head_dv = 0, head_d = 0;          // h, k
-  double head_mem_v = 0, head_mem_d = 0;   // bytes of the head's and loss's memory-bound ops
+  double block_mm_d2 = 0, block_mm_d = 0;      // a, b
+  double block_attn_td = 0;                    // c
+  double block_mem_d = 0, block_mem_1 = 0;     // e, f: f32 bytes
+  double head_dv = 0, head_d = 0;              // h, k
+  double head_mem_v = 0, head_mem_d = 0;       // bytes of the head's and loss's memory-bound ops
   double block_kernels = 0, head_kernels = 0;  // ops counted per forward and backward (launch overheads)
-  double forward_share = 1.0 / 3;          // the forward's share of a block's products
-  double fit_error = 0;                    // |predicted - counted| / counted at a shape not fitted
+  double forward_share = 1.0 / 3;              // the forward's share of a block's products
+  double fit_error = 0;                        // |predicted - counted| / counted at a shape not fitted
 
   double block_matmul_flops_per_token(double d) const { return block_mm_d2 * d * d + block_mm_d * d; }
   double block_attention_flops_per_token(double d, double T) const { return block_attn_td * T * d; }

@@ -25,9 +25,12 @@ std::string percent(double x) {
 
 std::string seconds(double s) {
   char buf[32];
-  if (s >= 1) std::snprintf(buf, sizeof(buf), "%.2f s", s);
-  else if (s >= 1e-3) std::snprintf(buf, sizeof(buf), "%.1f ms", s * 1e3);
-  else std::snprintf(buf, sizeof(buf), "%.0f us", s * 1e6);
+  if (s >= 1)
+    std::snprintf(buf, sizeof(buf), "%.2f s", s);
+  else if (s >= 1e-3)
+    std::snprintf(buf, sizeof(buf), "%.1f ms", s * 1e3);
+  else
+    std::snprintf(buf, sizeof(buf), "%.0f us", s * 1e6);
   return buf;
 }
 
@@ -35,19 +38,29 @@ struct NamedPart {
   const char* name;
   double StepParts::*part;
 };
-const NamedPart kParts[] = {{"compute", &StepParts::compute},       {"tp all-reduces", &StepParts::tp_comm},
-                            {"the pipeline bubble", &StepParts::bubble}, {"pipeline sends", &StepParts::pp_comm},
-                            {"dp reduction", &StepParts::dp_comm},     {"the optimizer step", &StepParts::optimizer}};
+const NamedPart kParts[] = {{"compute", &StepParts::compute},
+                            {"tp all-reduces", &StepParts::tp_comm},
+                            {"the pipeline bubble", &StepParts::bubble},
+                            {"pipeline sends", &StepParts::pp_comm},
+                            {"dp reduction", &StepParts::dp_comm},
+                            {"the optimizer step", &StepParts::optimizer}};
 
-// "+12 ms in tp all-reduces (41% of its step)": where a plan loses most against the best.
-std::string where_it_loses(const PlanCost& c, const PlanCost& best) {
+// "+12 ms in tp all-reduces over the links between nodes (41% of its step)": where a plan loses
+// most against the best.
+std::string where_it_loses(const ClusterSpec& cl, const Plan& p, const PlanCost& best) {
+  const PlanCost& c = p.cost;
+  const Layout& l = p.layout;
   const NamedPart* worst = &kParts[0];
   double most = -1e300;
-  for (const auto& p : kParts) {
-    const double diff = c.parts.*(p.part) - best.parts.*(p.part);
-    if (diff > most) most = diff, worst = &p;
+  for (const auto& part : kParts) {
+    const double diff = c.parts.*(part.part) - best.parts.*(part.part);
+    if (diff > most) most = diff, worst = &part;
   }
-  return str_cat("+", seconds(most), " in ", worst->name, " (", percent(c.parts.*(worst->part) / c.step_s),
+  std::string over;
+  if (worst->part == &StepParts::tp_comm) over = " over " + link_name(cl, cl.link_for(l.tp, 1));
+  if (worst->part == &StepParts::pp_comm) over = " over " + link_name(cl, cl.link_for(l.pp, l.tp));
+  if (worst->part == &StepParts::dp_comm) over = " over " + link_name(cl, cl.link_for(l.dp, l.tp * l.pp));
+  return str_cat("+", seconds(most), " in ", worst->name, over, " (", percent(c.parts.*(worst->part) / c.step_s),
                  " of its step)");
 }
 
@@ -90,8 +103,8 @@ std::string explain_plans(const io::Config& config, const PlanInputs& in, const 
   }
   for (size_t i = 1; i < r.plans.size(); ++i) {
     const Plan& p = r.plans[i];
-    out += str_cat("#", i + 1, " ", p.layout.describe(), " is ", percent(p.cost.step_s / c.step_s - 1), " slower: ",
-                   where_it_loses(p.cost, c), "\n");
+    out += str_cat("#", i + 1, " ", p.layout.describe(), " is ", percent(p.cost.step_s / c.step_s - 1),
+                   " slower: ", where_it_loses(in.cluster, p, c), "\n");
   }
   for (const Plan& p : r.faster_unfit) {
     out += str_cat("faster but does not fit: ", p.layout.describe(), " (", seconds(p.cost.step_s), ") needs ",
@@ -120,8 +133,9 @@ std::string explain_plans(const io::Config& config, const PlanInputs& in, const 
     if (p == nullptr) {
       out += str_cat(k.name, " (dp=", k.dp, " tp=", k.tp, " pp=", k.pp, ") is not a layout of this config: ",
                      k.pp > tc.model.n_layer ? str_cat("more stages than model.n_layer = ", tc.model.n_layer)
-                     : tc.model.n_head % k.tp != 0 ? str_cat("tp does not divide model.n_head = ", tc.model.n_head)
-                                                   : str_cat("dp does not divide train.batch_size = ", tc.train.batch_size),
+                     : tc.model.n_head % k.tp != 0
+                         ? str_cat("tp does not divide model.n_head = ", tc.model.n_head)
+                         : str_cat("dp does not divide train.batch_size = ", tc.train.batch_size),
                      "\n");
     } else if (p->layout == best.layout) {
       out += str_cat(k.name, " is the plan.\n");
@@ -130,7 +144,7 @@ std::string explain_plans(const io::Config& config, const PlanInputs& in, const 
                      train::format_bytes(p->cost.peak_bytes), " per device\n");
     } else {
       out += str_cat(k.name, " at its best (", p->layout.describe(), ") is ", percent(p->cost.step_s / c.step_s - 1),
-                     " slower: ", where_it_loses(p->cost, c), "\n");
+                     " slower: ", where_it_loses(in.cluster, *p, c), "\n");
     }
   }
   return out;
@@ -149,11 +163,12 @@ ClusterSpec cluster_for_training(const io::TrainConfig& tc, int64_t devices, int
   // A GPU the presets know by its CUDA name, else H100 figures with the device's own bf16 peak.
   const std::optional<train::PeakFlops> peak = train::device_peak_flops(Device::cuda(0));
   const std::string name = peak ? peak->device_name : "";
-  const char* preset = name.find("H200") != std::string::npos                                        ? "h200-nvlink"
-                       : name.find("A100") != std::string::npos && name.find("40GB") != std::string::npos ? "a100-40gb-nvlink"
+  const char* preset = name.find("H200") != std::string::npos ? "h200-nvlink"
+                       : name.find("A100") != std::string::npos && name.find("40GB") != std::string::npos
+                           ? "a100-40gb-nvlink"
                        : name.find("A100") != std::string::npos && name.find("PCIe") != std::string::npos ? "a100-pcie"
-                       : name.find("A100") != std::string::npos                                        ? "a100-80gb-nvlink"
-                                                                                                       : "h100-nvlink";
+                       : name.find("A100") != std::string::npos ? "a100-80gb-nvlink"
+                                                                : "h100-nvlink";
   const int64_t per_node = std::clamp<int64_t>(devices_per_node, 1, devices);
   ClusterSpec c = cluster_preset(preset, (devices + per_node - 1) / per_node);
   c.devices_per_node = per_node;

@@ -59,7 +59,8 @@ std::vector<Layout> enumerate_layouts(const io::TrainConfig& tc, int64_t devices
         if (pp > 1) {
           schedules.push_back({"gpipe", 1});
           if (mb % pp == 0) {
-            for (int64_t v = 2; v <= kMaxVirtualStages && pp * v <= m.n_layer; ++v) schedules.push_back({"interleaved", v});
+            for (int64_t v = 2; v <= kMaxVirtualStages && pp * v <= m.n_layer; ++v)
+              schedules.push_back({"interleaved", v});
           }
         }
         for (const auto& [schedule, v] : schedules) {
@@ -118,8 +119,10 @@ SearchResult search_plans(const io::Config& config, const PlanInputs& in_given, 
   for (const Plan& p : unfit) {
     auto it = std::find_if(r.best_per_split.begin(), r.best_per_split.end(),
                            [&](const Plan& q) { return same_split(q.layout, p.layout); });
-    if (it == r.best_per_split.end()) r.best_per_split.push_back(p);
-    else if (!it->cost.fits && p.cost.peak_bytes < it->cost.peak_bytes) *it = p;
+    if (it == r.best_per_split.end())
+      r.best_per_split.push_back(p);
+    else if (!it->cost.fits && p.cost.peak_bytes < it->cost.peak_bytes)
+      *it = p;
   }
   for (const Plan& p : unfit) {
     if (r.faster_unfit.size() >= 3 || (!r.plans.empty() && p.cost.step_s >= r.plans[0].cost.step_s)) break;
@@ -137,21 +140,23 @@ SearchResult search_plans(const io::Config& config, const PlanInputs& in_given, 
         }
         return false;
       };
-      r.impossible = str_cat(
-          "no layout splits the run over ", devices, " devices: dp x tp x pp = ", devices, " needs dp to divide ",
-          "train.batch_size = ", tc.train.batch_size, ", tp to divide model.n_head = ", m.n_head,
-          " and pp <= model.n_layer = ", m.n_layer, ". Device counts that work: ",
-          splittable_counts_near(devices, [&](int64_t n) { return splits(n, tc.train.batch_size); }, ""),
-          "; batch sizes that work on ", devices, " devices: ",
-          splittable_counts_near(tc.train.batch_size, [&](int64_t b) { return splits(devices, b); }, ""));
+      r.impossible = str_cat("no layout splits the run over ", devices, " devices: dp x tp x pp = ", devices,
+                             " needs dp to divide ", "train.batch_size = ", tc.train.batch_size,
+                             ", tp to divide model.n_head = ", m.n_head, " and pp <= model.n_layer = ", m.n_layer,
+                             ". Device counts that work: ",
+                             splittable_counts_near(
+                                 devices, [&](int64_t n) { return splits(n, tc.train.batch_size); }, ""),
+                             "; batch sizes that work on ", devices, " devices: ",
+                             splittable_counts_near(
+                                 tc.train.batch_size, [&](int64_t b) { return splits(devices, b); }, ""));
     } else if (feasible.empty()) {
       const Plan& least = *std::min_element(unfit.begin(), unfit.end(), [](const Plan& a, const Plan& b) {
         return a.cost.peak_bytes < b.cost.peak_bytes;
       });
       r.impossible = str_cat("no layout of ", devices, " devices fits in memory: the one that needs the least, ",
                              least.layout.describe(), ", needs ", train::format_bytes(least.cost.peak_bytes),
-                             " per device and a device offers ", train::format_bytes(least.cost.capacity_bytes),
-                             " (", in.cluster.device.name, ")");
+                             " per device and a device offers ", train::format_bytes(least.cost.capacity_bytes), " (",
+                             in.cluster.device.name, ")");
       // The smallest larger cluster of the same devices where something fits.
       const int64_t per_node = in.cluster.devices_per_node;
       for (int64_t more = devices * 2; more <= devices * 64; more *= 2) {

@@ -23,8 +23,8 @@ struct Plan {
 };
 
 struct SearchResult {
-  std::vector<Plan> plans;        // the fastest feasible plans, fastest first (at most `top`)
-  std::vector<Plan> faster_unfit; // up to 3 layouts faster than plans[0] whose memory does not fit
+  std::vector<Plan> plans;         // the fastest feasible plans, fastest first (at most `top`)
+  std::vector<Plan> faster_unfit;  // up to 3 layouts faster than plans[0] whose memory does not fit
   // For each split dp x tp x pp: its fastest plan that fits (validated), or, when none fits, the
   // one that needs the least memory; for explanations.
   std::vector<Plan> best_per_split;
