@@ -97,6 +97,9 @@ std::string explain_plans(const io::Config& config, const PlanInputs& in, const 
   out += str_cat("  memory: ", train::format_bytes(c.peak_bytes), " of ", train::format_bytes(c.capacity_bytes), " (",
                  percent(c.peak_bytes / c.capacity_bytes), ") per device");
   out += c.peak_bytes > 0.85 * c.capacity_bytes ? ": memory nearly binds too\n" : "\n";
+  if (r.faster_unfit_count > 0)
+    out += str_cat("  memory binds: ", r.faster_unfit_count, " faster layout", r.faster_unfit_count > 1 ? "s do" : " does",
+                   " not fit\n");
   for (const auto& p : kParts) {
     const double s = c.parts.*(p.part);
     if (s > 0) out += str_cat("  ", p.name, ": ", seconds(s), " (", percent(s / c.step_s), ")\n");

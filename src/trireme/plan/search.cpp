@@ -125,8 +125,9 @@ SearchResult search_plans(const io::Config& config, const PlanInputs& in_given, 
       *it = p;
   }
   for (const Plan& p : unfit) {
-    if (r.faster_unfit.size() >= 3 || (!r.plans.empty() && p.cost.step_s >= r.plans[0].cost.step_s)) break;
-    r.faster_unfit.push_back(p);
+    if (r.plans.empty() || p.cost.step_s >= r.plans[0].cost.step_s) break;
+    ++r.faster_unfit_count;
+    if (r.faster_unfit.size() < 3) r.faster_unfit.push_back(p);
   }
 
   if (r.plans.empty()) {

@@ -29,6 +29,7 @@ struct SearchResult {
   // one that needs the least memory; for explanations.
   std::vector<Plan> best_per_split;
   int64_t examined = 0, unfit = 0, invalid = 0;
+  int64_t faster_unfit_count = 0;  // layouts faster than plans[0] that do not fit
   double seconds = 0;
   std::string impossible;  // "" when a plan was found; else why none, and what would work
 };
