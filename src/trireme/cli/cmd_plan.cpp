@@ -171,14 +171,19 @@ Command add_plan_command(CLI::App& root) {
   app->add_option("--calibrate-worker", opt->calibrate_worker)->group("");  // a rank of --calibrate
   return {app, [opt] {
             try {
-              if (!opt->calibrate_worker.empty()) return plan::calibrate_collectives_worker(opt->calibrate_worker);
               io::Config cfg = opt->config.empty() ? io::Config::parse("", "defaults", opt->overrides)
                                                    : io::Config::load(opt->config, opt->overrides);
+              if (!opt->calibrate_worker.empty())
+                return plan::calibrate_worker(opt->calibrate_worker, cfg.resolve(), opt->vocab);
               if (opt->calibrate) {
                 if (!opt->cluster_file.empty() || !opt->preset.empty())
                   throw io::ConfigError("--calibrate measures this machine; leave out --cluster and --preset");
                 const std::string path = opt->profile.empty() ? plan::default_profile_path() : opt->profile;
-                const plan::MachineProfile p = plan::calibrate_machine(cfg.resolve(), opt->vocab, path);
+                std::vector<std::string> worker_args;  // the same config for the workers
+                if (!opt->config.empty()) worker_args.insert(worker_args.end(), {"--config", opt->config});
+                for (const auto& o : opt->overrides) worker_args.insert(worker_args.end(), {"--set", o});
+                if (opt->vocab > 0) worker_args.insert(worker_args.end(), {"--vocab", std::to_string(opt->vocab)});
+                const plan::MachineProfile p = plan::calibrate_machine(cfg.resolve(), path, worker_args);
                 std::printf("%s", plan::describe_profile(p).c_str());
                 std::printf("profile written to %s\n", path.c_str());
                 return kExitOk;

@@ -78,7 +78,8 @@ int measure_plans(const std::string& config_path, const std::vector<std::string>
                   const plan::SearchResult& r, int k) {
   const fs::path dir = fs::temp_directory_path() / str_cat("trireme_plan_measure_", ::getpid());
   fs::create_directories(dir);
-  std::printf("\nmeasured (%d steps each through trireme train --nproc, the first 2 not counted; rank 0's peak):\n",
+  std::printf("\nmeasured (%d steps each through trireme train --nproc, the first 2 not counted; rank 0's peak "
+              "memory beside its estimate):\n",
               kSteps);
   std::printf("%-3s %-50s %12s %12s %7s %11s %11s %7s\n", "#", "layout", "predicted", "measured", "error", "peak pred",
               "peak meas", "error");
@@ -117,10 +118,10 @@ int measure_plans(const std::string& config_path, const std::vector<std::string>
       continue;
     }
     const double err = (p.cost.step_s - m.step_s) / m.step_s;
-    const double mem_err = m.peak_bytes > 0 ? (p.cost.peak_bytes - m.peak_bytes) / m.peak_bytes : 0;
+    const double mem_err = m.peak_bytes > 0 ? (p.cost.rank0_bytes - m.peak_bytes) / m.peak_bytes : 0;
     sum_error += std::abs(err), ++n;
     std::printf("%-3d %-50s %10.1fms %10.1fms %+6.0f%% %11s %11s %+6.0f%%\n", i + 1, p.layout.describe().c_str(),
-                p.cost.step_s * 1e3, m.step_s * 1e3, 100 * err, train::format_bytes(p.cost.peak_bytes).c_str(),
+                p.cost.step_s * 1e3, m.step_s * 1e3, 100 * err, train::format_bytes(p.cost.rank0_bytes).c_str(),
                 train::format_bytes(m.peak_bytes).c_str(), 100 * mem_err);
   }
   if (n > 0) std::printf("mean |predicted - measured| / measured step time: %.0f%%\n", 100 * sum_error / n);

@@ -46,19 +46,20 @@ std::string cpu_model() {
   return "unknown CPU";
 }
 
-// Runs f until `budget` seconds have passed (at least twice, after one warm-up); seconds per run.
+// Runs f until `budget` seconds have passed (at least 3 times, after one warm-up); the median
+// seconds of a run (a shared machine's bursts of other work land in the tails).
 template <class F>
 double time_per_run(F&& f, double budget) {
   f();
-  int runs = 0;
+  std::vector<double> runs;
   const auto start = Clock::now();
-  double elapsed = 0;
   do {
+    const auto t0 = Clock::now();
     f();
-    ++runs;
-    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  } while (runs < 2 || elapsed < budget);
-  return elapsed / runs;
+    runs.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  } while (runs.size() < 3 || std::chrono::duration<double>(Clock::now() - start).count() < budget);
+  std::nth_element(runs.begin(), runs.begin() + runs.size() / 2, runs.end());
+  return runs[runs.size() / 2];
 }
 
 // Sets the BLAS and OpenMP threads for the duration of a scope.
@@ -242,7 +243,8 @@ std::pair<double, double> time_model(const io::TrainConfig& tc, int64_t vocab, i
 
 }  // namespace
 
-MachineProfile calibrate_machine(const io::TrainConfig& tc, int64_t vocab, const std::string& path) {
+MachineProfile calibrate_machine(const io::TrainConfig& tc, const std::string& path,
+                                 const std::vector<std::string>& worker_args) {
   MachineProfile p;
   p.fingerprint = machine_fingerprint();
   p.cores = runtime::available_cpus();
@@ -263,21 +265,8 @@ MachineProfile calibrate_machine(const io::TrainConfig& tc, int64_t vocab, const
     const double bytes = 3.0 * 4 * double(int64_t(1) << 23);
     p.memory_gbs = bytes / time_per_run([&] { (void)add(a, b); }, 0.3) / 1e9;
 
-    // The model itself at one micro-batch of 2 processes' data parallelism (fewer sequences when
-    // a step would take long): one block and two, the difference being a block.
-    const int64_t V = vocab > 0 ? vocab : (tc.data.tokenizer == "bpe" ? tc.data.bpe_vocab_size : 256);
-    int64_t seqs = std::max<int64_t>(1, tc.train.batch_size / p.processes);
-    while (seqs > 1 && seqs * tc.model.block_size > 2048) seqs /= 2;
-    const auto [t1, f1] = time_model(tc, V, 1, seqs);
-    const auto [t2, f2] = time_model(tc, V, 2, seqs);
-    const double block_s = t2 - t1, head_s = t1 - block_s;
-    if (block_s > 0 && f2 > f1) p.block_gflops = (f2 - f1) / block_s / 1e9;
-    if (head_s > 0 && f1 > f2 - f1) p.head_gflops = (f1 - (f2 - f1)) / head_s / 1e9;
-    if (p.block_gflops <= 0 || p.head_gflops <= 0) p.block_gflops = p.head_gflops = 0;  // too noisy to use
-    p.measured_model = str_cat("d_model=", tc.model.d_model, " n_head=", tc.model.n_head,
-                               " block_size=", tc.model.block_size, " vocab=", V, " rows=", seqs * tc.model.block_size);
   }
-  // The collectives: two processes of this program.
+  // The model and the collectives: two processes of this program at once, as a 2-process run.
   const fs::path dir = fs::temp_directory_path() / str_cat("trireme_calibrate_", ::getpid());
   fs::create_directories(dir);
   const std::string samples = (dir / "collectives.json").string();
@@ -286,13 +275,17 @@ MachineProfile calibrate_machine(const io::TrainConfig& tc, int64_t vocab, const
   launch.log_dir = (dir / "logs").string();
   launch.echo = false;
   launch.command = {self_exe(), "plan", "--calibrate-worker", samples};
+  launch.command.insert(launch.command.end(), worker_args.begin(), worker_args.end());
   const dist::LaunchResult r = dist::launch(launch);
   if (r.exit_code != 0) {
-    throw Error(
-        str_cat("plan --calibrate: the collectives' processes failed: ", r.message, " (logs in ", r.log_dir, ")"));
+    throw Error(str_cat("plan --calibrate: the calibration's processes failed: ", r.message, " (logs in ", r.log_dir,
+                        ")"));
   }
   const nlohmann::json j = nlohmann::json::parse(io::read_file(samples));
-  for (const auto& c : j) p.collectives.push_back({c.at("op"), c.at("bytes"), c.at("seconds")});
+  for (const auto& c : j.at("collectives")) p.collectives.push_back({c.at("op"), c.at("bytes"), c.at("seconds")});
+  p.block_gflops = j.at("block_gflops").get<double>();
+  p.head_gflops = j.at("head_gflops").get<double>();
+  p.measured_model = j.at("measured_model").get<std::string>();
   fs::remove_all(dir);
   // Ring all-reduce over 2: one message of the whole buffer each way at once.
   const auto [latency, per_byte] = fit_line(p.collectives, "all_reduce");
@@ -303,11 +296,37 @@ MachineProfile calibrate_machine(const io::TrainConfig& tc, int64_t vocab, const
   return p;
 }
 
-int calibrate_collectives_worker(const std::string& out_path) {
+int calibrate_worker(const std::string& out_path, const io::TrainConfig& tc, int64_t vocab) {
   const dist::DistEnv env = dist::dist_env_from_environment();
   auto store = std::make_shared<dist::StoreClient>(dist::store_client_options(env));
   auto pg = dist::make_process_group("gloo", store, env.rank, env.world_size);
   const int64_t world = env.world_size;
+  nlohmann::json result;
+
+  // The model itself at one micro-batch of this many processes' data parallelism (fewer
+  // sequences when a step would take long), in every process at once: one block and three, the
+  // difference being a block.
+  {
+    ThreadsFor threads(int(std::max<int64_t>(1, runtime::available_cpus() / world)));
+    const int64_t V = vocab > 0 ? vocab : (tc.data.tokenizer == "bpe" ? tc.data.bpe_vocab_size : 256);
+    int64_t seqs = std::max<int64_t>(1, tc.train.batch_size / world);
+    while (seqs > 1 && seqs * tc.model.block_size > 2048) seqs /= 2;
+    pg->barrier()->wait();
+    const auto [t1, f1] = time_model(tc, V, 1, seqs);
+    pg->barrier()->wait();
+    const auto [t3, f3] = time_model(tc, V, 3, seqs);
+    pg->barrier()->wait();
+    const double block_s = (t3 - t1) / 2, head_s = t1 - block_s, block_f = (f3 - f1) / 2;
+    double block = 0, head = 0;
+    if (block_s > 0 && block_f > 0) block = block_f / block_s / 1e9;
+    if (head_s > 0 && f1 > block_f) head = (f1 - block_f) / head_s / 1e9;
+    if (block <= 0 || head <= 0) block = head = 0;  // too noisy to use
+    result["block_gflops"] = block;
+    result["head_gflops"] = head;
+    result["measured_model"] = str_cat("d_model=", tc.model.d_model, " n_head=", tc.model.n_head, " block_size=",
+                                       tc.model.block_size, " vocab=", V, " rows=", seqs * tc.model.block_size);
+  }
+
   nlohmann::json out = nlohmann::json::array();
   for (int64_t elements : {int64_t(1) << 10, int64_t(1) << 14, int64_t(1) << 18, int64_t(1) << 21}) {
     const double bytes = 4.0 * double(elements);
@@ -338,7 +357,8 @@ int calibrate_collectives_worker(const std::string& out_path) {
     }
   }
   pg->barrier()->wait();
-  if (env.rank == 0) io::write_file_atomic(out_path, out.dump(2));
+  result["collectives"] = out;
+  if (env.rank == 0) io::write_file_atomic(out_path, result.dump(2));
   return 0;
 }
 

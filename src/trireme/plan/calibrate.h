@@ -3,7 +3,7 @@
 // between 2 processes over a few message sizes; saved as a profile keyed by a fingerprint of the
 // machine (CPU model, cores, trireme, OpenBLAS and Gloo versions) and reused while it matches.
 //
-//   MachineProfile p = calibrate_machine(tc, vocab, path);   // measures (well under a minute), saves
+//   MachineProfile p = calibrate_machine(tc, path, args);    // measures (well under a minute), saves
 //   auto q = load_profile(path, true);                       // io::ConfigError if from another machine
 //   ClusterSpec c = this_machine_cluster(2); apply_profile(c, *q, 2);
 #pragma once
@@ -49,10 +49,13 @@ void save_profile(const std::string& path, const MachineProfile& p);
 void apply_profile(ClusterSpec& c, const MachineProfile& p, int64_t processes);
 std::string describe_profile(const MachineProfile& p);
 
-// Measures this machine for tc's model and saves the profile at `path`. The collectives run in
-// 2 processes started through the launcher (this program's `plan --calibrate-worker`).
-MachineProfile calibrate_machine(const io::TrainConfig& tc, int64_t vocab, const std::string& path);
-// One rank of the collectives' measurement; rank 0 writes the samples to `out_path` as JSON.
-int calibrate_collectives_worker(const std::string& out_path);
+// Measures this machine for tc's model and saves the profile at `path`. The model's timing and
+// the collectives run in 2 processes at once, started through the launcher as this program's
+// `plan --calibrate-worker OUT` followed by `worker_args` (what gives the workers tc: --config,
+// --set and --vocab).
+MachineProfile calibrate_machine(const io::TrainConfig& tc, const std::string& path,
+                                 const std::vector<std::string>& worker_args);
+// One of those processes; rank 0 writes what they measured to `out_path` as JSON.
+int calibrate_worker(const std::string& out_path, const io::TrainConfig& tc, int64_t vocab);
 
 }  // namespace trireme::plan

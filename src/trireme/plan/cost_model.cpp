@@ -53,6 +53,7 @@ PlanCost predict(const PlanInputs& in, const Layout& l) {
 
   PlanCost out;
   const auto ranks = train::estimate_training_memory_per_rank(tc, in.vocab);
+  out.rank0_bytes = ranks.front().total();
   std::vector<double> stage_params(size_t(l.pp), 0);
   for (const auto& e : ranks) {
     out.peak_bytes = std::max(out.peak_bytes, e.total());

@@ -44,6 +44,7 @@ struct PlanCost {
   double step_s = 0;
   double tokens_per_s = 0;
   double peak_bytes = 0;      // the estimator's worst rank
+  double rank0_bytes = 0;     // the estimator's rank 0 (what a run's metrics report)
   double capacity_bytes = 0;  // what a device offers after the reserve
   bool fits = false;
   // What dominates the step: "compute", "bubble", "tp all-reduces over NVLink", ...
