@@ -25,7 +25,8 @@ TEST(Pipeline, TheBubbleIsStagesLessOneOverMicroBatchesAndVirtualStages) {
   // Tied embeddings and no vocabulary to speak of: the stages are nearly balanced, and tp = 1
   // leaves compute alone in each micro-batch's time.
   const PlanInputs in = inputs({"model.n_layer=8", "model.d_model=512", "model.n_head=8", "train.batch_size=16"});
-  for (const auto& [schedule, v] : std::vector<std::pair<std::string, int64_t>>{{"gpipe", 1}, {"1f1b", 1}, {"interleaved", 2}}) {
+  for (const auto& [schedule, v] :
+       std::vector<std::pair<std::string, int64_t>>{{"gpipe", 1}, {"1f1b", 1}, {"interleaved", 2}}) {
     const Layout l{.pp = 4, .micro_batches = 8, .schedule = schedule, .virtual_stages = v};
     const PlanCost c = predict(in, l);
     EXPECT_NEAR(c.parts.bubble / c.parts.compute, 3.0 / (8.0 * double(v)), 1e-9) << schedule;

@@ -86,6 +86,16 @@ TEST(PlanCli, CalibrateWritesAProfileThatPlansThenUse) {
   EXPECT_NE(r.out.find("another machine"), std::string::npos) << r.out;
 }
 
+TEST(PlanCli, AutoLayoutWithNoLayoutExitsTwoSayingWhatWorks) {
+  const fs::path dir = temp_dir("auto_impossible");
+  const auto r = run("train --nproc 3 --set parallel.auto=true --set model.n_layer=2 --set train.out_dir=" +
+                     (dir / "run").string() + kTiny);
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("parallel.auto: no layout splits the run over 3 devices"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Device counts that work: 1, 2, 4"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(dir / "run" / "metrics.jsonl"));
+}
+
 TEST(PlanCli, AutoLayoutTrainsTwoProcessesAndMeasureReportsErrors) {
   const fs::path dir = temp_dir("auto");
   auto r =

@@ -78,9 +78,10 @@ int measure_plans(const std::string& config_path, const std::vector<std::string>
                   const plan::SearchResult& r, int k) {
   const fs::path dir = fs::temp_directory_path() / str_cat("trireme_plan_measure_", ::getpid());
   fs::create_directories(dir);
-  std::printf("\nmeasured (%d steps each through trireme train --nproc, the first 2 not counted; rank 0's peak "
-              "memory beside its estimate):\n",
-              kSteps);
+  std::printf(
+      "\nmeasured (%d steps each through trireme train --nproc, the first 2 not counted; rank 0's peak "
+      "memory beside its estimate):\n",
+      kSteps);
   std::printf("%-3s %-50s %12s %12s %7s %11s %11s %7s\n", "#", "layout", "predicted", "measured", "error", "peak pred",
               "peak meas", "error");
   int status = kExitOk;

@@ -264,7 +264,6 @@ MachineProfile calibrate_machine(const io::TrainConfig& tc, const std::string& p
     const Tensor a = randn({int64_t(1) << 23}, gen), b = randn({int64_t(1) << 23}, gen);
     const double bytes = 3.0 * 4 * double(int64_t(1) << 23);
     p.memory_gbs = bytes / time_per_run([&] { (void)add(a, b); }, 0.3) / 1e9;
-
   }
   // The model and the collectives: two processes of this program at once, as a 2-process run.
   const fs::path dir = fs::temp_directory_path() / str_cat("trireme_calibrate_", ::getpid());
@@ -278,8 +277,8 @@ MachineProfile calibrate_machine(const io::TrainConfig& tc, const std::string& p
   launch.command.insert(launch.command.end(), worker_args.begin(), worker_args.end());
   const dist::LaunchResult r = dist::launch(launch);
   if (r.exit_code != 0) {
-    throw Error(str_cat("plan --calibrate: the calibration's processes failed: ", r.message, " (logs in ", r.log_dir,
-                        ")"));
+    throw Error(
+        str_cat("plan --calibrate: the calibration's processes failed: ", r.message, " (logs in ", r.log_dir, ")"));
   }
   const nlohmann::json j = nlohmann::json::parse(io::read_file(samples));
   for (const auto& c : j.at("collectives")) p.collectives.push_back({c.at("op"), c.at("bytes"), c.at("seconds")});
@@ -304,7 +303,7 @@ int calibrate_worker(const std::string& out_path, const io::TrainConfig& tc, int
   nlohmann::json result;
 
   // The model itself at one micro-batch of this many processes' data parallelism (fewer
-  // sequences when a step would take long), in every process at once: one block and three, the
+  // sequences when a step would take long), in every process at once: one block and three, half the
   // difference being a block.
   {
     ThreadsFor threads(int(std::max<int64_t>(1, runtime::available_cpus() / world)));
@@ -323,8 +322,9 @@ int calibrate_worker(const std::string& out_path, const io::TrainConfig& tc, int
     if (block <= 0 || head <= 0) block = head = 0;  // too noisy to use
     result["block_gflops"] = block;
     result["head_gflops"] = head;
-    result["measured_model"] = str_cat("d_model=", tc.model.d_model, " n_head=", tc.model.n_head, " block_size=",
-                                       tc.model.block_size, " vocab=", V, " rows=", seqs * tc.model.block_size);
+    result["measured_model"] =
+        str_cat("d_model=", tc.model.d_model, " n_head=", tc.model.n_head, " block_size=", tc.model.block_size,
+                " vocab=", V, " rows=", seqs * tc.model.block_size);
   }
 
   nlohmann::json out = nlohmann::json::array();

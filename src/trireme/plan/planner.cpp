@@ -98,8 +98,8 @@ std::string explain_plans(const io::Config& config, const PlanInputs& in, const 
                  percent(c.peak_bytes / c.capacity_bytes), ") per device");
   out += c.peak_bytes > 0.85 * c.capacity_bytes ? ": memory nearly binds too\n" : "\n";
   if (r.faster_unfit_count > 0)
-    out += str_cat("  memory binds: ", r.faster_unfit_count, " faster layout", r.faster_unfit_count > 1 ? "s do" : " does",
-                   " not fit\n");
+    out += str_cat("  memory binds: ", r.faster_unfit_count, " faster layout",
+                   r.faster_unfit_count > 1 ? "s do" : " does", " not fit\n");
   for (const auto& p : kParts) {
     const double s = c.parts.*(p.part);
     if (s > 0) out += str_cat("  ", p.name, ": ", seconds(s), " (", percent(s / c.step_s), ")\n");
