@@ -159,8 +159,9 @@ Command add_plan_command(CLI::App& root) {
   app->add_flag("--explain", opt->explain, "say what binds the best plan and why the others lose");
   app->add_flag("--json", opt->json, "print the plans as JSON");
   app->add_flag("--calibrate", opt->calibrate,
-                "measure this machine (GEMM throughput at the model's shapes, memory bandwidth, Gloo collectives "
-                "over 2 processes) and save the profile that plans for this machine then use");
+                "measure this machine (GEMM throughput at the model's shapes, memory bandwidth, the model forward "
+                "and backward and the Gloo collectives in 2 processes at once) and save the profile that plans "
+                "for this machine then use");
   app->add_option("--profile", opt->profile,
                   "the calibration profile to write or read (default: " + plan::default_profile_path() + ")");
   app->add_option("--measure", opt->measure,
