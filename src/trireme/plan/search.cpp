@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 
 #include "trireme/train/memory_check.h"
 
@@ -23,8 +24,8 @@ std::vector<int64_t> divisors(int64_t n) {
 
 constexpr int64_t kMaxVirtualStages = 8;
 
-// "512, 520 or 528": batch sizes near `batch` that `devices` can split, for refusals.
-std::string splittable_counts_near(int64_t n, const std::function<bool(int64_t)>& works, const char* unit) {
+// "504, 512, 520": up to three numbers nearest n for which works() holds, for refusals.
+std::string nearest_that_work(int64_t n, const std::function<bool(int64_t)>& works) {
   std::vector<int64_t> found;
   for (int64_t delta = 1; delta <= 4 * n && found.size() < 3; ++delta) {
     if (n - delta >= 1 && works(n - delta)) found.push_back(n - delta);
@@ -32,7 +33,7 @@ std::string splittable_counts_near(int64_t n, const std::function<bool(int64_t)>
   }
   std::sort(found.begin(), found.end());
   std::string out;
-  for (size_t i = 0; i < found.size(); ++i) out += (i ? ", " : "") + str_cat(found[i], unit);
+  for (size_t i = 0; i < found.size(); ++i) out += (i ? ", " : "") + std::to_string(found[i]);
   return out.empty() ? "none nearby" : out;
 }
 
@@ -141,15 +142,13 @@ SearchResult search_plans(const io::Config& config, const PlanInputs& in_given, 
         }
         return false;
       };
-      r.impossible = str_cat("no layout splits the run over ", devices, " devices: dp x tp x pp = ", devices,
-                             " needs dp to divide ", "train.batch_size = ", tc.train.batch_size,
-                             ", tp to divide model.n_head = ", m.n_head, " and pp <= model.n_layer = ", m.n_layer,
-                             ". Device counts that work: ",
-                             splittable_counts_near(
-                                 devices, [&](int64_t n) { return splits(n, tc.train.batch_size); }, ""),
-                             "; batch sizes that work on ", devices, " devices: ",
-                             splittable_counts_near(
-                                 tc.train.batch_size, [&](int64_t b) { return splits(devices, b); }, ""));
+      r.impossible = str_cat(
+          "no layout splits the run over ", devices, " devices: dp x tp x pp = ", devices, " needs dp to divide ",
+          "train.batch_size = ", tc.train.batch_size, ", tp to divide model.n_head = ", m.n_head,
+          " and pp <= model.n_layer = ", m.n_layer, ". Device counts that work: ",
+          nearest_that_work(devices, [&](int64_t n) { return splits(n, tc.train.batch_size); }),
+          "; batch sizes that work on ", devices,
+          " devices: ", nearest_that_work(tc.train.batch_size, [&](int64_t b) { return splits(devices, b); }));
     } else if (feasible.empty()) {
       const Plan& least = *std::min_element(unfit.begin(), unfit.end(), [](const Plan& a, const Plan& b) {
         return a.cost.peak_bytes < b.cost.peak_bytes;
