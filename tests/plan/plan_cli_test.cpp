@@ -86,6 +86,25 @@ TEST(PlanCli, CalibrateWritesAProfileThatPlansThenUse) {
   EXPECT_NE(r.out.find("another machine"), std::string::npos) << r.out;
 }
 
+TEST(PlanCli, AutoLayoutRunsWhatPlanRanksFirst) {
+  const fs::path dir = temp_dir("same_choice");
+  const std::string env = "TRIREME_CACHE_DIR=" + dir.string() + " ";
+  const std::string tiny = kTiny + " --set model.n_layer=4 --set train.batch_size=8";
+  auto r = trireme::cli_testing::run_command(env + TRIREME_BINARY + " plan --devices 2 --json --top 1" + tiny);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  std::string set_args;
+  for (const auto& o : j["plans"][0]["overrides"]) set_args += " --set " + o.get<std::string>();
+  r = trireme::cli_testing::run_command(env + TRIREME_BINARY +
+                                        " train --nproc 2 --print-config --set parallel.auto=true" + tiny);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto chosen = trireme::cli_testing::run_command(env + TRIREME_BINARY + " train --print-config" + tiny +
+                                                        set_args + " --set parallel.auto=false");
+  ASSERT_EQ(chosen.status, 0) << chosen.out;
+  // The printed configs agree on every layout key (the auto run's log line comes first).
+  EXPECT_NE(r.out.find(chosen.out), std::string::npos) << r.out << "\n---\n" << chosen.out;
+}
+
 TEST(PlanCli, AutoLayoutWithNoLayoutExitsTwoSayingWhatWorks) {
   const fs::path dir = temp_dir("auto_impossible");
   const auto r = run("train --nproc 3 --set parallel.auto=true --set model.n_layer=2 --set train.out_dir=" +

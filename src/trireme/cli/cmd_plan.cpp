@@ -85,7 +85,8 @@ int run_plan(const Options& opt, const io::Config& cfg) {
   if (devices > cluster.devices())
     throw io::ConfigError(str_cat("--devices: ", devices, " devices, but the cluster has ", cluster.devices(), " (",
                                   cluster.describe(), "); lower --devices or add --nodes"));
-  const plan::PlanInputs in = plan::plan_inputs(cfg, cluster, opt.vocab);
+  const plan::PlanInputs in =
+      plan::plan_inputs(cfg, cluster, opt.vocab > 0 ? opt.vocab : prepared_vocab(tc).value_or(0));
   const plan::SearchResult r = plan::search_plans(cfg, in, devices, opt.top);
   if (r.plans.empty()) {
     std::fprintf(stderr, "trireme plan: %s\n", r.impossible.c_str());
@@ -153,7 +154,8 @@ Command add_plan_command(CLI::App& root) {
   app->add_option("--devices", opt->devices,
                   "devices to plan for (default: the whole cluster; on this machine, CPU processes, default 2)")
       ->check(CLI::Range(1, 1 << 20));
-  app->add_option("--vocab", opt->vocab, "the vocabulary size (default: as trireme estimate assumes)")
+  app->add_option("--vocab", opt->vocab,
+                  "the vocabulary size (default: the prepared data's, else as trireme estimate assumes)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
   app->add_option("--top", opt->top, "how many plans to show (default 5)")->check(CLI::Range(1, 1000));
   app->add_flag("--explain", opt->explain, "say what binds the best plan and why the others lose");
