@@ -129,6 +129,21 @@ TEST(Search, AThousandDevicesAreSearched) {
   EXPECT_NE(why.find("across nodes"), std::string::npos) << why;
 }
 
+TEST(Search, TheConfigsOwnLayoutIsPricedAndRanked) {
+  std::vector<std::string> sets = kModel;
+  const io::Config none = config(sets);  // dp = tp = pp = 1: not a layout of 16 devices
+  EXPECT_FALSE(search_plans(none, plan_inputs(none, gpus(2), 0), 16, 3).given.has_value());
+  sets.insert(sets.end(), {"parallel.dp=4", "parallel.tp=4", "parallel.micro_batches=2"});
+  const io::Config cfg = config(sets);
+  const SearchResult r = search_plans(cfg, plan_inputs(cfg, gpus(2), 0), 16, 3);
+  ASSERT_TRUE(r.given.has_value());
+  EXPECT_EQ(r.given->layout, (Layout{.dp = 4, .tp = 4, .micro_batches = 2}));
+  ASSERT_TRUE(r.given->cost.fits);
+  EXPECT_GE(r.given_rank, 1);
+  EXPECT_GE(r.given->cost.step_s, r.plans[0].cost.step_s);
+  if (r.given_rank == 1) EXPECT_EQ(r.given->cost.step_s, r.plans[0].cost.step_s);
+}
+
 TEST(AutoPlan, OverridesRunTheChosenLayout) {
   const io::Config cfg = config(
       {"model.d_model=64", "model.n_layer=2", "model.block_size=32", "train.batch_size=4", "parallel.auto=true"});

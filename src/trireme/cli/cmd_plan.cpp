@@ -101,6 +101,11 @@ int run_plan(const Options& opt, const io::Config& cfg) {
     j["search_seconds"] = r.seconds;
     j["model_fit_error"] = in.costs.fit_error;
     for (const auto& p : r.plans) j["plans"].push_back(plan_json(p));
+    if (r.given) {
+      j["given"] = plan_json(*r.given);
+      j["given"]["fits"] = r.given->cost.fits;
+      j["given"]["rank"] = r.given_rank;
+    }
     if (opt.explain) j["explanation"] = plan::explain_plans(cfg, in, r, devices);
     std::printf("%s\n", j.dump(2).c_str());
   } else {
@@ -126,6 +131,17 @@ int run_plan(const Options& opt, const io::Config& cfg) {
                   ms(c.step_s).c_str(), c.tokens_per_s, train::format_bytes(c.peak_bytes).c_str(),
                   ms(c.parts.compute).c_str(), ms(c.parts.tp_comm).c_str(), ms(c.parts.bubble).c_str(),
                   ms(c.parts.pp_comm).c_str(), ms(c.parts.dp_comm).c_str(), ms(c.parts.optimizer).c_str());
+    }
+    if (r.given) {
+      const auto& g = *r.given;
+      std::printf("\nthe config's own layout, %s: %s ms per step, %.0f tokens/s, %s peak per device; %s\n",
+                  g.layout.describe().c_str(), ms(g.cost.step_s).c_str(), g.cost.tokens_per_s,
+                  train::format_bytes(g.cost.peak_bytes).c_str(),
+                  !g.cost.fits        ? "it does not fit"
+                  : r.given_rank == 1 ? "the best plan"
+                                      : str_cat("#", r.given_rank, ", ", ms(g.cost.step_s - r.plans[0].cost.step_s),
+                                                " ms slower than the best")
+                                            .c_str());
     }
     std::printf("\nrun the best: --set %s", r.plans[0].layout.overrides()[0].c_str());
     for (size_t i = 1; i < r.plans[0].layout.overrides().size(); ++i)

@@ -67,6 +67,19 @@ void apply_layout(io::TrainConfig& tc, const Layout& l) {
   tc.memory.recompute = l.recompute;
 }
 
+Layout layout_of(const io::TrainConfig& tc) {
+  const auto& p = tc.parallel;
+  return {p.dp,
+          p.tp,
+          p.pp,
+          p.micro_batches,
+          p.schedule,
+          p.virtual_stages,
+          p.sequence_parallel,
+          int(p.zero),
+          tc.memory.recompute};
+}
+
 std::string validate_layout(const io::Config& config, const Layout& l) {
   // All overrides at once, validated once: set one by one, a valid layout can pass through an
   // invalid state (dp raised before micro_batches lowered).

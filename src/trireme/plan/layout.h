@@ -38,6 +38,8 @@ void apply_zero(io::TrainConfig& tc, int stage);
 
 // tc's [parallel] and [memory] keys set to the layout's (the rest of tc as it is).
 void apply_layout(io::TrainConfig& tc, const Layout& l);
+// The layout tc's keys describe (the inverse of apply_layout).
+Layout layout_of(const io::TrainConfig& tc);
 
 // "" when `config` with the layout's overrides passes the config's own validation, else its
 // message (the config's checks are the single source of what a layout may be).

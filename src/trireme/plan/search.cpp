@@ -181,6 +181,13 @@ SearchResult search_plans(const io::Config& config, const PlanInputs& in_given, 
       r.impossible = str_cat("every layout that fits failed the config's validation (", r.invalid, " tried)");
     }
   }
+  const Layout own = layout_of(tc);
+  if (own.devices() == devices) {
+    r.given = Plan{own, predict(in, own)};
+    if (r.given->cost.fits)
+      r.given_rank = 1 + std::count_if(feasible.begin(), feasible.end(),
+                                       [&](const Plan& p) { return p.cost.step_s < r.given->cost.step_s; });
+  }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }

@@ -9,6 +9,7 @@
 //   r.plans[0].layout.overrides();             // the best plan, as --set arguments
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,10 @@ struct SearchResult {
   int64_t faster_unfit_count = 0;  // layouts faster than plans[0] that do not fit
   double seconds = 0;
   std::string impossible;  // "" when a plan was found; else why none, and what would work
+  // The layout the config itself gives, when it is one of `devices` devices: its prediction and
+  // its place among the plans that fit (1 = the best; 0 = it does not fit).
+  std::optional<Plan> given;
+  int64_t given_rank = 0;
 };
 
 // The layouts the config's divisibility rules allow on `devices` devices (before memory).
