@@ -55,7 +55,8 @@ TOML
     def r1: . * 10 | round / 10;
     .plans[0] as $best |
     (if .given.fits then (tf(.given.step_s) | r1 | tostring) else "does not fit (\(.given.peak_bytes / 1073741824 | round) GiB)" end) as $pred |
-    (if .given.fits then (((tf(.given.step_s) - $pub) / $pub * 100 | round | tostring) + "%") else "—" end) as $err |
+    (if .given.fits then ((tf(.given.step_s) - $pub) / $pub * 100 | round | if . == 0 then 0 else . end |
+                           "\(if . > 0 then "+" else "" end)\(.)%") else "—" end) as $err |
     (if .given.fits then (((.given.step_s / $best.step_s - 1) * 100 | round | tostring) + "%") else "—" end) as $gain |
     "| \($params)B | \($gpus) | \($layout) | \($pub) | \($pred) | \($err) | \($best.layout | "tp=\(.tp)\(if .sequence_parallel then " sp" else "" end) pp=\(.pp) dp=\(.dp) mb=\(.micro_batches) \(.schedule)\(if .schedule == "interleaved" then "/v\(.virtual_stages)" else "" end) zero=\(.zero_stage) \(.recompute)") | \(tf($best.step_s) | r1) | \($gain) |"'
 done <<'ROWS'
