@@ -8,8 +8,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "trireme/cli/commands.h"
+#include "trireme/cli/plan_measure.h"
 #include "trireme/dist/env.h"
 #include "trireme/dist/launcher.h"
 #include "trireme/io/config.h"
@@ -32,7 +34,15 @@ struct Options {
   bool force = false;
   int nproc = 0;
   int max_restarts = 0;
+  std::optional<plan::AutoPlan> auto_plan;  // parallel.auto's choice, to set beside the run
 };
+
+// parallel.auto: the plan's prediction beside what the run measured (rank 0's metrics).
+void report_auto_plan(const Options& opt, const io::TrainConfig& tc) {
+  if (!opt.auto_plan) return;
+  const MeasuredRun m = measured_run((std::filesystem::path(tc.train.out_dir) / "metrics.jsonl").string());
+  std::fprintf(stderr, "parallel.auto: %s\n", prediction_against_run(opt.auto_plan->plan, m).c_str());
+}
 
 std::string self_exe() {
   char exe[4096];
@@ -78,6 +88,7 @@ io::Config apply_auto_layout(Options& opt, const io::Config& cfg) {
   const plan::AutoPlan a = plan::auto_plan(cfg, devices, prepared_vocab(cfg.resolve()).value_or(0));
   if (env.rank == 0) std::fprintf(stderr, "%s\n", a.log_line.c_str());
   for (const auto& o : a.overrides) opt.overrides.push_back(o);
+  opt.auto_plan = a;
   return opt.config.empty() ? io::Config::parse("", "defaults", opt.overrides)
                             : io::Config::load(opt.config, opt.overrides);
 }
@@ -87,7 +98,11 @@ int run_training(const Options& opt, const io::Config& cfg) {
     throw io::ConfigError("--max-restarts restarts the ranks that --nproc starts; add --nproc N (under srun or "
                           "trireme launch, use their restart options instead)");
   }
-  if (opt.nproc > 0) return launch_ranks(opt, cfg.resolve());
+  if (opt.nproc > 0) {
+    const int status = launch_ranks(opt, cfg.resolve());
+    if (status == kExitOk) report_auto_plan(opt, cfg.resolve());
+    return status;
+  }
   // A restarted group (--max-restarts, a requeued Slurm job) continues from its latest checkpoint,
   // never removing what the first attempt wrote.
   const bool restarted = dist::dist_env_from_environment().restart_count > 0;
@@ -100,6 +115,7 @@ int run_training(const Options& opt, const io::Config& cfg) {
     std::printf("%s\n", s.message.c_str());
     return kExitOk;
   }
+  report_auto_plan(opt, cfg.resolve());
   std::printf(
       "summary: %lld steps, %lld tokens in %.1f s (%.0f tokens/s); loss %.4f -> %.4f; best validation "
       "loss %.4f nats/token vs unigram baseline %.4f (vocabulary %lld, %lld parameters); peak memory %s "

@@ -47,16 +47,13 @@ int run_quietly(const std::vector<std::string>& argv, const fs::path& log) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
-struct Measured {
-  double step_s = 0, peak_bytes = 0;
-};
+}  // namespace
 
-// The median step time after the warm-up, and the peak memory, from the run's metrics.
-Measured read_metrics(const fs::path& metrics) {
-  std::ifstream in(metrics);
+MeasuredRun measured_run(const std::string& metrics_path) {
+  std::ifstream in(metrics_path);
   std::string line;
   std::vector<double> elapsed;
-  Measured m;
+  MeasuredRun m;
   while (std::getline(in, line)) {
     const auto j = nlohmann::json::parse(line, nullptr, false);
     if (j.is_discarded() || !j.contains("elapsed_s")) continue;
@@ -66,13 +63,27 @@ Measured read_metrics(const fs::path& metrics) {
   std::vector<double> steps;
   for (size_t i = 2; i < elapsed.size(); ++i) steps.push_back(elapsed[i] - elapsed[i - 1]);
   if (!steps.empty()) {
-    std::sort(steps.begin(), steps.end());
+    std::nth_element(steps.begin(), steps.begin() + steps.size() / 2, steps.end());
     m.step_s = steps[steps.size() / 2];
   }
   return m;
 }
 
-}  // namespace
+std::string prediction_against_run(const plan::Plan& p, const MeasuredRun& m) {
+  char buf[512];
+  auto pct = [](double pred, double meas) { return meas > 0 ? 100 * (pred - meas) / meas : 0.0; };
+  if (m.step_s <= 0) {
+    std::snprintf(buf, sizeof(buf), "predicted %.1f ms per step and %s peak on rank 0; too few steps to measure",
+                  p.cost.step_s * 1e3, train::format_bytes(p.cost.rank0_bytes).c_str());
+  } else {
+    std::snprintf(buf, sizeof(buf),
+                  "predicted %.1f ms per step and %s peak on rank 0; measured %.1f ms and %s (%+.0f%%, %+.0f%%)",
+                  p.cost.step_s * 1e3, train::format_bytes(p.cost.rank0_bytes).c_str(), m.step_s * 1e3,
+                  train::format_bytes(m.peak_bytes).c_str(), pct(p.cost.step_s, m.step_s),
+                  pct(p.cost.rank0_bytes, m.peak_bytes));
+  }
+  return buf;
+}
 
 int measure_plans(const std::string& config_path, const std::vector<std::string>& overrides,
                   const plan::SearchResult& r, int k) {
@@ -111,7 +122,7 @@ int measure_plans(const std::string& config_path, const std::vector<std::string>
     sets.push_back(str_cat("train.out_dir=", out.string()));
     for (const auto& s : sets) argv.insert(argv.end(), {"--set", s});
     const int rc = run_quietly(argv, dir / str_cat("plan_", i + 1, ".log"));
-    const Measured m = rc == 0 ? read_metrics(out / "metrics.jsonl") : Measured{};
+    const MeasuredRun m = rc == 0 ? measured_run((out / "metrics.jsonl").string()) : MeasuredRun{};
     if (rc != 0 || m.step_s <= 0) {
       std::printf("%-3d %-50s the run failed (exit %d); its log: %s\n", i + 1, p.layout.describe().c_str(), rc,
                   (dir / str_cat("plan_", i + 1, ".log")).c_str());
