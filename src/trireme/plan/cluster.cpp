@@ -293,7 +293,7 @@ ClusterSpec this_machine_cluster(int64_t processes) {
   c.device.tflops_bf16 = c.device.tflops_f16 = c.device.tflops_f32 / 2;  // converted to f32 for the products
   c.device.memory_bandwidth_gbs = 10 * per_process_cores;
   c.intra_node = {2, 50};  // Gloo over loopback TCP
-  c.efficiency = {0.5, 0.7, 1.0, 0.5, 2};
+  c.efficiency = {.matmul = 0.5, .memory = 0.7, .link = 1.0, .dp_overlap = 0.5, .launch_us = 2};
   c.source = "default CPU figures (run trireme plan --calibrate to measure this machine)";
   return c;
 }
