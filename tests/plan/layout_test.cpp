@@ -57,7 +57,7 @@ TEST(Explain, EachSplitInItsBestVariantOrWhyNot) {
   }
   const Plan* all_dp = best_for_split(r, 16, 1, 1);
   ASSERT_NE(all_dp, nullptr);
-  const std::string why = explain_plans(cfg, in, r, 16);
+  const std::string why = explain_plans(in, r, 16);
   EXPECT_NE(why.find("The best plan"), std::string::npos) << why;
   EXPECT_NE(why.find("all data parallel"), std::string::npos) << why;
   EXPECT_NE(why.find("tp=8 inside a node"), std::string::npos) << why;

@@ -124,7 +124,7 @@ TEST(Search, AThousandDevicesAreSearched) {
   ASSERT_FALSE(r.plans.empty()) << r.impossible;
   EXPECT_GT(r.examined, 100);
   EXPECT_EQ(r.plans[0].layout.devices(), 1024);
-  const std::string why = explain_plans(cfg, plan_inputs(cfg, gpus(128), 80), r, 1024);
+  const std::string why = explain_plans(plan_inputs(cfg, gpus(128), 80), r, 1024);
   EXPECT_NE(why.find("The best plan"), std::string::npos);
   EXPECT_NE(why.find("across nodes"), std::string::npos) << why;
 }

@@ -106,7 +106,7 @@ int run_plan(const Options& opt, const io::Config& cfg) {
       j["given"]["fits"] = r.given->cost.fits;
       j["given"]["rank"] = r.given_rank;
     }
-    if (opt.explain) j["explanation"] = plan::explain_plans(cfg, in, r, devices);
+    if (opt.explain) j["explanation"] = plan::explain_plans(in, r, devices);
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     const auto& m = tc.model;
@@ -147,7 +147,7 @@ int run_plan(const Options& opt, const io::Config& cfg) {
     for (size_t i = 1; i < r.plans[0].layout.overrides().size(); ++i)
       std::printf(" --set %s", r.plans[0].layout.overrides()[i].c_str());
     std::printf("\n");
-    if (opt.explain) std::printf("\n%s", plan::explain_plans(cfg, in, r, devices).c_str());
+    if (opt.explain) std::printf("\n%s", plan::explain_plans(in, r, devices).c_str());
   }
   if (opt.measure > 0) return measure_plans(opt.config, opt.overrides, r, opt.measure);
   return kExitOk;

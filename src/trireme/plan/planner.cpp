@@ -88,7 +88,7 @@ PlanInputs plan_inputs(const io::Config& config, const ClusterSpec& cluster, int
   return in;
 }
 
-std::string explain_plans(const io::Config& config, const PlanInputs& in, const SearchResult& r, int64_t devices) {
+std::string explain_plans(const PlanInputs& in, const SearchResult& r, int64_t devices) {
   if (r.plans.empty()) return r.impossible + "\n";
   const Plan& best = r.plans[0];
   const PlanCost& c = best.cost;

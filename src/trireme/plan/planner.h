@@ -20,7 +20,7 @@ PlanInputs plan_inputs(const io::Config& config, const ClusterSpec& cluster, int
 // What binds the best plan, how the runners-up and the well-known layouts (all data parallel,
 // the largest tensor-parallel group inside a node, all pipeline) compare, and the faster layouts
 // that do not fit. Several lines, each ending in '\n'.
-std::string explain_plans(const io::Config& config, const PlanInputs& in, const SearchResult& r, int64_t devices);
+std::string explain_plans(const PlanInputs& in, const SearchResult& r, int64_t devices);
 
 // The cluster a training run of `tc` on `devices` processes, `devices_per_node` of them per node,
 // has: this machine's CPU processes for train.device = "cpu" (calibrated when a profile of this
