@@ -52,8 +52,9 @@ TEST(Explain, EachSplitInItsBestVariantOrWhyNot) {
     EXPECT_EQ(validate_layout(cfg, p.layout), "") << p.layout.describe();
     // No faster fitting plan of the same split.
     for (const Plan& q : r.plans)
-      if (q.layout.dp == p.layout.dp && q.layout.tp == p.layout.tp && q.layout.pp == p.layout.pp)
+      if (q.layout.dp == p.layout.dp && q.layout.tp == p.layout.tp && q.layout.pp == p.layout.pp) {
         EXPECT_LE(p.cost.step_s, q.cost.step_s);
+      }
   }
   const Plan* all_dp = best_for_split(r, 16, 1, 1);
   ASSERT_NE(all_dp, nullptr);

@@ -32,9 +32,15 @@ TEST(Search, EnumeratesOnlyWhatTheConfigAllows) {
     EXPECT_EQ(tc.model.n_head % l.tp, 0) << l.describe();
     EXPECT_LE(l.pp * l.virtual_stages, tc.model.n_layer) << l.describe();
     EXPECT_EQ(tc.train.batch_size % (l.dp * l.micro_batches), 0) << l.describe();
-    if (l.sequence_parallel) EXPECT_TRUE(l.tp > 1 && l.pp == 1) << l.describe();
-    if (l.schedule == "interleaved") EXPECT_EQ(l.micro_batches % l.pp, 0) << l.describe();
-    if (l.zero_stage > 0) EXPECT_GT(l.dp, 1) << l.describe();
+    if (l.sequence_parallel) {
+      EXPECT_TRUE(l.tp > 1 && l.pp == 1) << l.describe();
+    }
+    if (l.schedule == "interleaved") {
+      EXPECT_EQ(l.micro_batches % l.pp, 0) << l.describe();
+    }
+    if (l.zero_stage > 0) {
+      EXPECT_GT(l.dp, 1) << l.describe();
+    }
     tps.insert(l.tp), pps.insert(l.pp);
   }
   EXPECT_EQ(tps, (std::set<int64_t>{1, 2, 4, 8}));  // 16 does not divide 8 heads
@@ -55,7 +61,9 @@ TEST(Search, EveryPlanPassesValidationAndFitsTheEstimate) {
     const double peak = train::estimate_training_memory(tc, 0).total();
     EXPECT_DOUBLE_EQ(p.cost.peak_bytes, peak) << p.layout.describe();
     EXPECT_LE(peak, 0.25 * double(1 << 30)) << p.layout.describe();
-    if (i > 0) EXPECT_LE(r.plans[i - 1].cost.step_s, p.cost.step_s);
+    if (i > 0) {
+      EXPECT_LE(r.plans[i - 1].cost.step_s, p.cost.step_s);
+    }
   }
   for (const Plan& p : r.faster_unfit) EXPECT_FALSE(p.cost.fits);
 }
@@ -141,7 +149,9 @@ TEST(Search, TheConfigsOwnLayoutIsPricedAndRanked) {
   ASSERT_TRUE(r.given->cost.fits);
   EXPECT_GE(r.given_rank, 1);
   EXPECT_GE(r.given->cost.step_s, r.plans[0].cost.step_s);
-  if (r.given_rank == 1) EXPECT_EQ(r.given->cost.step_s, r.plans[0].cost.step_s);
+  if (r.given_rank == 1) {
+    EXPECT_EQ(r.given->cost.step_s, r.plans[0].cost.step_s);
+  }
 }
 
 TEST(AutoPlan, OverridesRunTheChosenLayout) {
