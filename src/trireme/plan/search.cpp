@@ -24,10 +24,11 @@ std::vector<int64_t> divisors(int64_t n) {
 
 constexpr int64_t kMaxVirtualStages = 8;
 
-// "504, 512, 520": up to three numbers nearest n for which works() holds, for refusals.
-std::string nearest_that_work(int64_t n, const std::function<bool(int64_t)>& works) {
+// "504, 512, 520": up to three numbers nearest n for which works() holds (looking as far as
+// `reach` either side), for refusals.
+std::string nearest_that_work(int64_t n, int64_t reach, const std::function<bool(int64_t)>& works) {
   std::vector<int64_t> found;
-  for (int64_t delta = 1; delta <= 4 * n && found.size() < 3; ++delta) {
+  for (int64_t delta = 1; delta <= reach && found.size() < 3; ++delta) {
     if (n - delta >= 1 && works(n - delta)) found.push_back(n - delta);
     if (found.size() < 3 && works(n + delta)) found.push_back(n + delta);
   }
@@ -146,9 +147,10 @@ SearchResult search_plans(const io::Config& config, const PlanInputs& in_given, 
           "no layout splits the run over ", devices, " devices: dp x tp x pp = ", devices, " needs dp to divide ",
           "train.batch_size = ", tc.train.batch_size, ", tp to divide model.n_head = ", m.n_head,
           " and pp <= model.n_layer = ", m.n_layer, ". Device counts that work: ",
-          nearest_that_work(devices, [&](int64_t n) { return splits(n, tc.train.batch_size); }),
-          "; batch sizes that work on ", devices,
-          " devices: ", nearest_that_work(tc.train.batch_size, [&](int64_t b) { return splits(devices, b); }));
+          nearest_that_work(devices, 4 * devices, [&](int64_t n) { return splits(n, tc.train.batch_size); }),
+          "; batch sizes that work on ", devices, " devices: ",
+          nearest_that_work(tc.train.batch_size, 4 * std::max(tc.train.batch_size, devices),
+                            [&](int64_t b) { return splits(devices, b); }));
     } else if (feasible.empty()) {
       const Plan& least = *std::min_element(unfit.begin(), unfit.end(), [](const Plan& a, const Plan& b) {
         return a.cost.peak_bytes < b.cost.peak_bytes;
