@@ -2,7 +2,6 @@
 // [--json]`: what a training run of the config would hold in memory, per process and part
 // (train/memory_estimate.h), beside what the device has, without building anything.
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 #include <optional>
 
@@ -11,7 +10,6 @@
 #include "trireme/cli/commands.h"
 #include "trireme/core/device.h"
 #include "trireme/io/config.h"
-#include "trireme/io/tokenizer.h"
 #include "trireme/train/memory_check.h"
 
 namespace trireme::cli {
@@ -31,10 +29,7 @@ struct Options {
 // or train.out_dir/data from an earlier run); nullopt when neither is there.
 std::optional<int64_t> known_vocab(const Options& opt, const io::TrainConfig& tc) {
   if (opt.vocab > 0) return opt.vocab;
-  namespace fs = std::filesystem;
-  const fs::path dir = tc.data.dir.empty() ? fs::path(tc.train.out_dir) / "data" : fs::path(tc.data.dir);
-  if (!fs::exists(dir / "tokenizer.json")) return std::nullopt;
-  return io::load_tokenizer((dir / "tokenizer.json").string())->vocab_size();
+  return prepared_vocab(tc);
 }
 
 std::optional<Device> device_of(const io::TrainConfig& tc) {

@@ -8,11 +8,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "trireme/cli/commands.h"
+#include "trireme/cli/plan_measure.h"
 #include "trireme/dist/env.h"
 #include "trireme/dist/launcher.h"
 #include "trireme/io/config.h"
+#include "trireme/plan/planner.h"
 #include "trireme/train/memory_check.h"
 #include "trireme/train/progress.h"
 #include "trireme/train/run_dir.h"
@@ -31,7 +34,15 @@ struct Options {
   bool force = false;
   int nproc = 0;
   int max_restarts = 0;
+  std::optional<plan::AutoPlan> auto_plan;  // parallel.auto's choice, to set beside the run
 };
+
+// parallel.auto: the plan's prediction beside what the run measured (rank 0's metrics).
+void report_auto_plan(const Options& opt, const io::TrainConfig& tc) {
+  if (!opt.auto_plan) return;
+  const MeasuredRun m = measured_run((std::filesystem::path(tc.train.out_dir) / "metrics.jsonl").string());
+  std::fprintf(stderr, "parallel.auto: %s\n", prediction_against_run(opt.auto_plan->plan, m).c_str());
+}
 
 std::string self_exe() {
   char exe[4096];
@@ -69,12 +80,29 @@ int launch_ranks(const Options& opt, const io::TrainConfig& tc) {
   return dist::launch_main(launch);
 }
 
+// parallel.auto: the planner's best layout for the processes this run has (--nproc N, else the
+// launcher's world size), logged with its prediction; every rank plans alike (the same inputs).
+io::Config apply_auto_layout(Options& opt, const io::Config& cfg) {
+  const dist::DistEnv env = dist::dist_env_from_environment();
+  const int64_t devices = opt.nproc > 0 ? opt.nproc : env.world_size;
+  const plan::AutoPlan a = plan::auto_plan(cfg, devices, prepared_vocab(cfg.resolve()).value_or(0));
+  if (env.rank == 0) std::fprintf(stderr, "%s\n", a.log_line.c_str());
+  for (const auto& o : a.overrides) opt.overrides.push_back(o);
+  opt.auto_plan = a;
+  return opt.config.empty() ? io::Config::parse("", "defaults", opt.overrides)
+                            : io::Config::load(opt.config, opt.overrides);
+}
+
 int run_training(const Options& opt, const io::Config& cfg) {
   if (opt.max_restarts > 0 && opt.nproc == 0) {
     throw io::ConfigError("--max-restarts restarts the ranks that --nproc starts; add --nproc N (under srun or "
                           "trireme launch, use their restart options instead)");
   }
-  if (opt.nproc > 0) return launch_ranks(opt, cfg.resolve());
+  if (opt.nproc > 0) {
+    const int status = launch_ranks(opt, cfg.resolve());
+    if (status == kExitOk) report_auto_plan(opt, cfg.resolve());
+    return status;
+  }
   // A restarted group (--max-restarts, a requeued Slurm job) continues from its latest checkpoint,
   // never removing what the first attempt wrote.
   const bool restarted = dist::dist_env_from_environment().restart_count > 0;
@@ -87,6 +115,7 @@ int run_training(const Options& opt, const io::Config& cfg) {
     std::printf("%s\n", s.message.c_str());
     return kExitOk;
   }
+  report_auto_plan(opt, cfg.resolve());
   std::printf(
       "summary: %lld steps, %lld tokens in %.1f s (%.0f tokens/s); loss %.4f -> %.4f; best validation "
       "loss %.4f nats/token vs unigram baseline %.4f (vocabulary %lld, %lld parameters); peak memory %s "
@@ -134,6 +163,7 @@ Command add_train_command(CLI::App& root) {
             try {
               cfg = opt->config.empty() ? io::Config::parse("", "defaults", opt->overrides)
                                         : io::Config::load(opt->config, opt->overrides);
+              if (cfg.get_bool("parallel.auto")) cfg = apply_auto_layout(*opt, cfg);
               if (opt->print_config) {
                 std::printf("%s", cfg.to_toml().c_str());
                 return kExitOk;

@@ -1,7 +1,9 @@
 // The trireme subcommands: each file adds one to the root CLI11 app and returns how to run it.
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,7 @@ Command add_generate_command(CLI::App& root);
 Command add_eval_command(CLI::App& root);
 Command add_launch_command(CLI::App& root);
 Command add_estimate_command(CLI::App& root);
+Command add_plan_command(CLI::App& root);
 
 // --device for the commands that run a trained model: cpu, cuda or cuda:N, checked when parsed.
 void add_device_option(CLI::App* app, std::string& device);
@@ -33,6 +36,10 @@ void add_memory_check_flag(CLI::App* app, bool& no_memory_check);
 // --nproc N of train and estimate: the overrides that give the layout N processes (none when it
 // has them; dp = N when no layout is given); io::ConfigError when it cannot.
 std::vector<std::string> nproc_overrides(const io::ParallelConfig& par, int nproc);
+
+// The vocabulary of the prepared data a run of tc would use (data.dir, or train.out_dir/data from
+// an earlier run); nullopt when there is none yet.
+std::optional<int64_t> prepared_vocab(const io::TrainConfig& tc);
 
 // Exit statuses shared by the subcommands.
 inline constexpr int kExitOk = 0;

@@ -301,6 +301,11 @@ std::vector<ConfigKey> build_schema() {
                  "GPU groups of one host: all-reduce, reduce-scatter and all-gather through the copy engines "
                  "instead of NCCL's kernels (auto: groups of 2 GPUs; on: 2 to 8; off: NCCL only)",
                  field(&T::parallel, &ParallelConfig::peer_allreduce)),
+      bool_key("parallel.auto", false,
+               "choose dp, tp, pp, micro_batches, schedule, virtual_stages, sequence_parallel, zero and "
+               "memory.recompute with the planner for the processes the run has (--nproc N or the launcher's); "
+               "logs the plan and its predicted step time (trireme plan --explain shows why)",
+               field(&T::parallel, &ParallelConfig::auto_layout)),
       choice_key("memory.recompute", "none", {"none", "selective", "full"},
                  "activation recomputation: \"full\" keeps only each block's input and runs its forward again in "
                  "the backward (less memory, one more forward); \"selective\" recomputes only the layer norms' and "

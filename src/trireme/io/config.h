@@ -85,6 +85,7 @@ struct ParallelConfig {
   bool sequence_parallel = false;  // tp > 1: shard activations between tp regions by tokens
   int64_t replica_check_interval = 100;  // steps between dp replicas' parameter-hash checks (0 = off)
   std::string peer_allreduce = "auto";   // "auto" | "off" | "on": GPU groups' copy-engine collectives
+  bool auto_layout = false;  // parallel.auto: the CLI replaces the layout keys with the planner's choice
   int64_t world_size() const { return dp * tp * pp; }
   std::string describe() const;  // "dp=2 tp=1 pp=2"
 };

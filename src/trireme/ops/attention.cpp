@@ -15,6 +15,7 @@
 #include "trireme/ops/autocast_policy.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/nn_functional.h"
+#include "trireme/ops/op_count.h"
 
 namespace trireme {
 
@@ -89,6 +90,11 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   const bool fused_views = fused_projection_views(qc, kc, vc);
   Tensor out = empty_bthd(nb, nh, tq, hd, q.dtype(), q.device());
   Tensor lse = Tensor::empty({nb, nh, tq}, stat_dtype(q.dtype()), q.device());
+  // Its products for ops/op_count.h: q kᵀ and p v forward (4 T_q T_k hd per head), and the
+  // backward's five (q kᵀ again, dv, dp, dq, dk); causal attention computes about half.
+  const double tk = double(k.size(2)), pairs = double(nb) * double(nh) * double(tq) * tk * (causal ? 0.5 : 1);
+  const double qkvo_bytes = double(dtype_size(q.dtype())) * double(nb) * double(nh) * double(hd) * (2 * double(tq) + 2 * tk);
+  op_count_attention(4 * pairs * double(hd), qkvo_bytes);
   find_kernel<AttentionKernel>(op, q.device(), q.dtype())(qc, kc, vc, causal, out, lse);
   if (any_requires_grad({&q, &k, &v})) {
     // The backward recomputes the probabilities from lse: O(T) saved per row, not O(T²).
@@ -100,6 +106,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
              const Tensor& vv = sv.unpack(op);
              const Tensor& ov = so.unpack(op);
              auto [gq, gk, gv] = empty_qkv_grads(qv, kv, fused_views);
+             op_count_attention(10 * pairs * double(hd), 2 * qkvo_bytes);
              find_kernel<AttentionBackwardKernel>("scaled_dot_product_attention_backward", qv.device(), qv.dtype())(
                  kernel_layout(g[0]), qv, kv, vv, ov, lse, causal, gq, gk, gv);
              return {gq, gk, gv};

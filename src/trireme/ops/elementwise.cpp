@@ -8,6 +8,7 @@
 #include "trireme/kernels/elementwise.h"
 #include "trireme/kernels/registry.h"
 #include "trireme/ops/autocast_policy.h"
+#include "trireme/ops/op_count.h"
 #include "trireme/ops/reduce.h"
 
 namespace trireme {
@@ -52,6 +53,8 @@ Tensor binary_forward(const char* op, const Tensor& a, const Tensor& b, DType ou
   check_same(op, a, b);
   Shape shape = broadcast_shapes(a.sizes(), b.sizes(), op);
   Tensor out = Tensor::empty(shape, out_dtype, a.device());
+  op_count_memory(double(a.numel() + b.numel()) * double(dtype_size(a.dtype())) +
+                  double(out.numel()) * double(dtype_size(out_dtype)));
   find_kernel<BinaryKernel>(op, a.device(), a.dtype())(broadcast_view(a, shape), broadcast_view(b, shape), out);
   return out;
 }
@@ -59,6 +62,7 @@ Tensor binary_forward(const char* op, const Tensor& a, const Tensor& b, DType ou
 Tensor unary_forward(const char* op, const Tensor& x, double alpha = 0.0) {
   TRIREME_CHECK(x.defined(), op, ": the input is undefined");
   Tensor out = Tensor::empty(x.sizes(), x.dtype(), x.device());
+  op_count_memory(2 * double(x.numel()) * double(dtype_size(x.dtype())));
   find_kernel<UnaryKernel>(op, x.device(), x.dtype())(x, out, alpha);
   return out;
 }

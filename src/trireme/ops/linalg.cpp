@@ -6,6 +6,7 @@
 #include "trireme/kernels/linalg.h"
 #include "trireme/kernels/registry.h"
 #include "trireme/ops/autocast_policy.h"
+#include "trireme/ops/op_count.h"
 #include "trireme/ops/reduce.h"
 #include "trireme/ops/view.h"
 
@@ -29,6 +30,14 @@ void check_operands(const char* op, const char* what_a, const Tensor& a, const c
 }
 
 Shape batch_of(const Tensor& t) { return Shape(t.sizes().begin(), t.sizes().end() - 2); }
+
+// A batch of `batch` products (M, K) x (K, N), for ops/op_count.h: 2 M N K operations each, and
+// the operands read and the result written once (`operand_reads` is 3 with an addend).
+void count_product(double batch, double m, double n, double k, DType dtype, double operand_reads = 2) {
+  const double elt = double(dtype_size(dtype));
+  op_count_matmul(batch * 2 * m * n * k,
+                  elt * batch * (m * k + k * n + (operand_reads - 1) * m * n));
+}
 
 // t (batch_t..., R, C) as a view of shape (batch..., R, C): stride 0 along broadcast dims.
 Tensor expand_batch(const Tensor& t, const Shape& batch) {
@@ -58,6 +67,7 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b, const Tensor& orig_a, co
   out_shape.push_back(a.size(-2));
   out_shape.push_back(b.size(-1));
   Tensor out = Tensor::empty(out_shape, a.dtype(), a.device());
+  count_product(double(shape_numel(batch)), double(a.size(-2)), double(b.size(-1)), double(a.size(-1)), a.dtype());
   find_kernel<MatmulKernel>("matmul", a.device(), a.dtype())(expand_batch(a, batch), expand_batch(b, batch), Tensor(),
                                                             out);
   return out;
@@ -142,6 +152,7 @@ void addmm_into(Tensor& out, const Tensor& c, const Tensor& a, const Tensor& b) 
   }
   TRIREME_CHECK(!out.requires_grad() || !autograd::grad_enabled(), op,
                 ": records no autograd, so out may not require grad while grad mode is on");
+  count_product(1, double(a.size(0)), double(b.size(1)), double(a.size(1)), a.dtype(), 3);
   find_kernel<MatmulAddKernel>("matmul_add", a.device(), a.dtype())(a, b, c, out);
 }
 
@@ -169,6 +180,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, GradInp
   const Tensor x2 = reshape(x.detach(), {n, in});
   const Tensor wt = weight.alias({in, out_features}, {weight.stride(1), weight.stride(0)}, weight.offset());
   Tensor out2 = Tensor::empty({n, out_features}, x.dtype(), x.device());
+  count_product(1, double(n), double(out_features), double(in), x.dtype());
   find_kernel<MatmulKernel>("matmul", x.device(), x.dtype())(x2, wt, bias, out2);
   Shape out_shape = lead;
   out_shape.push_back(out_features);

@@ -5,6 +5,7 @@
 #include "trireme/ops/autocast_policy.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/nn_functional.h"
+#include "trireme/ops/op_count.h"
 
 namespace trireme {
 
@@ -48,6 +49,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   Tensor y = Tensor::empty(x.sizes(), x.dtype(), x.device());
   Tensor mean = Tensor::empty(stat_shape(x), stat_dtype(x.dtype()), x.device());
   Tensor rstd = Tensor::empty(stat_shape(x), stat_dtype(x.dtype()), x.device());
+  op_count_memory(2 * double(x.numel()) * double(dtype_size(x.dtype())));
   find_kernel<LayerNormKernel>("layer_norm", x.device(), x.dtype())(xc, wc, bc, eps, y, mean, rstd);
   if (any_requires_grad({&x, &weight, &bias})) {
     const bool need_x = x.requires_grad(), need_w = weight.defined() && weight.requires_grad(),
@@ -59,6 +61,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
              Tensor gx = need_x ? Tensor::empty(xv.sizes(), xv.dtype(), xv.device()) : Tensor();
              Tensor gw = need_w ? Tensor::empty({xv.size(-1)}, xv.dtype(), xv.device()) : Tensor();
              Tensor gb = need_b ? Tensor::empty({xv.size(-1)}, xv.dtype(), xv.device()) : Tensor();
+             op_count_memory(3 * double(xv.numel()) * double(dtype_size(xv.dtype())));
              find_kernel<LayerNormBackwardKernel>("layer_norm_backward", xv.device(), xv.dtype())(
                  gc, xv, sw.defined() ? sw.unpack("layer_norm") : Tensor(), mean, rstd, gx, gw, gb);
              return {gx, gw, gb};

@@ -1,0 +1,144 @@
+// Predicted against measured: each plan runs through `trireme train --nproc N` (plan_measure.h).
+#include "trireme/cli/plan_measure.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "trireme/cli/commands.h"
+#include "trireme/train/memory_check.h"
+
+namespace trireme::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kSteps = 6;  // the first two are warm-up and not counted
+
+std::string self_exe() {
+  char exe[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  return n > 0 ? std::string(exe, size_t(n)) : std::string("trireme");
+}
+
+// Runs argv with stdout and stderr to `log`; the exit status.
+int run_quietly(const std::vector<std::string>& argv, const fs::path& log) {
+  const pid_t pid = ::fork();
+  TRIREME_CHECK(pid >= 0, "plan --measure: fork failed");
+  if (pid == 0) {
+    FILE* f = std::fopen(log.c_str(), "w");
+    if (f != nullptr) ::dup2(fileno(f), 1), ::dup2(fileno(f), 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+}  // namespace
+
+MeasuredRun measured_run(const std::string& metrics_path) {
+  std::ifstream in(metrics_path);
+  std::string line;
+  std::vector<double> elapsed;
+  MeasuredRun m;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.contains("elapsed_s")) continue;
+    elapsed.push_back(j["elapsed_s"].get<double>());
+    m.peak_bytes = std::max(m.peak_bytes, j.value("peak_memory_bytes", 0.0));
+  }
+  std::vector<double> steps;
+  for (size_t i = 2; i < elapsed.size(); ++i) steps.push_back(elapsed[i] - elapsed[i - 1]);
+  if (!steps.empty()) {
+    std::nth_element(steps.begin(), steps.begin() + steps.size() / 2, steps.end());
+    m.step_s = steps[steps.size() / 2];
+  }
+  return m;
+}
+
+std::string prediction_against_run(const plan::Plan& p, const MeasuredRun& m) {
+  char buf[512];
+  auto pct = [](double pred, double meas) { return meas > 0 ? 100 * (pred - meas) / meas : 0.0; };
+  if (m.step_s <= 0) {
+    std::snprintf(buf, sizeof(buf), "predicted %.1f ms per step and %s peak on rank 0; too few steps to measure",
+                  p.cost.step_s * 1e3, train::format_bytes(p.cost.rank0_bytes).c_str());
+  } else {
+    std::snprintf(buf, sizeof(buf),
+                  "predicted %.1f ms per step and %s peak on rank 0; measured %.1f ms and %s (%+.0f%%, %+.0f%%)",
+                  p.cost.step_s * 1e3, train::format_bytes(p.cost.rank0_bytes).c_str(), m.step_s * 1e3,
+                  train::format_bytes(m.peak_bytes).c_str(), pct(p.cost.step_s, m.step_s),
+                  pct(p.cost.rank0_bytes, m.peak_bytes));
+  }
+  return buf;
+}
+
+int measure_plans(const std::string& config_path, const std::vector<std::string>& overrides,
+                  const plan::SearchResult& r, int k) {
+  const fs::path dir = fs::temp_directory_path() / str_cat("trireme_plan_measure_", ::getpid());
+  fs::create_directories(dir);
+  std::printf(
+      "\nmeasured (%d steps each through trireme train --nproc, the first 2 not counted; rank 0's peak "
+      "memory beside its estimate):\n",
+      kSteps);
+  std::printf("%-3s %-50s %12s %12s %7s %11s %11s %7s\n", "#", "layout", "predicted", "measured", "error", "peak pred",
+              "peak meas", "error");
+  int status = kExitOk;
+  double sum_error = 0;
+  int n = 0;
+  // The top k, then as many of the other splits' best plans as a sample of the rest.
+  std::vector<plan::Plan> chosen(r.plans.begin(), r.plans.begin() + std::min<size_t>(size_t(k), r.plans.size()));
+  const size_t top = chosen.size();
+  for (const plan::Plan& p : r.best_per_split) {
+    if (chosen.size() >= top + size_t(k)) break;
+    const bool taken =
+        std::any_of(chosen.begin(), chosen.end(), [&](const plan::Plan& q) { return q.layout == p.layout; });
+    if (p.cost.fits && !taken) chosen.push_back(p);
+  }
+  for (int i = 0; i < int(chosen.size()); ++i) {
+    const plan::Plan& p = chosen[size_t(i)];
+    if (size_t(i) == top) std::printf("a sample of the other splits, each at its best:\n");
+    const fs::path out = dir / str_cat("plan_", i + 1);
+    std::vector<std::string> argv = {self_exe(), "train", "--nproc", std::to_string(p.layout.devices()), "--overwrite"};
+    if (!config_path.empty()) argv.insert(argv.end(), {"--config", config_path});
+    std::vector<std::string> sets = overrides;
+    for (const auto& o : p.layout.overrides()) sets.push_back(o);
+    for (const char* o : {"train.eval_interval=0", "train.checkpoint_interval=0", "train.log_interval=1",
+                          "parallel.auto=false", "schedule.warmup_steps=0"})
+      sets.push_back(o);
+    sets.push_back(str_cat("train.steps=", kSteps));
+    sets.push_back(str_cat("train.out_dir=", out.string()));
+    for (const auto& s : sets) argv.insert(argv.end(), {"--set", s});
+    const int rc = run_quietly(argv, dir / str_cat("plan_", i + 1, ".log"));
+    const MeasuredRun m = rc == 0 ? measured_run((out / "metrics.jsonl").string()) : MeasuredRun{};
+    if (rc != 0 || m.step_s <= 0) {
+      std::printf("%-3d %-50s the run failed (exit %d); its log: %s\n", i + 1, p.layout.describe().c_str(), rc,
+                  (dir / str_cat("plan_", i + 1, ".log")).c_str());
+      status = kExitFailure;
+      continue;
+    }
+    const double err = (p.cost.step_s - m.step_s) / m.step_s;
+    const double mem_err = m.peak_bytes > 0 ? (p.cost.rank0_bytes - m.peak_bytes) / m.peak_bytes : 0;
+    sum_error += std::abs(err), ++n;
+    std::printf("%-3d %-50s %10.1fms %10.1fms %+6.0f%% %11s %11s %+6.0f%%\n", i + 1, p.layout.describe().c_str(),
+                p.cost.step_s * 1e3, m.step_s * 1e3, 100 * err, train::format_bytes(p.cost.rank0_bytes).c_str(),
+                train::format_bytes(m.peak_bytes).c_str(), 100 * mem_err);
+  }
+  if (n > 0) std::printf("mean |predicted - measured| / measured step time: %.0f%%\n", 100 * sum_error / n);
+  if (status == kExitOk) fs::remove_all(dir);
+  return status;
+}
+
+}  // namespace trireme::cli

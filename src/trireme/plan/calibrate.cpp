@@ -1,0 +1,365 @@
+// Calibration of this machine (see calibrate.h).
+#include "trireme/plan/calibrate.h"
+
+#include <cblas.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "trireme/core/rng.h"
+#include "trireme/dist/env.h"
+#include "trireme/dist/launcher.h"
+#include "trireme/dist/process_group_factory.h"
+#include "trireme/io/file_write.h"
+#include "trireme/models/gpt.h"
+#include "trireme/ops/elementwise.h"
+#include "trireme/ops/factory.h"
+#include "trireme/ops/linalg.h"
+#include "trireme/ops/op_count.h"
+#include "trireme/runtime/build_info.h"
+#include "trireme/runtime/cpu_threads.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace trireme::plan {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+constexpr int64_t kCalibrationProcesses = 2;
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  }
+  return "unknown CPU";
+}
+
+// Runs f until `budget` seconds have passed (at least 3 times, after one warm-up); the median
+// seconds of a run (a shared machine's bursts of other work land in the tails).
+template <class F>
+double time_per_run(F&& f, double budget) {
+  f();
+  std::vector<double> runs;
+  const auto start = Clock::now();
+  do {
+    const auto t0 = Clock::now();
+    f();
+    runs.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  } while (runs.size() < 3 || std::chrono::duration<double>(Clock::now() - start).count() < budget);
+  std::nth_element(runs.begin(), runs.begin() + runs.size() / 2, runs.end());
+  return runs[runs.size() / 2];
+}
+
+// Sets the BLAS and OpenMP threads for the duration of a scope.
+class ThreadsFor {
+ public:
+  explicit ThreadsFor(int n) : saved_(openblas_get_num_threads()) { set(n); }
+  ~ThreadsFor() { set(saved_); }
+
+ private:
+  static void set(int n) {
+    openblas_set_num_threads(n);
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#endif
+  }
+  int saved_;
+};
+
+std::string self_exe() {
+  char exe[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  TRIREME_CHECK(n > 0, "plan --calibrate: cannot find this program (/proc/self/exe)");
+  return std::string(exe, size_t(n));
+}
+
+// Least squares t = a + b x over the samples of one op.
+std::pair<double, double> fit_line(const std::vector<CollectiveSample>& s, const std::string& op) {
+  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const auto& c : s) {
+    if (c.op != op) continue;
+    n += 1, sx += c.bytes, sy += c.seconds, sxx += c.bytes * c.bytes, sxy += c.bytes * c.seconds;
+  }
+  if (n < 2) return {0, 0};
+  const double b = (n * sxy - sx * sy) / (n * sxx - sx * sx);
+  return {std::max(0.0, (sy - b * sx) / n), b};
+}
+
+}  // namespace
+
+std::string machine_fingerprint() {
+  const nlohmann::json b = runtime::build_info();
+  return str_cat("cpu=", cpu_model(), "; cores=", runtime::available_cpus(), "; trireme=", b.value("trireme", "?"),
+                 "; openblas=", openblas_get_config(), "; gloo=", b.value("gloo", "?"));
+}
+
+std::string default_profile_path() {
+  fs::path dir;
+  if (const char* t = std::getenv("TRIREME_CACHE_DIR"); t && *t)
+    dir = t;
+  else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
+    dir = fs::path(x) / "trireme";
+  else if (const char* h = std::getenv("HOME"); h && *h)
+    dir = fs::path(h) / ".cache" / "trireme";
+  else
+    dir = fs::temp_directory_path() / "trireme";
+  return (dir / "plan_profile.json").string();
+}
+
+std::optional<MachineProfile> load_profile(const std::string& path, bool required) {
+  if (!fs::exists(path)) {
+    if (required)
+      throw io::ConfigError(str_cat("--profile: no profile at '", path, "'; run trireme plan --calibrate --profile ",
+                                    path, " to make one"));
+    return std::nullopt;
+  }
+  MachineProfile p;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(io::read_file(path));
+    p.fingerprint = j.at("fingerprint").get<std::string>();
+    p.cores = j.at("cores").get<int64_t>();
+    p.processes = j.at("processes").get<int64_t>();
+    p.gemm_gflops = j.at("gemm_gflops").get<double>();
+    p.memory_gbs = j.at("memory_gbs").get<double>();
+    p.block_gflops = j.value("block_gflops", 0.0);
+    p.head_gflops = j.value("head_gflops", 0.0);
+    p.measured_model = j.value("measured_model", std::string());
+    p.link.bandwidth_gbs = j.at("link").at("bandwidth_gbs").get<double>();
+    p.link.latency_us = j.at("link").at("latency_us").get<double>();
+    for (const auto& c : j.at("collectives"))
+      p.collectives.push_back(
+          {c.at("op").get<std::string>(), c.at("bytes").get<double>(), c.at("seconds").get<double>()});
+  } catch (const nlohmann::json::exception& e) {
+    throw io::ConfigError(str_cat("profile '", path, "' is not a calibration profile (", e.what(),
+                                  "); run trireme plan --calibrate to write it again"));
+  }
+  if (p.gemm_gflops <= 0 || p.memory_gbs <= 0 || p.link.bandwidth_gbs <= 0 || p.processes < 1)
+    throw io::ConfigError(str_cat("profile '", path, "' holds figures <= 0; run trireme plan --calibrate again"));
+  const std::string here = machine_fingerprint();
+  if (p.fingerprint != here)
+    throw io::ConfigError(str_cat("profile '", path, "' was measured on another machine or build (\"", p.fingerprint,
+                                  "\"; this one is \"", here, "\"); run trireme plan --calibrate to measure this one"));
+  return p;
+}
+
+void save_profile(const std::string& path, const MachineProfile& p) {
+  nlohmann::json j;
+  j["fingerprint"] = p.fingerprint;
+  j["cores"] = p.cores;
+  j["processes"] = p.processes;
+  j["gemm_gflops"] = p.gemm_gflops;
+  j["memory_gbs"] = p.memory_gbs;
+  j["block_gflops"] = p.block_gflops;
+  j["head_gflops"] = p.head_gflops;
+  j["measured_model"] = p.measured_model;
+  j["link"] = {{"bandwidth_gbs", p.link.bandwidth_gbs}, {"latency_us", p.link.latency_us}};
+  j["collectives"] = nlohmann::json::array();
+  for (const auto& c : p.collectives)
+    j["collectives"].push_back({{"op", c.op}, {"bytes", c.bytes}, {"seconds", c.seconds}});
+  const fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty()) fs::create_directories(parent);
+  io::write_file_atomic(path, j.dump(2) + "\n");
+}
+
+void apply_profile(ClusterSpec& c, const MachineProfile& p, int64_t processes) {
+  // Measured with cores / p.processes threads per process; other process counts share the
+  // cores in proportion.
+  const double share = double(p.processes) / double(std::max<int64_t>(processes, 1));
+  c.device.tflops_f32 = p.gemm_gflops * 1e-3 * share;
+  c.device.tflops_bf16 = c.device.tflops_f16 = c.device.tflops_f32 / 2;
+  c.device.memory_bandwidth_gbs = p.memory_gbs * share;
+  c.device.achieved_block_flops = p.block_gflops * 1e9 * share;
+  c.device.achieved_head_flops = p.head_gflops * 1e9 * share;
+  c.intra_node = p.link;
+  c.efficiency.matmul = 1;  // measured throughput is achieved throughput
+  c.efficiency.memory = 1;
+  c.efficiency.link = 1;
+  c.source = "calibrated on this machine (trireme plan --calibrate)";
+}
+
+std::string describe_profile(const MachineProfile& p) {
+  std::string out = str_cat("machine: ", p.fingerprint, "\n");
+  char buf[256];
+  std::snprintf(buf, sizeof(buf),
+                "per process (%lld threads): GEMM %.1f GFLOP/s at the model's shapes, memory %.1f GB/s\n"
+                "Gloo between %lld processes: %.2f GB/s, %.0f us per message (fitted to the all-reduces)\n",
+                (long long)std::max<int64_t>(1, p.cores / p.processes), p.gemm_gflops, p.memory_gbs,
+                (long long)p.processes, p.link.bandwidth_gbs, p.link.latency_us);
+  out += buf;
+  if (p.block_gflops > 0) {
+    std::snprintf(buf, sizeof(buf),
+                  "the model forward and backward (%s): a block %.1f GFLOP/s, embedding, head and loss %.1f GFLOP/s\n",
+                  p.measured_model.c_str(), p.block_gflops, p.head_gflops);
+    out += buf;
+  }
+  for (const auto& c : p.collectives) {
+    std::snprintf(buf, sizeof(buf), "  %-15s %10.0f bytes %10.1f us\n", c.op.c_str(), c.bytes, c.seconds * 1e6);
+    out += buf;
+  }
+  return out;
+}
+
+namespace {
+
+// The model at tc's shapes, with `layers` blocks, forward and backward on `rows` sequences:
+// seconds per run, and the FLOPs its ops count.
+std::pair<double, double> time_model(const io::TrainConfig& tc, int64_t vocab, int64_t layers, int64_t rows) {
+  models::GPTConfig c;
+  c.vocab_size = vocab;
+  c.block_size = tc.model.block_size;
+  c.n_layer = layers;
+  c.n_head = tc.model.n_head;
+  c.d_model = tc.model.d_model;
+  c.dropout = 0;
+  c.bias = tc.model.bias;
+  c.tie_embeddings = tc.model.tie_embeddings;
+  models::GPT gpt(c, 7);
+  std::vector<int64_t> ids(size_t(rows * c.block_size));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int64_t(i * 7919 % size_t(vocab));
+  const Tensor t = from_vector<int64_t>(ids, {rows, c.block_size});
+  auto step = [&] {
+    gpt.zero_grad();
+    gpt.loss(t, t).backward();
+  };
+  OpCounts counts;
+  {
+    OpCountScope scope(counts);
+    step();
+  }
+  return {time_per_run(step, 0.4), counts.flops()};
+}
+
+}  // namespace
+
+MachineProfile calibrate_machine(const io::TrainConfig& tc, const std::string& path,
+                                 const std::vector<std::string>& worker_args) {
+  MachineProfile p;
+  p.fingerprint = machine_fingerprint();
+  p.cores = runtime::available_cpus();
+  p.processes = kCalibrationProcesses;
+  {
+    ThreadsFor threads(int(std::max<int64_t>(1, p.cores / p.processes)));
+    // The block's products at one micro-batch of the model, fewer rows when they would take long.
+    const int64_t d = tc.model.d_model;
+    int64_t rows = std::min<int64_t>(tc.train.batch_size * tc.model.block_size, 4096);
+    while (rows > 64 && 2.0 * double(rows) * double(d) * double(4 * d) > 4e9) rows /= 2;
+    Generator gen(1);
+    const Tensor x = randn({rows, d}, gen), h = randn({rows, 4 * d}, gen);
+    const Tensor w_qkv = randn({d, 3 * d}, gen), w_fc = randn({d, 4 * d}, gen), w_proj = randn({4 * d, d}, gen);
+    const double flops = 2.0 * double(rows) * double(d) * double(3 * d + 4 * d + 4 * d);
+    const double s = time_per_run([&] { (void)matmul(x, w_qkv), (void)matmul(x, w_fc), (void)matmul(h, w_proj); }, 0.5);
+    p.gemm_gflops = flops / s / 1e9;
+    const Tensor a = randn({int64_t(1) << 23}, gen), b = randn({int64_t(1) << 23}, gen);
+    const double bytes = 3.0 * 4 * double(int64_t(1) << 23);
+    p.memory_gbs = bytes / time_per_run([&] { (void)add(a, b); }, 0.3) / 1e9;
+  }
+  // The model and the collectives: two processes of this program at once, as a 2-process run.
+  const fs::path dir = fs::temp_directory_path() / str_cat("trireme_calibrate_", ::getpid());
+  fs::create_directories(dir);
+  const std::string samples = (dir / "collectives.json").string();
+  dist::LaunchOptions launch;
+  launch.nproc_per_node = int(kCalibrationProcesses);
+  launch.log_dir = (dir / "logs").string();
+  launch.echo = false;
+  launch.command = {self_exe(), "plan", "--calibrate-worker", samples};
+  launch.command.insert(launch.command.end(), worker_args.begin(), worker_args.end());
+  const dist::LaunchResult r = dist::launch(launch);
+  if (r.exit_code != 0) {
+    throw Error(
+        str_cat("plan --calibrate: the calibration's processes failed: ", r.message, " (logs in ", r.log_dir, ")"));
+  }
+  const nlohmann::json j = nlohmann::json::parse(io::read_file(samples));
+  for (const auto& c : j.at("collectives")) p.collectives.push_back({c.at("op"), c.at("bytes"), c.at("seconds")});
+  p.block_gflops = j.at("block_gflops").get<double>();
+  p.head_gflops = j.at("head_gflops").get<double>();
+  p.measured_model = j.at("measured_model").get<std::string>();
+  fs::remove_all(dir);
+  // Ring all-reduce over 2: one message of the whole buffer each way at once.
+  const auto [latency, per_byte] = fit_line(p.collectives, "all_reduce");
+  const double p2 = double(kCalibrationProcesses);
+  p.link.bandwidth_gbs = per_byte > 0 ? 2 * (p2 - 1) / p2 / per_byte / 1e9 : 1;
+  p.link.latency_us = latency / (2 * (p2 - 1)) * 1e6;
+  save_profile(path, p);
+  return p;
+}
+
+int calibrate_worker(const std::string& out_path, const io::TrainConfig& tc, int64_t vocab) {
+  const dist::DistEnv env = dist::dist_env_from_environment();
+  auto store = std::make_shared<dist::StoreClient>(dist::store_client_options(env));
+  auto pg = dist::make_process_group("gloo", store, env.rank, env.world_size);
+  const int64_t world = env.world_size;
+  nlohmann::json result;
+
+  // The model itself at one micro-batch of this many processes' data parallelism (fewer
+  // sequences when a step would take long), in every process at once: one block and three, half the
+  // difference being a block.
+  {
+    ThreadsFor threads(int(std::max<int64_t>(1, runtime::available_cpus() / world)));
+    const int64_t V = vocab > 0 ? vocab : (tc.data.tokenizer == "bpe" ? tc.data.bpe_vocab_size : 256);
+    int64_t seqs = std::max<int64_t>(1, tc.train.batch_size / world);
+    while (seqs > 1 && seqs * tc.model.block_size > 2048) seqs /= 2;
+    pg->barrier()->wait();
+    const auto [t1, f1] = time_model(tc, V, 1, seqs);
+    pg->barrier()->wait();
+    const auto [t3, f3] = time_model(tc, V, 3, seqs);
+    pg->barrier()->wait();
+    const double block_s = (t3 - t1) / 2, head_s = t1 - block_s, block_f = (f3 - f1) / 2;
+    double block = 0, head = 0;
+    if (block_s > 0 && block_f > 0) block = block_f / block_s / 1e9;
+    if (head_s > 0 && f1 > block_f) head = (f1 - block_f) / head_s / 1e9;
+    if (block <= 0 || head <= 0) block = head = 0;  // too noisy to use
+    result["block_gflops"] = block;
+    result["head_gflops"] = head;
+    result["measured_model"] =
+        str_cat("d_model=", tc.model.d_model, " n_head=", tc.model.n_head, " block_size=", tc.model.block_size,
+                " vocab=", V, " rows=", seqs * tc.model.block_size);
+  }
+
+  nlohmann::json out = nlohmann::json::array();
+  for (int64_t elements : {int64_t(1) << 10, int64_t(1) << 14, int64_t(1) << 18, int64_t(1) << 21}) {
+    const double bytes = 4.0 * double(elements);
+    Tensor full = zeros({elements}), chunk = zeros({elements / world});
+    // A fixed count, the same on every rank (a time budget would let the ranks disagree on it).
+    const int runs = elements >= (int64_t(1) << 21) ? 5 : 20;
+    auto timed = [&](const std::string& op, auto&& f) {
+      pg->barrier()->wait();
+      f();
+      const auto start = Clock::now();
+      for (int i = 0; i < runs; ++i) f();
+      const double s = std::chrono::duration<double>(Clock::now() - start).count() / runs;
+      // Every rank times the same sequence; rank 0's figure is kept.
+      out.push_back({{"op", op}, {"bytes", bytes}, {"seconds", s}});
+    };
+    timed("all_reduce", [&] { pg->all_reduce(full)->wait(); });
+    timed("reduce_scatter", [&] { pg->reduce_scatter(chunk, full)->wait(); });
+    timed("all_gather", [&] { pg->all_gather(full, chunk)->wait(); });
+    if (world >= 2) {
+      // Ping-pong between ranks 0 and 1: half a round trip per message.
+      timed("send_recv", [&] {
+        if (env.rank == 0)
+          pg->send(full, 1)->wait(), pg->recv(full, 1)->wait();
+        else if (env.rank == 1)
+          pg->recv(full, 0)->wait(), pg->send(full, 0)->wait();
+      });
+      out.back()["seconds"] = out.back()["seconds"].get<double>() / 2;
+    }
+  }
+  pg->barrier()->wait();
+  result["collectives"] = out;
+  if (env.rank == 0) io::write_file_atomic(out_path, result.dump(2));
+  return 0;
+}
+
+}  // namespace trireme::plan

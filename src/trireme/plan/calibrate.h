@@ -1,0 +1,61 @@
+// Calibration of this machine for the planner: GEMM throughput at the shapes the model runs,
+// memory bandwidth, and the Gloo collectives (all-reduce, reduce-scatter, all-gather, send/recv)
+// between 2 processes over a few message sizes; saved as a profile keyed by a fingerprint of the
+// machine (CPU model, cores, trireme, OpenBLAS and Gloo versions) and reused while it matches.
+//
+//   MachineProfile p = calibrate_machine(tc, path, args);    // measures (well under a minute), saves
+//   auto q = load_profile(path, true);                       // io::ConfigError if from another machine
+//   ClusterSpec c = this_machine_cluster(2); apply_profile(c, *q, 2);
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trireme/io/config.h"
+#include "trireme/plan/cluster.h"
+
+namespace trireme::plan {
+
+struct CollectiveSample {
+  std::string op;  // "all_reduce", "reduce_scatter", "all_gather", "send_recv"
+  double bytes = 0, seconds = 0;
+};
+
+struct MachineProfile {
+  std::string fingerprint;
+  int64_t cores = 0;
+  int64_t processes = 2;   // the calibration's processes, each with cores / processes threads
+  double gemm_gflops = 0;  // per process, the model's products at one micro-batch's shapes
+  double memory_gbs = 0;   // per process, a large elementwise add
+  // Per process, the model itself forward and backward at one micro-batch: its counted FLOPs over
+  // the time a decoder block (and the embedding, head and loss) took, memory-bound ops included.
+  double block_gflops = 0, head_gflops = 0;
+  std::string measured_model;  // "d_model=128 n_head=4 block_size=64 vocab=256 rows=256"
+  LinkSpec link;               // fitted to the all-reduce samples (ring: 2 (p-1)/p bytes / bw + latency)
+  std::vector<CollectiveSample> collectives;
+};
+
+// "cpu=...; cores=N; trireme=...; openblas=...; gloo=..."
+std::string machine_fingerprint();
+// $TRIREME_CACHE_DIR, else $XDG_CACHE_HOME/trireme, else ~/.cache/trireme: plan_profile.json.
+std::string default_profile_path();
+
+// The profile at `path`; nullopt when there is none and it is not `required`. A profile of
+// another machine (or unreadable) is refused with io::ConfigError saying why and what to run.
+std::optional<MachineProfile> load_profile(const std::string& path, bool required);
+void save_profile(const std::string& path, const MachineProfile& p);
+// The profile's measured figures in place of this machine's defaults, for `processes` processes.
+void apply_profile(ClusterSpec& c, const MachineProfile& p, int64_t processes);
+std::string describe_profile(const MachineProfile& p);
+
+// Measures this machine for tc's model and saves the profile at `path`. The model's timing and
+// the collectives run in 2 processes at once, started through the launcher as this program's
+// `plan --calibrate-worker OUT` followed by `worker_args` (what gives the workers tc: --config,
+// --set and --vocab).
+MachineProfile calibrate_machine(const io::TrainConfig& tc, const std::string& path,
+                                 const std::vector<std::string>& worker_args);
+// One of those processes; rank 0 writes what they measured to `out_path` as JSON.
+int calibrate_worker(const std::string& out_path, const io::TrainConfig& tc, int64_t vocab);
+
+}  // namespace trireme::plan

@@ -1,0 +1,171 @@
+// The step-time model of one layout (see cost_model.h).
+#include "trireme/plan/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "trireme/parallel/pipeline_partition.h"
+#include "trireme/train/memory_estimate.h"
+
+namespace trireme::plan {
+
+double PlanInputs::vocab_size() const {
+  if (vocab > 0) return double(vocab);
+  return train.data.tokenizer == "bpe" ? double(train.data.bpe_vocab_size) : 256;
+}
+
+double all_reduce_seconds(double bytes, int64_t size, const LinkSpec& link, double efficiency) {
+  if (size <= 1 || bytes <= 0) return 0;
+  const double p = double(size);
+  return 2 * (p - 1) / p * bytes / (link.bandwidth_gbs * 1e9 * efficiency) + 2 * (p - 1) * link.latency_us * 1e-6;
+}
+
+double reduce_scatter_seconds(double bytes, int64_t size, const LinkSpec& link, double efficiency) {
+  if (size <= 1 || bytes <= 0) return 0;
+  const double p = double(size);
+  return (p - 1) / p * bytes / (link.bandwidth_gbs * 1e9 * efficiency) + (p - 1) * link.latency_us * 1e-6;
+}
+
+double send_seconds(double bytes, const LinkSpec& link, double efficiency) {
+  return bytes / (link.bandwidth_gbs * 1e9 * efficiency) + link.latency_us * 1e-6;
+}
+
+std::string link_name(const ClusterSpec& c, const LinkSpec& link) {
+  if (&link == &c.inter_node) return "the links between nodes";
+  return c.device.is_cpu ? "Gloo on this machine" : "the links inside a node";
+}
+
+PlanCost predict(const PlanInputs& in, const Layout& l) {
+  io::TrainConfig tc = in.train;
+  apply_layout(tc, l);
+  const ClusterSpec& cl = in.cluster;
+  const ModelCosts& mc = in.costs;
+  const Efficiency& eff = cl.efficiency;
+  const double d = double(tc.model.d_model), T = double(tc.model.block_size), V = in.vocab_size();
+  const double elt = tc.train.precision == "f32" ? 4 : 2;
+  const double tp = double(l.tp), m = double(l.micro_batches);
+  const int64_t v = l.pp > 1 && l.schedule == "interleaved" ? l.virtual_stages : 1;
+  const double tokens_mb = double(tc.train.batch_size) / (double(l.dp) * m) * T;
+  const double flops_rate = cl.device.peak_flops(tc.train.precision) * eff.matmul;
+  const double mem_rate = cl.device.memory_bandwidth_gbs * 1e9 * eff.memory;
+  const bool sp = l.sequence_parallel && l.tp > 1;
+  const bool recompute = l.recompute == "full";
+
+  PlanCost out;
+  const auto ranks = train::estimate_training_memory_per_rank(tc, in.vocab);
+  out.rank0_bytes = ranks.front().total();
+  std::vector<double> stage_params(size_t(l.pp), 0);
+  for (const auto& e : ranks) {
+    out.peak_bytes = std::max(out.peak_bytes, e.total());
+    if (e.dp_rank == 0 && e.tp_rank == 0) stage_params[size_t(e.pp_rank)] = e.parameters;
+  }
+  out.capacity_bytes = cl.device.memory_gib * double(1ull << 30) * (1 - in.memory_reserve);
+  out.fits = out.peak_bytes <= out.capacity_bytes;
+
+  // Per micro-batch, each pipeline rank: its blocks (over its chunks) and, on the last, the head.
+  const LinkSpec& tp_link = cl.link_for(l.tp, 1);
+  std::vector<int> layers(size_t(l.pp * v), 0);
+  if (tc.model.n_layer >= l.pp * v) {
+    const auto sizes = parallel::pipeline_partition_sizes(int(tc.model.n_layer), int(l.pp * v));
+    std::copy(sizes.begin(), sizes.end(), layers.begin());
+  }
+  double slowest = 0, slowest_compute = 0, slowest_tp = 0, slowest_bwd = 0;
+  for (int64_t r = 0; r < l.pp; ++r) {
+    double L = 0;
+    for (int64_t c = 0; c < v; ++c) L += layers[size_t(c * l.pp + r)];
+    const bool last = r == l.pp - 1;
+    const double block_flops = mc.block_flops_per_token(d, T) / tp;
+    double flops = L * block_flops * (1 + (recompute ? mc.forward_share : 0));
+    if (last) flops += mc.head_flops_per_token(d, V) / tp;
+    // Memory-bound work: sequence parallelism splits all of it; without, the layer norms and
+    // residual adds (about half) are replicated over tp.
+    const double mem_share = sp ? 1 / tp : (1 + 1 / tp) / 2;
+    // Selective recomputation runs the norms and GELU once more: about a sixth of a block's
+    // memory-bound traffic, no GEMM.
+    const double replayed = recompute ? 1 + mc.forward_share : l.recompute == "selective" ? 1 + 1.0 / 6 : 1;
+    double bytes = L * mc.block_memory_bytes_per_token(d, elt) * mem_share * replayed;
+    if (last) bytes += mc.head_memory_bytes_per_token(d, V, elt) / tp;
+    const double kernels = L * mc.block_kernels * (recompute ? 1 + mc.forward_share : 1) + (last ? mc.head_kernels : 0);
+    double compute = tokens_mb * (flops / flops_rate + bytes / mem_rate) + kernels * eff.launch_us * 1e-6;
+    if (cl.device.achieved_block_flops > 0) {  // calibrated: the measured rates hold all the work
+      const double head = last ? mc.head_flops_per_token(d, V) / tp : 0;
+      compute = tokens_mb * ((flops - head) / cl.device.achieved_block_flops +
+                             head / (cl.device.achieved_head_flops > 0 ? cl.device.achieved_head_flops
+                                                                       : cl.device.achieved_block_flops));
+    }
+    // Two all-reduces forward and two backward per block (recomputation repeats the forward's);
+    // the backward's overlap the weight-gradient products (a third of the block's products).
+    double tp_s = 0;
+    if (l.tp > 1) {
+      const double one = all_reduce_seconds(tokens_mb * d * elt, l.tp, tp_link, eff.link);
+      const double wgrad = tokens_mb * L * mc.block_matmul_flops_per_token(d) / tp / 3 / flops_rate;
+      tp_s = L * one * (2 + (recompute ? 2 : 0)) + std::max(0.0, 2 * L * one - wgrad);
+    }
+    const double t = compute + tp_s;
+    if (t > slowest) {
+      slowest = t, slowest_compute = compute, slowest_tp = tp_s;
+      slowest_bwd = compute * (1 - mc.forward_share);
+    }
+  }
+  // The schedule: m micro-batches through the slowest stage, plus fill and drain.
+  out.parts.compute = m * slowest_compute;
+  out.parts.tp_comm = m * slowest_tp;
+  out.parts.bubble = l.pp > 1 ? double(l.pp - 1) / double(v) * slowest : 0;
+  if (l.pp > 1) {
+    const LinkSpec& pp_link = cl.link_for(l.pp, l.tp);
+    const double hops = 2 * (m * double(v) + double(l.pp) - 1);
+    out.parts.pp_comm = hops * send_seconds(tokens_mb * d * elt, pp_link, eff.link);
+  }
+
+  // Data parallelism over the f32 gradients of the largest stage.
+  const double params = *std::max_element(stage_params.begin(), stage_params.end());
+  const LinkSpec& dp_link = cl.link_for(l.dp, l.tp * l.pp);
+  const double grad_bytes = 4 * params;
+  if (l.dp > 1) {
+    const double hidden_behind = eff.dp_overlap * slowest_bwd;
+    double reduce, after = 0;
+    switch (l.zero_stage) {
+      case 0:
+        reduce = all_reduce_seconds(grad_bytes, l.dp, dp_link, eff.link);
+        break;
+      case 1:  // reduce-scatter the gradients; all-gather the updated parameters after the step
+        reduce = reduce_scatter_seconds(grad_bytes, l.dp, dp_link, eff.link);
+        after = reduce_scatter_seconds(grad_bytes, l.dp, dp_link, eff.link);
+        break;
+      case 2:  // as 1, but every micro-batch's backward reduce-scatters (no bucket outlives it)
+        reduce = m * reduce_scatter_seconds(grad_bytes, l.dp, dp_link, eff.link);
+        after = reduce_scatter_seconds(grad_bytes, l.dp, dp_link, eff.link);
+        break;
+      default:  // 3: and gather the parameters for every micro-batch's forward and backward
+        reduce = reduce_scatter_seconds(grad_bytes, l.dp, dp_link, eff.link);
+        after = 2 * m * reduce_scatter_seconds(params * elt, l.dp, dp_link, eff.link) * (1 - eff.dp_overlap);
+        break;
+    }
+    out.parts.dp_comm = std::max(0.0, reduce - hidden_behind) + after;
+  }
+  // The optimizer reads parameter, gradient and state and writes parameter and state; the
+  // gradient clipping reads the gradients once more.
+  const double state = tc.optim.name == "adamw" ? 8 : (tc.optim.momentum > 0 ? 4 : 0);
+  const double updated = params / (l.zero_stage >= 1 ? double(l.dp) : 1);
+  out.parts.optimizer = updated * (4 + 4 + 4 + 2 * state + 4) / mem_rate;
+
+  const StepParts& p = out.parts;
+  out.step_s = p.compute + p.tp_comm + p.bubble + p.pp_comm + p.dp_comm + p.optimizer;
+  out.tokens_per_s = double(tc.train.batch_size) * T / out.step_s;
+  struct Part {
+    double s;
+    std::string name;
+  };
+  const std::vector<Part> named = {{p.compute, "compute"},
+                                   {p.tp_comm, str_cat("tp all-reduces over ", link_name(cl, tp_link))},
+                                   {p.bubble, "the pipeline bubble"},
+                                   {p.pp_comm, str_cat("pipeline sends over ", link_name(cl, cl.link_for(l.pp, l.tp)))},
+                                   {p.dp_comm, str_cat("dp gradient reduction over ", link_name(cl, dp_link))},
+                                   {p.optimizer, "the optimizer step"}};
+  const Part& top =
+      *std::max_element(named.begin(), named.end(), [](const Part& a, const Part& b) { return a.s < b.s; });
+  out.binding = top.name;
+  return out;
+}
+
+}  // namespace trireme::plan

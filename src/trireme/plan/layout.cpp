@@ -1,0 +1,70 @@
+// Layouts and their config overrides (see layout.h).
+#include "trireme/plan/layout.h"
+
+namespace trireme::plan {
+
+const std::vector<int>& supported_zero_stages() {
+  static const std::vector<int> stages = {0, 1, 2, 3};
+  return stages;
+}
+
+std::string zero_override(int stage) {
+  TRIREME_CHECK(stage >= 0 && stage <= 3, "plan: ZeRO stage ", stage, " does not exist");
+  return str_cat("parallel.zero=", stage);
+}
+
+void apply_zero(io::TrainConfig& tc, int stage) { tc.parallel.zero = stage; }
+
+std::string Layout::describe() const {
+  std::string out = str_cat("dp=", dp, " tp=", tp, sequence_parallel ? " sp" : "", " pp=", pp);
+  if (pp > 1) out += str_cat(" ", schedule, schedule == "interleaved" ? str_cat("/v", virtual_stages) : "");
+  return out + str_cat(" mb=", micro_batches, " zero=", zero_stage, " recompute=", recompute);
+}
+
+std::vector<std::string> Layout::overrides() const {
+  return {str_cat("parallel.dp=", dp),
+          str_cat("parallel.tp=", tp),
+          str_cat("parallel.pp=", pp),
+          str_cat("parallel.micro_batches=", micro_batches),
+          str_cat("parallel.schedule=", schedule),
+          str_cat("parallel.virtual_stages=", virtual_stages),
+          str_cat("parallel.sequence_parallel=", sequence_parallel ? "true" : "false"),
+          zero_override(zero_stage),
+          str_cat("memory.recompute=", recompute)};
+}
+
+void apply_layout(io::TrainConfig& tc, const Layout& l) {
+  tc.parallel.dp = l.dp, tc.parallel.tp = l.tp, tc.parallel.pp = l.pp;
+  tc.parallel.micro_batches = l.micro_batches;
+  tc.parallel.schedule = l.schedule;
+  tc.parallel.virtual_stages = l.virtual_stages;
+  tc.parallel.sequence_parallel = l.sequence_parallel;
+  apply_zero(tc, l.zero_stage);
+  tc.memory.recompute = l.recompute;
+}
+
+Layout layout_of(const io::TrainConfig& tc) {
+  const auto& p = tc.parallel;
+  return {p.dp,
+          p.tp,
+          p.pp,
+          p.micro_batches,
+          p.schedule,
+          p.virtual_stages,
+          p.sequence_parallel,
+          int(p.zero),
+          tc.memory.recompute};
+}
+
+std::string validate_layout(const io::Config& config, const Layout& l) {
+  // All overrides at once, validated once: set one by one, a valid layout can pass through an
+  // invalid state (dp raised before micro_batches lowered).
+  try {
+    io::Config::parse(config.to_toml(), "the planned layout", l.overrides());
+  } catch (const io::ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace trireme::plan

@@ -1,0 +1,77 @@
+// Calibration profiles: saved and read back, applied to this machine, refused from another.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "expect_error.h"
+#include "trireme/io/config.h"
+#include "trireme/io/file_write.h"
+#include "trireme/plan/calibrate.h"
+
+namespace trireme::plan {
+namespace {
+
+namespace fs = std::filesystem;
+
+MachineProfile sample() {
+  MachineProfile p;
+  p.fingerprint = machine_fingerprint();
+  p.cores = 4;
+  p.processes = 2;
+  p.gemm_gflops = 50;
+  p.memory_gbs = 8;
+  p.link = {1.5, 40};
+  p.collectives = {{"all_reduce", 4096, 1e-4}, {"send_recv", 4096, 5e-5}};
+  return p;
+}
+
+fs::path temp_file(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("trireme_profile_test_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return dir / name;
+}
+
+TEST(Profile, SavedAndReadBack) {
+  const fs::path path = temp_file("p.json");
+  save_profile(path.string(), sample());
+  const auto p = load_profile(path.string(), true);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_DOUBLE_EQ(p->gemm_gflops, 50);
+  EXPECT_DOUBLE_EQ(p->link.latency_us, 40);
+  ASSERT_EQ(p->collectives.size(), 2u);
+  EXPECT_EQ(p->collectives[1].op, "send_recv");
+  // Applied for 4 processes: each has half the cores the 2 calibrated processes had.
+  ClusterSpec c = this_machine_cluster(4);
+  apply_profile(c, *p, 4);
+  EXPECT_DOUBLE_EQ(c.device.tflops_f32, 0.025);
+  EXPECT_DOUBLE_EQ(c.intra_node.bandwidth_gbs, 1.5);
+  EXPECT_NE(c.source.find("calibrated"), std::string::npos);
+}
+
+TEST(Profile, FromAnotherMachineIsRefusedWithTheReason) {
+  const fs::path path = temp_file("other.json");
+  MachineProfile p = sample();
+  p.fingerprint = "cpu=Some Other CPU; cores=96";
+  save_profile(path.string(), p);
+  EXPECT_THROW(load_profile(path.string(), false), io::ConfigError);
+  testing::expect_error([&] { load_profile(path.string(), false); },
+                        {"another machine", "Some Other CPU", "trireme plan --calibrate"});
+}
+
+TEST(Profile, MissingOrBrokenProfiles) {
+  EXPECT_FALSE(load_profile("/nonexistent/p.json", false).has_value());
+  EXPECT_THROW(load_profile("/nonexistent/p.json", true), io::ConfigError);
+  const fs::path path = temp_file("broken.json");
+  io::write_file(path, "{\"fingerprint\": 3}");
+  testing::expect_error([&] { load_profile(path.string(), false); }, "is not a calibration profile");
+}
+
+TEST(Profile, DefaultPathFollowsTheCacheDirectory) {
+  ::setenv("TRIREME_CACHE_DIR", "/tmp/somewhere", 1);
+  EXPECT_EQ(default_profile_path(), "/tmp/somewhere/plan_profile.json");
+  ::unsetenv("TRIREME_CACHE_DIR");
+  EXPECT_NE(default_profile_path().find("trireme/plan_profile.json"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace trireme::plan
