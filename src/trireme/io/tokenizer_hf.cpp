@@ -292,6 +292,10 @@ std::vector<int32_t> HfTokenizer::encode(std::string_view text) const {
 }
 
 std::string HfTokenizer::decode(std::span<const int32_t> ids, bool skip_special_tokens) const {
+  return utf8_sanitize(bytes_of(ids, skip_special_tokens));
+}
+
+std::string HfTokenizer::bytes_of(std::span<const int32_t> ids, bool skip_special_tokens) const {
   std::string bytes;
   for (int32_t id : ids) {
     if (id < 0 || id >= vocab_size_ || id_to_token_[size_t(id)].empty()) continue;
@@ -311,7 +315,7 @@ std::string HfTokenizer::decode(std::span<const int32_t> ids, bool skip_special_
     }
     bytes += mapped ? own : token;
   }
-  return utf8_sanitize(bytes);
+  return bytes;
 }
 
 }  // namespace trireme::io

@@ -47,8 +47,11 @@ class HfTokenizer final : public Tokenizer {
   std::string type() const override { return "hf"; }
   int64_t vocab_size() const override { return vocab_size_; }
   std::vector<int32_t> encode(std::string_view text) const override;
-  // skip_special_tokens = false; ids with no token are skipped, as the library does.
-  std::string decode(std::span<const int32_t> ids) const override { return decode(ids, false); }
+  // The tokens' exact bytes, as the Tokenizer interface asks (invalid UTF-8 only where the ids
+  // cut a character: streaming callers wait for the rest); ids with no token are skipped, as the
+  // library does.
+  std::string decode(std::span<const int32_t> ids) const override { return bytes_of(ids, false); }
+  // What the library's decode returns: the bytes with ill-formed parts replaced by U+FFFD.
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens) const;
   // The token as tokenizer.json writes it (byte-level form, e.g. "Ġthe"); "" for an unused id.
   std::string token_to_string(int32_t id) const override;
@@ -74,6 +77,7 @@ class HfTokenizer final : public Tokenizer {
   };
 
   HfTokenizer() = default;
+  std::string bytes_of(std::span<const int32_t> ids, bool skip_special_tokens) const;
   // Splits the pieces without an id at the added tokens of the given kind (normalized or not).
   void split_added(std::vector<Piece>& pieces, bool normalized) const;
   std::string normalize(const std::string& s) const;
