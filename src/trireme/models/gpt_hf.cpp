@@ -135,7 +135,7 @@ json gpt_config_to_hf(const GPTConfig& c) {
     else j["use_sliding_window"] = false;
   }
   j["tie_word_embeddings"] = c.tie_embeddings;
-  j["torch_dtype"] = "float32";
+  j["dtype"] = "float32";
   return j;
 }
 

@@ -176,7 +176,12 @@ void export_hf(const std::string& checkpoint, const fs::path& out) {
   fs::remove_all(tmp);
   fs::create_directories(tmp);
   try {
-    io::write_file(tmp / "config.json", models::gpt_config_to_hf(c).dump(2) + "\n");
+    json config = models::gpt_config_to_hf(c);
+    // transformers' GPT-2 defaults to 50256 for these, which a smaller vocabulary does not have.
+    std::optional<int32_t> eos;
+    if (auto* hf_tok = dynamic_cast<const io::HfTokenizer*>(tok.get())) eos = hf_tok->token_id("<|endoftext|>");
+    config["bos_token_id"] = config["eos_token_id"] = eos ? json(*eos) : json();
+    io::write_file(tmp / "config.json", config.dump(2) + "\n");
     io::write_file(tmp / "model.safetensors", io::serialize_safetensors(hf, {{"format", "pt"}}));
     if (tok->type() == "hf") io::write_file(tmp / "tokenizer.json", tok->to_json().dump(1) + "\n");
     io::fsync_path(tmp, /*directory=*/true);
