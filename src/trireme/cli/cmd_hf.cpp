@@ -58,8 +58,11 @@ Command add_export_command(CLI::App& root) {
                        "a new folder: config.json, model.safetensors and, for a Hugging Face tokenizer, tokenizer.json");
   return {app, [o] {
             return run_refusing("export", [&] {
-              train::export_hf(o->source, o->out);
+              const bool wrote_tokenizer = train::export_hf(o->source, o->out);
               std::printf("exported %s -> %s\n", o->source.c_str(), o->out.c_str());
+              if (!wrote_tokenizer)
+                std::printf("note: no tokenizer.json written: the checkpoint's tokenizer is trireme's own (char or bpe), "
+                            "which has no Hugging Face form yet\n");
             });
           }};
 }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <queue>
 
 #include "trireme/core/error.h"
 #include "trireme/io/config.h"
@@ -236,27 +237,51 @@ void HfTokenizer::bpe(const std::string& word, std::vector<int32_t>& out) const 
       return;
     }
   }
-  std::vector<int32_t> sym;
+  // Symbols as a linked list; merges from a min-heap of (rank, position): the lowest-ranked
+  // adjacent pair first, the leftmost of equals, as the library's Word::merge_all does, in
+  // O(n log n) for a word of n bytes (a long run of letters is one word).
+  struct Symbol {
+    int32_t id;
+    int32_t prev, next;  // indices, -1 at the ends
+    bool alive;
+  };
+  std::vector<Symbol> sym;
   sym.reserve(word.size());
   for (unsigned char b : word) {
     auto it = vocab_.find(byte_char_[b]);
-    if (it != vocab_.end()) sym.push_back(it->second);  // a byte missing from the vocabulary is dropped, as the library does
+    if (it == vocab_.end()) continue;  // a byte missing from the vocabulary is dropped, as the library does
+    const int32_t i = int32_t(sym.size());
+    sym.push_back({it->second, i - 1, -1, true});
+    if (i > 0) sym[size_t(i - 1)].next = i;
   }
-  // The lowest-ranked adjacent pair first, the leftmost of equals (the library's priority queue).
-  while (sym.size() > 1) {
-    int32_t best_rank = INT32_MAX, best_id = -1;
-    size_t best = 0;
-    for (size_t i = 0; i + 1 < sym.size(); ++i) {
-      auto it = merges_.find(pair_key(sym[i], sym[i + 1]));
-      if (it != merges_.end() && it->second.first < best_rank) {
-        best_rank = it->second.first, best_id = it->second.second, best = i;
-      }
-    }
-    if (best_id < 0) break;
-    sym[best] = best_id;
-    sym.erase(sym.begin() + std::ptrdiff_t(best) + 1);
+  struct Candidate {
+    int32_t rank, pos, id;
+    bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap;
+  auto consider = [&](int32_t pos) {
+    if (pos < 0 || sym[size_t(pos)].next < 0) return;
+    auto it = merges_.find(pair_key(sym[size_t(pos)].id, sym[size_t(sym[size_t(pos)].next)].id));
+    if (it != merges_.end()) heap.push({it->second.first, pos, it->second.second});
+  };
+  for (int32_t i = 0; i + 1 < int32_t(sym.size()); ++i) consider(i);
+  while (!heap.empty()) {
+    const Candidate c = heap.top();
+    heap.pop();
+    Symbol& left = sym[size_t(c.pos)];
+    if (!left.alive || left.next < 0) continue;
+    Symbol& right = sym[size_t(left.next)];
+    auto it = merges_.find(pair_key(left.id, right.id));
+    if (it == merges_.end() || it->second.first != c.rank) continue;  // the pair changed since it was queued
+    left.id = c.id;
+    right.alive = false;
+    left.next = right.next;
+    if (right.next >= 0) sym[size_t(right.next)].prev = c.pos;
+    consider(left.prev);
+    consider(c.pos);
   }
-  out.insert(out.end(), sym.begin(), sym.end());
+  for (const Symbol& x : sym)
+    if (x.alive) out.push_back(x.id);
 }
 
 std::vector<int32_t> HfTokenizer::encode(std::string_view text) const {

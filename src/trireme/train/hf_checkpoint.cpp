@@ -151,7 +151,7 @@ fs::path import_hf(const fs::path& dir, const fs::path& out) {
   return save_checkpoint(out / "checkpoints", ck, /*keep=*/1);
 }
 
-void export_hf(const std::string& checkpoint, const fs::path& out) {
+bool export_hf(const std::string& checkpoint, const fs::path& out) {
   if (fs::exists(out)) refuse(out, "exists; give a new folder (nothing was written)");
   auto dir = find_latest_checkpoint(checkpoint);
   if (!dir) refuse(checkpoint, "no checkpoint found (give a checkpoint folder or a training run's out_dir)");
@@ -192,6 +192,7 @@ void export_hf(const std::string& checkpoint, const fs::path& out) {
     fs::remove_all(tmp, ec);
     throw;
   }
+  return tok->type() == "hf";
 }
 
 }  // namespace trireme::train

@@ -43,7 +43,8 @@ io::Config config_for_gpt(const models::GPTConfig& c);
 
 // Returns the checkpoint folder written.
 std::filesystem::path import_hf(const std::filesystem::path& dir, const std::filesystem::path& out);
-// `checkpoint`: a checkpoint folder or a run's out_dir (its latest).
-void export_hf(const std::string& checkpoint, const std::filesystem::path& out);
+// `checkpoint`: a checkpoint folder or a run's out_dir (its latest). Returns whether a
+// tokenizer.json was written (only a Hugging Face tokenizer has one).
+bool export_hf(const std::string& checkpoint, const std::filesystem::path& out);
 
 }  // namespace trireme::train
