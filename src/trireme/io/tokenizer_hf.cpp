@@ -165,9 +165,17 @@ HfTokenizer HfTokenizer::from_json(const json& j, const std::string& what) {
       refuse(what, "the pre_tokenizer has no ByteLevel step: not a byte-level BPE tokenizer");
     if (type_of(j.value("decoder", json())) != "ByteLevel")
       refuse(what, "decoder '", type_of(j.value("decoder", json())), "' is not supported (expected ByteLevel)");
+    // encode() is add_special_tokens=False: a template's BOS/EOS are the caller's to add.
     const json& post = j.value("post_processor", json());
-    if (!post.is_null() && type_of(post) != "ByteLevel")
-      refuse(what, "post_processor '", type_of(post), "' is not supported (expected null or ByteLevel)");
+    std::vector<json> posts;
+    if (type_of(post) == "Sequence") {
+      for (const json& p : post.at("processors")) posts.push_back(p);
+    } else if (!post.is_null()) {
+      posts.push_back(post);
+    }
+    for (const json& p : posts)
+      if (type_of(p) != "ByteLevel" && type_of(p) != "TemplateProcessing")
+        refuse(what, "post_processor '", type_of(p), "' is not supported (expected null, ByteLevel or TemplateProcessing)");
   } catch (const json::exception& e) {
     refuse(what, "a field is missing or has the wrong type: ", e.what());
   }

@@ -12,7 +12,8 @@
 //   model            BPE: vocab, merges ("a b" or ["a", "b"]) applied by rank, ignore_merges; no
 //                    dropout, byte_fallback, unk_token use, or subword prefix/suffix
 //   decoder          ByteLevel
-//   post_processor   null or ByteLevel (nothing is added to the ids)
+//   post_processor   null, ByteLevel or TemplateProcessing: encode() is add_special_tokens=False,
+//                    so a template's BOS/EOS are not added (the caller adds them by token_id)
 //
 // Note [invalid UTF-8 in Hugging Face tokenizers]
 // The `tokenizers` library takes only valid Unicode strings, so a Python caller turns bytes into

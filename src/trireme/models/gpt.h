@@ -1,6 +1,7 @@
 // GPT: the GPT-2 architecture (learned token and position embeddings, pre-LN decoder blocks,
-// a final LayerNorm, a language-model head tied to the token embedding or separate), defined
-// once. Every parallel layout is a view of this one class: the layout's tensor-parallel group
+// a final LayerNorm, a language-model head tied to the token embedding or separate), or with
+// arch llama the Llama/Qwen2 one (RMSNorm, rotary positions, SwiGLU, grouped-query attention;
+// Note [GPT architectures] in gpt_block.h), defined once. Every parallel layout is a view of this one class: the layout's tensor-parallel group
 // splits each block's heads and MLP and the vocabulary (Megatron-style; size 1 is the plain
 // model), sequence parallelism shards the activations between those splits by tokens, and a
 // pipeline stage holds a contiguous slice of the blocks (plus the embeddings on the first stage,
@@ -19,6 +20,12 @@
 //   transformer.h.<i>.mlp.c_proj.{weight,bias}    weight (d, 4d)
 //   transformer.ln_f.{weight,bias}
 //   lm_head.weight                      (V, d), only when the head is not tied
+// arch llama has no wpe, no biases but the optional q/k/v ones, and in place of c_attn and c_fc:
+//   transformer.h.<i>.attn.q_proj.{weight,bias}   weight (d, d)
+//   transformer.h.<i>.attn.kv_proj.{weight,bias}  weight (2 kv_d, d), rows k | v, kv_d = n_kv_head d / n_head
+//   transformer.h.<i>.mlp.c_fc.weight             (2 ffn, d), rows gate | up
+//   transformer.h.<i>.mlp.c_proj.weight           (d, ffn)
+// (models/gpt_hf.h maps both to and from Hugging Face's names.)
 // Under tensor parallelism a rank holds its slice of the split ones (ShardSpec, parallel/shard.h):
 // c_attn and c_fc by output rows (c_attn per q/k/v block), the c_proj weights by input columns,
 // wte and lm_head by vocabulary rows, padded to a multiple of tp with zero rows that never win
