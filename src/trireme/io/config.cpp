@@ -225,6 +225,10 @@ std::vector<ConfigKey> build_schema() {
                  field(&T::data, &DataConfig::corpus), corpus_check),
       choice_key("data.tokenizer", "char", {"char", "bpe"}, "character-level or byte-level BPE",
                  field(&T::data, &DataConfig::tokenizer)),
+      string_key("data.tokenizer_file", ConfigType::string, std::string(),
+                 "a tokenizer.json to tokenize with as it is (a Hugging Face byte-level BPE one, or one trireme "
+                 "wrote) instead of training data.tokenizer; \"\" = train one",
+                 field(&T::data, &DataConfig::tokenizer_file), Check{}),
       integer_key("data.bpe_vocab_size", 2000, closed(256, 1 << 20), "target BPE vocabulary size (256 byte tokens + merges)",
                   field(&T::data, &DataConfig::bpe_vocab_size)),
       float_key("data.val_fraction", 0.1, closed(0, 0.5),
@@ -363,6 +367,15 @@ const std::vector<CrossCheck>& cross_checks() {
         return m <= lr ? ""
                        : str_cat("schedule.min_lr: expected at most optim.lr = ", format_number(lr), ", got ",
                                  format_number(m));
+      },
+      [](const Config& c) -> std::string {
+        if (c.get_string("data.tokenizer_file").empty()) return "";
+        for (const char* key : {"data.tokenizer", "data.bpe_vocab_size"}) {
+          if (c.get(key) != default_of(key))
+            return str_cat(key, ": is for training a tokenizer, but data.tokenizer_file names one to use as it is; "
+                           "remove one of them");
+        }
+        return "";
       },
       [](const Config& c) -> std::string {
         const bool llama = c.get_string("model.arch") == "llama";

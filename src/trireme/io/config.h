@@ -52,6 +52,7 @@ struct ModelConfig {
 struct DataConfig {
   std::vector<std::string> corpus;  // "tang" = the default poems; else files or folders
   std::string tokenizer;            // "char" | "bpe"
+  std::string tokenizer_file;       // a tokenizer.json to use as it is (Hugging Face or trireme); "" = train one
   int64_t bpe_vocab_size = 0;
   double val_fraction = 0;          // share of the documents held out (io/corpus.h split_corpus)
   int64_t split_seed = 0;           // picks the validation documents
