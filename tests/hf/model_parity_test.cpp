@@ -108,6 +108,12 @@ TEST_P(HfModelParity, ExportThenImportGivesTheSameTensors) {
   fs::remove_all(base);
 }
 
+TEST_P(HfModelParity, HuggingFaceFolderLoadsInPlaceForGenerate) {
+  train::TrainedModel m = train::load_trained_model(hf_fixture(GetParam()), Device::cpu(), "test");
+  EXPECT_EQ(m.tokenizer->type(), "hf");
+  check_model(*m.model, GetParam());
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, HfModelParity, ::testing::Values("gpt2", "llama", "qwen2"));
 
 }  // namespace
