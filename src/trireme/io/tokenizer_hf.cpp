@@ -143,7 +143,8 @@ HfTokenizer HfTokenizer::from_json(const json& j, const std::string& what) {
       if (type_of(p) == "ByteLevel") {
         step.kind = PreTokenizer::byte_level;
         step.use_regex = p.value("use_regex", true);
-        step.add_prefix_space = flag(p, "add_prefix_space");
+        // Not checked against the library yet: refused rather than guessed.
+        if (flag(p, "add_prefix_space")) refuse(what, "ByteLevel add_prefix_space = true is not supported");
       } else if (type_of(p) == "Split") {
         step.kind = PreTokenizer::split;
         const json& pattern = p.at("pattern");
@@ -308,7 +309,6 @@ std::vector<int32_t> HfTokenizer::encode(std::string_view text) const {
     for (const PreTokenizer& step : pre_) {
       std::vector<std::string> next;
       for (std::string& w : words) {
-        if (step.kind == PreTokenizer::byte_level && step.add_prefix_space && (w.empty() || w[0] != ' ')) w.insert(0, " ");
         if (step.kind == PreTokenizer::byte_level && !step.use_regex) {
           next.push_back(std::move(w));
           continue;

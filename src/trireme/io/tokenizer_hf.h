@@ -7,7 +7,7 @@
 //                    "normalized": false on the raw text, the others after normalization
 //                    (lstrip, rstrip and single_word must be false)
 //   normalizer       null or NFC (also inside a Sequence)
-//   pre_tokenizer    ByteLevel (use_regex: GPT-2's split pattern), Split with an Isolated known
+//   pre_tokenizer    ByteLevel (use_regex: GPT-2's split pattern; no add_prefix_space), Split with an Isolated known
 //                    pattern (io/hf_split.h: GPT-2's, Qwen2's, Llama 3's) or a Sequence of these
 //   model            BPE: vocab, merges ("a b" or ["a", "b"]) applied by rank, ignore_merges; no
 //                    dropout, byte_fallback, unk_token use, or subword prefix/suffix
@@ -70,7 +70,7 @@ class HfTokenizer final : public Tokenizer {
   struct PreTokenizer {
     enum Kind { split, byte_level } kind;
     HfSplitPattern pattern = HfSplitPattern::gpt2;  // split; byte_level with use_regex
-    bool use_regex = false, add_prefix_space = false;
+    bool use_regex = false;
   };
   struct Piece {
     std::string text;
