@@ -153,7 +153,12 @@ void tp_layers(const std::shared_ptr<dist::ProcessGroup>& world) {
 
 // ---- tp_gpt ----
 
-models::GPTConfig tiny_config(bool tie, double dropout = 0.0) {
+models::GPTConfig tiny_config(bool tie, double dropout = 0.0, bool llama = false) {
+  if (llama) {  // grouped-query (8 q heads on 4 kv heads), rotary, SwiGLU, q/k/v biases
+    return {.arch = models::GPTArch::llama, .vocab_size = 61, .block_size = 8, .n_layer = 2, .n_head = 8,
+            .d_model = 32, .dropout = dropout, .bias = false, .tie_embeddings = tie, .ln_eps = 1e-6, .ffn = 48,
+            .n_kv_head = 4, .qkv_bias = true};
+  }
   return {.vocab_size = 61, .block_size = 8, .n_layer = 2, .n_head = 4, .d_model = 32, .dropout = dropout,
           .tie_embeddings = tie};
 }
@@ -177,11 +182,11 @@ std::pair<Tensor, Tensor> batch(int64_t step, int64_t first_sample, int64_t coun
   return {from_vector(x, {count, T}), from_vector(y, {count, T})};
 }
 
-void tp_gpt(const std::shared_ptr<dist::ProcessGroup>& world) {
+void tp_gpt(const std::shared_ptr<dist::ProcessGroup>& world, bool llama = false) {
   ParallelContext ctx(world, {.tp = world->size()});
   for (bool tie : {true, false}) {
-    models::GPT ref(tiny_config(tie), 11);
-    models::GPT tp(tiny_config(tie), ctx, 11);
+    models::GPT ref(tiny_config(tie, 0.0, llama), 11);
+    models::GPT tp(tiny_config(tie, 0.0, llama), ctx, 11);
     auto [x, y] = batch(0, 0, 4, 8, 61);
     Tensor lr = ref.loss(x, y), lt = tp.loss(x, y);
     WCHECK(std::abs(lr.item() - lt.item()) < 1e-5 * lr.item(), "loss ", lr.item(), " vs ", lt.item());
@@ -244,6 +249,7 @@ struct TrainLayout {
   double dropout = 0.0;
   bool overlap = true;  // "nooverlap": every bucket launched at finish()
   bool defer_sums = false;  // "defer": partial gradients summed after the backward (Note [deferred gradient sums])
+  bool llama = false;       // "llama": the llama architecture (tiny_config)
 };
 
 TrainLayout parse_layout(const std::string& s) {
@@ -259,6 +265,7 @@ TrainLayout parse_layout(const std::string& s) {
     else if (part == "nooverlap") t.overlap = false;
     else if (part == "sp") t.layout.sequence_parallel = true;
     else if (part == "defer") t.defer_sums = true;
+    else if (part == "llama") t.llama = true;
     else TRIREME_FAIL("unknown layout part '", part, "' in ", s);
   }
   t.layout.bucket_bytes = 16 << 10;  // several buckets for this small model
@@ -282,8 +289,8 @@ struct Run {
   std::map<std::string, Tensor> params;
 };
 
-Run train_single(double dropout) {
-  models::GPT model(tiny_config(true, dropout), kSeed);
+Run train_single(double dropout, bool llama) {
+  models::GPT model(tiny_config(true, dropout, llama), kSeed);
   optim::AdamW opt(model.named_parameters(), kAdamW);
   Run run;
   for (int step = 0; step < kSteps; ++step) {
@@ -302,7 +309,7 @@ Run train_single(double dropout) {
 
 Run train_parallel(const std::shared_ptr<dist::ProcessGroup>& world, const TrainLayout& t, ReducerStats* stats) {
   ParallelContext ctx(world, t.layout);
-  models::GPT model(tiny_config(true, t.dropout), ctx, kSeed);
+  models::GPT model(tiny_config(true, t.dropout, t.llama), ctx, kSeed);
   model.defer_grad_sums(t.defer_sums);
   const auto& L = t.layout;
   Reducer reducer(model.named_parameters(), ctx.dp_group(),
@@ -350,7 +357,7 @@ Run train_parallel(const std::shared_ptr<dist::ProcessGroup>& world, const Train
 void train(const std::shared_ptr<dist::ProcessGroup>& world, const std::string& layout_name) {
   TrainLayout t = parse_layout(layout_name);
   WCHECK(t.layout.world_size() == world->size(), layout_name, " needs ", t.layout.world_size(), " processes");
-  Run single = train_single(t.dropout);
+  Run single = train_single(t.dropout, t.llama);
   ReducerStats stats;
   Run par = train_parallel(world, t, &stats);
   double worst_loss = 0, worst_norm = 0, worst_param = 0;
@@ -381,6 +388,7 @@ int run_worker(const std::string& scenario) {
     auto world = connect();
     if (scenario == "tp_layers") tp_layers(world);
     else if (scenario == "tp_gpt") tp_gpt(world);
+    else if (scenario == "tp_llama") tp_gpt(world, /*llama=*/true);
     else if (scenario == "tp_defer_mixed") tp_defer_mixed(world);
     else if (scenario.rfind("train:", 0) == 0) train(world, scenario.substr(6));
     else TRIREME_FAIL("unknown scenario ", scenario);

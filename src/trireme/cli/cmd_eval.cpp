@@ -20,7 +20,7 @@ Command add_eval_command(CLI::App& root) {
   };
   auto opt = std::make_shared<Options>();
   CLI::App* app = root.add_subcommand("eval", "Perplexity of a trained checkpoint on a text (per token and per character)");
-  app->add_option("--checkpoint", opt->checkpoint, "checkpoint folder, or a run's out_dir (uses its latest)")
+  app->add_option("--checkpoint", opt->checkpoint, "checkpoint folder, a run's out_dir (uses its latest), or a Hugging Face model folder")
       ->required()
       ->check(CLI::ExistingDirectory);
   app->add_option("--text", opt->text, "UTF-8 text file to score")->required()->check(CLI::ExistingFile);

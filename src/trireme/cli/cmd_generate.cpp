@@ -22,7 +22,7 @@ Command add_generate_command(CLI::App& root) {
   };
   auto opt = std::make_shared<Options>();
   CLI::App* app = root.add_subcommand("generate", "Generate text from a trained checkpoint");
-  app->add_option("--checkpoint", opt->checkpoint, "checkpoint folder, or a run's out_dir (uses its latest)")
+  app->add_option("--checkpoint", opt->checkpoint, "checkpoint folder, a run's out_dir (uses its latest), or a Hugging Face model folder")
       ->required()
       ->check(CLI::ExistingDirectory);
   CLI::Option* prompt =

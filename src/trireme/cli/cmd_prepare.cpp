@@ -37,8 +37,17 @@ Command add_prepare_command(CLI::App& root) {
       "prepare", "Tokenize text into token shards (train.bin, val.bin, tokenizer.json) for `trireme train --set data.dir=FOLDER`");
   app->add_option("--corpus", opt->data.corpus, "\"tang\" (the Tang and Song poems of fortunes-zh), or UTF-8 files/folders")
       ->capture_default_str();
-  app->add_option("--tokenizer", opt->data.tokenizer, "char or bpe")->check(CLI::IsMember({"char", "bpe"}))->capture_default_str();
-  app->add_option("--vocab", opt->data.bpe_vocab_size, "BPE vocabulary size")->check(CLI::Range(257, 1 << 20))->capture_default_str();
+  CLI::Option* kind =
+      app->add_option("--tokenizer", opt->data.tokenizer, "char or bpe")->check(CLI::IsMember({"char", "bpe"}))->capture_default_str();
+  app->add_option("--tokenizer-file", opt->data.tokenizer_file,
+                  "tokenize with this tokenizer.json as it is (Hugging Face byte-level BPE, or one trireme wrote) "
+                  "instead of training --tokenizer")
+      ->check(CLI::ExistingFile)
+      ->excludes(kind);
+  app->add_option("--vocab", opt->data.bpe_vocab_size, "BPE vocabulary size")
+      ->check(CLI::Range(257, 1 << 20))
+      ->capture_default_str()
+      ->excludes("--tokenizer-file");
   app->add_option("--val-fraction", opt->data.val_fraction,
                   "share of the documents held out for validation, spread over the corpus (at least one; a "
                   "one-document corpus is split inside, near its end)")
@@ -49,9 +58,16 @@ Command add_prepare_command(CLI::App& root) {
       ->capture_default_str();
   app->add_option("-o,--out", opt->out, "output folder")->capture_default_str();
   return {app, [opt] {
-            io::PreparedDataset d = io::prepare_from_config(opt->data, opt->out);
+            io::PreparedDataset d;
+            try {
+              d = io::prepare_from_config(opt->data, opt->out);
+            } catch (const io::ConfigError& e) {
+              std::fprintf(stderr, "trireme prepare: error: %s\n", e.what());
+              return kExitUsage;
+            }
+            const std::string tok = opt->data.tokenizer_file.empty() ? opt->data.tokenizer : opt->data.tokenizer_file;
             std::printf("%s\n%lld train + %lld validation tokens (%s tokenizer)\nwrote %s, %s, %s\n",
-                        d.split.c_str(), (long long)d.train_tokens, (long long)d.val_tokens, opt->data.tokenizer.c_str(),
+                        d.split.c_str(), (long long)d.train_tokens, (long long)d.val_tokens, tok.c_str(),
                         d.train_path.c_str(), d.val_path.c_str(), d.tokenizer_path.c_str());
             std::printf("train on it with:\n  trireme train %s\n(or dir = \"%s\" under [data] in the --config file, "
                         "with no other [data] keys)\n",

@@ -202,6 +202,10 @@ constexpr double kMaxSteps = 1e12;       // step counts and intervals
 std::vector<ConfigKey> build_schema() {
   using T = TrainConfig;
   return {
+      choice_key("model.arch", "gpt2", {"gpt2", "llama"},
+                 "gpt2: LayerNorm, learned positions, GELU MLP; llama (Llama, Qwen2): RMSNorm, rotary positions, "
+                 "SwiGLU MLP, grouped-query attention",
+                 field(&T::model, &ModelConfig::arch)),
       integer_key("model.d_model", 256, closed(1, kMaxWidth), "width of the residual stream", field(&T::model, &ModelConfig::d_model)),
       integer_key("model.n_layer", 4, closed(1, kMaxLayers), "number of transformer blocks", field(&T::model, &ModelConfig::n_layer)),
       integer_key("model.n_head", 4, closed(1, kMaxLayers), "attention heads per block (must divide d_model)",
@@ -211,12 +215,30 @@ std::vector<ConfigKey> build_schema() {
       bool_key("model.bias", false, "biases in linear layers and norms", field(&T::model, &ModelConfig::bias)),
       bool_key("model.tie_embeddings", true, "share the token embedding with the output projection",
                field(&T::model, &ModelConfig::tie_embeddings)),
+      integer_key("model.vocab_size", 0, closed(0, 1 << 24),
+                  "rows of the token embedding and the head; 0: the tokenizer's size (an imported model may have more)",
+                  field(&T::model, &ModelConfig::vocab_size)),
+      integer_key("model.intermediate_size", 0, closed(0, kMaxWidth), "hidden width of the MLP (0: 4 x d_model)",
+                  field(&T::model, &ModelConfig::intermediate_size)),
+      float_key("model.norm_eps", 1e-5, above(0), "epsilon of the LayerNorms (gpt2) or RMSNorms (llama)",
+                field(&T::model, &ModelConfig::norm_eps)),
+      integer_key("model.n_kv_head", 0, closed(0, kMaxLayers),
+                  "llama: key/value heads, a divisor of n_head (grouped-query attention; 0: n_head)",
+                  field(&T::model, &ModelConfig::n_kv_head)),
+      float_key("model.rope_theta", 10000.0, above(0), "llama: base of the rotary position embedding",
+                field(&T::model, &ModelConfig::rope_theta)),
+      bool_key("model.qkv_bias", false, "llama: biases on the q, k and v projections (Qwen2 has them)",
+               field(&T::model, &ModelConfig::qkv_bias)),
 
       string_key("data.corpus", ConfigType::string_list, std::vector<std::string>{"tang"},
                  "\"tang\" (the fortunes-zh Tang and Song poems) or UTF-8 text files and folders",
                  field(&T::data, &DataConfig::corpus), corpus_check),
       choice_key("data.tokenizer", "char", {"char", "bpe"}, "character-level or byte-level BPE",
                  field(&T::data, &DataConfig::tokenizer)),
+      string_key("data.tokenizer_file", ConfigType::string, std::string(),
+                 "a tokenizer.json to tokenize with as it is (a Hugging Face byte-level BPE one, or one trireme "
+                 "wrote) instead of training data.tokenizer; \"\" = train one",
+                 field(&T::data, &DataConfig::tokenizer_file), Check{}),
       integer_key("data.bpe_vocab_size", 2000, closed(256, 1 << 20), "target BPE vocabulary size (256 byte tokens + merges)",
                   field(&T::data, &DataConfig::bpe_vocab_size)),
       float_key("data.val_fraction", 0.1, closed(0, 0.5),
@@ -317,6 +339,13 @@ std::vector<ConfigKey> build_schema() {
   };
 }
 
+// The default of a schema key.
+const ConfigValue& default_of(const std::string& path) {
+  for (const auto& k : train_config_schema())
+    if (k.path == path) return k.default_value;
+  TRIREME_FAIL("config: no key '", path, "' in the schema");
+}
+
 // "1, 2, 4 or 8": the divisors of n, for error messages.
 std::string divisors(int64_t n) {
   std::vector<int64_t> d;
@@ -353,6 +382,45 @@ const std::vector<CrossCheck>& cross_checks() {
         return m <= lr ? ""
                        : str_cat("schedule.min_lr: expected at most optim.lr = ", format_number(lr), ", got ",
                                  format_number(m));
+      },
+      [](const Config& c) -> std::string {
+        if (c.get_string("data.tokenizer_file").empty()) return "";
+        for (const char* key : {"data.tokenizer", "data.bpe_vocab_size"}) {
+          if (c.get(key) != default_of(key))
+            return str_cat(key, ": is for training a tokenizer, but data.tokenizer_file names one to use as it is; "
+                           "remove one of them");
+        }
+        return "";
+      },
+      [](const Config& c) -> std::string {
+        const bool llama = c.get_string("model.arch") == "llama";
+        if (!llama) {
+          for (const char* key : {"model.n_kv_head", "model.rope_theta", "model.qkv_bias"}) {
+            if (c.get(key) != default_of(key))
+              return str_cat(key, ": applies to model.arch = \"llama\" only (model.arch is \"gpt2\"), got ",
+                             format_value(c.get(key)), "; remove it or set model.arch = \"llama\"");
+          }
+          return "";
+        }
+        const int64_t h = c.get_int("model.n_head"), kv = c.get_int("model.n_kv_head"), d = c.get_int("model.d_model");
+        if (kv != 0 && h % kv != 0)
+          return str_cat("model.n_kv_head: expected a divisor of model.n_head = ", h, ", got ", kv, "; set it to one of ",
+                         divisors(h));
+        if (d % h == 0 && (d / h) % 2 != 0)
+          return str_cat("model.n_head: rotary embeddings (model.arch = \"llama\") need an even head size, but ",
+                         "model.d_model / model.n_head = ", d, " / ", h, " = ", d / h);
+        if (c.get_bool("model.bias"))
+          return "model.bias: model.arch = \"llama\" has no biases in its norms, output projections or MLP; "
+                 "use model.qkv_bias for the q, k and v biases (Qwen2)";
+        return "";
+      },
+      [](const Config& c) -> std::string {
+        if (c.get_string("model.arch") != "llama") return "";
+        const int64_t tp = c.get_int("parallel.tp"), kv = c.get_int("model.n_kv_head");
+        if (kv == 0 || kv % tp == 0) return "";
+        return str_cat("parallel.tp: expected a divisor of model.n_kv_head = ", kv, " (each tensor-parallel rank holds ",
+                       "whole key/value heads; they are split, not replicated), got ", tp, "; set parallel.tp to one of ",
+                       divisors(kv));
       },
       // [parallel] against the model and the batch (the world size is checked by the trainer).
       [](const Config& c) -> std::string {

@@ -37,14 +37,22 @@ class ConfigError : public Error {
 };
 
 struct ModelConfig {
+  std::string arch;  // "gpt2" | "llama" (models/gpt_block.h, Note [GPT architectures])
   int64_t d_model = 0, n_layer = 0, n_head = 0, block_size = 0;
   double dropout = 0;
   bool bias = false, tie_embeddings = false;
+  int64_t vocab_size = 0;         // 0: the tokenizer's
+  int64_t intermediate_size = 0;  // the MLP's hidden width; 0: 4 d_model
+  double norm_eps = 0;
+  int64_t n_kv_head = 0;          // llama; 0: n_head
+  double rope_theta = 0;          // llama
+  bool qkv_bias = false;          // llama
 };
 
 struct DataConfig {
   std::vector<std::string> corpus;  // "tang" = the default poems; else files or folders
   std::string tokenizer;            // "char" | "bpe"
+  std::string tokenizer_file;       // a tokenizer.json to use as it is (Hugging Face or trireme); "" = train one
   int64_t bpe_vocab_size = 0;
   double val_fraction = 0;          // share of the documents held out (io/corpus.h split_corpus)
   int64_t split_seed = 0;           // picks the validation documents

@@ -15,7 +15,16 @@ PreparedDataset prepare_from_config(const DataConfig& data, const std::string& o
   {
     // The corpus and the joined text are dropped before the shards are encoded.
     Corpus corpus = load_corpus(data.corpus);
-    std::unique_ptr<Tokenizer> tokenizer = train_tokenizer(data.tokenizer, corpus.text(), data.bpe_vocab_size);
+    std::unique_ptr<Tokenizer> tokenizer;
+    if (data.tokenizer_file.empty()) {
+      tokenizer = train_tokenizer(data.tokenizer, corpus.text(), data.bpe_vocab_size);
+    } else {
+      try {
+        tokenizer = load_tokenizer(data.tokenizer_file);
+      } catch (const Error& e) {
+        throw ConfigError(str_cat("data.tokenizer_file = \"", data.tokenizer_file, "\": ", e.what()));
+      }
+    }
     CorpusSplit split = split_corpus(corpus, data.val_fraction, uint64_t(data.split_seed));
     corpus = {};
     d = prepare_dataset_split(split.train_text, split.val_text, *tokenizer, out_dir);

@@ -16,7 +16,7 @@
 
 namespace trireme::io {
 
-// Loads the corpus, trains the tokenizer on the whole corpus text (so a character vocabulary
+// Loads the corpus, trains the tokenizer on the whole corpus text (or loads data.tokenizer_file) (so a character vocabulary
 // covers the validation text too), splits it into whole documents (split_corpus in corpus.h,
 // with data.val_fraction and data.split_seed) and writes train.bin, val.bin and tokenizer.json
 // into out_dir (prepare_dataset_split: all or nothing). Deterministic: the same config gives the

@@ -8,6 +8,7 @@
 #include "trireme/io/file_write.h"
 #include "trireme/io/tokenizer_bpe.h"
 #include "trireme/io/tokenizer_char.h"
+#include "trireme/io/tokenizer_hf.h"
 
 namespace trireme::io {
 
@@ -25,6 +26,7 @@ void Tokenizer::save(const std::string& path) const {
 }
 
 std::unique_ptr<Tokenizer> tokenizer_from_json(const nlohmann::json& j) {
+  if (HfTokenizer::is_hf_json(j)) return std::make_unique<HfTokenizer>(HfTokenizer::from_json(j));
   TRIREME_CHECK(j.is_object() && j.contains("type") && j["type"].is_string(),
                 "tokenizer JSON: expected an object with a string \"type\" field");
   std::string type = j["type"];

@@ -2,7 +2,8 @@
 // (tokenizer_char.h: one token per code point; tokenizer_bpe.h: byte-level BPE).
 //
 // A tokenizer file is JSON with a "type" field ("char" or "bpe") that picks the class;
-// the rest is the class's own state.
+// the rest is the class's own state. A Hugging Face tokenizer.json (no "type", a "model"
+// object) is read as io::HfTokenizer (tokenizer_hf.h).
 //
 //   std::unique_ptr<Tokenizer> tok = train_tokenizer("bpe", corpus_text, 2000);
 //   std::vector<int32_t> ids = tok->encode("床前明月光");

@@ -31,6 +31,17 @@ void GPTConfig::validate() const {
                 ")");
   TRIREME_CHECK(dropout >= 0.0 && dropout < 1.0, "GPTConfig: dropout must be in [0, 1), got ", dropout);
   TRIREME_CHECK(ln_eps > 0.0, "GPTConfig: ln_eps must be positive, got ", ln_eps);
+  TRIREME_CHECK(ffn >= 0, "GPTConfig: ffn must be non-negative (0: 4 d_model), got ", ffn);
+  if (arch == GPTArch::llama) {
+    TRIREME_CHECK(n_kv_head >= 0 && n_head % kv_heads() == 0, "GPTConfig: n_kv_head (", n_kv_head,
+                  ") must divide n_head (", n_head, ")");
+    TRIREME_CHECK((d_model / n_head) % 2 == 0, "GPTConfig: rotary embeddings need an even head size, got d_model / n_head = ",
+                  d_model / n_head);
+    TRIREME_CHECK(rope_theta > 0.0, "GPTConfig: rope_theta must be positive, got ", rope_theta);
+  } else {
+    TRIREME_CHECK(n_kv_head == 0 && !qkv_bias, "GPTConfig: n_kv_head and qkv_bias are for arch llama; arch gpt2 has "
+                  "n_head key/value heads and its biases follow bias");
+  }
   num_parameters();  // throws when the sizes' products overflow, before anything is allocated
 }
 
@@ -45,13 +56,14 @@ int64_t GPTConfig::num_parameters() const {
     return checked_add(a, b, "GPTConfig: the parameter count of d_model = ", d_model, ", n_layer = ", n_layer,
                        ", vocab_size = ", vocab_size, ", block_size = ", block_size);
   };
-  const int64_t d = d_model, V = vocab_size, b = bias ? 1 : 0;
-  const int64_t dd = mul(d, d);
+  const bool llama = arch == GPTArch::llama;
+  const int64_t d = d_model, V = vocab_size, b = bias && !llama ? 1 : 0, f = ffn_size();
+  const int64_t kv_d = kv_heads() * (d / n_head), qkv = d + 2 * kv_d;
   const int64_t ln = d + b * d;
-  const int64_t attn = add(add(mul(3, dd), 3 * b * d), add(dd, b * d));
-  const int64_t mlp = add(add(mul(4, dd), 4 * b * d), add(mul(4, dd), b * d));
+  const int64_t attn = add(add(mul(qkv, d), (b || qkv_bias) ? qkv : 0), add(mul(d, d), b * d));
+  const int64_t mlp = add(add(mul(llama ? 2 * f : f, d), b * f), add(mul(f, d), b * d));
   const int64_t block = add(2 * ln, add(attn, mlp));
-  const int64_t embeddings = add(mul(V, d), mul(block_size, d));
+  const int64_t embeddings = add(mul(V, d), llama ? 0 : mul(block_size, d));
   return add(add(embeddings, mul(n_layer, block)), add(ln, tie_embeddings ? 0 : mul(V, d)));
 }
 
@@ -93,7 +105,8 @@ GPT::GPT(const GPTConfig& config, const GPTPlacement& placement, uint64_t seed)
         "wte", std::make_shared<parallel::VocabParallelEmbedding>(c.vocab_size, c.d_model, tp));
   }
   if (first) {
-    transformer->wpe = transformer->register_module("wpe", std::make_shared<nn::Embedding>(c.block_size, c.d_model));
+    if (c.arch == GPTArch::gpt2)
+      transformer->wpe = transformer->register_module("wpe", std::make_shared<nn::Embedding>(c.block_size, c.d_model));
     transformer->drop = transformer->register_module("drop", std::make_shared<nn::Dropout>(c.dropout));
   }
   transformer->h = transformer->register_module("h", std::make_shared<nn::Module>("LayerList"));
@@ -104,7 +117,7 @@ GPT::GPT(const GPTConfig& config, const GPTPlacement& placement, uint64_t seed)
     }
   }
   if (last) {
-    transformer->ln_f = transformer->register_module("ln_f", std::make_shared<nn::LayerNorm>(c.d_model, c.ln_eps, c.bias));
+    transformer->ln_f = transformer->register_module("ln_f", gpt_norm(c));
     if (!c.tie_embeddings) {
       lm_head = register_module("lm_head", std::make_shared<parallel::ColumnParallelLinear>(
                                                c.d_model, c.vocab_size, tp,
@@ -209,8 +222,9 @@ Tensor GPT::forward_chunk(int chunk, const Tensor& input) {
       if (auto hidden = sequence_parallel_hidden(x)) return linear(*hidden, lm_head_weight());
     }
     if (defer_grad_sums_ && autograd::grad_enabled()) ++whole_forwards_;  // Note [deferred gradient sums]
-    x = transformer->drop->forward(transformer->wte->forward(x) +
-                                   transformer->wpe->forward(positions_.get(T, x.device())));  // (B, T, d) + (T, d)
+    Tensor tokens = transformer->wte->forward(x);
+    if (transformer->wpe) tokens = tokens + transformer->wpe->forward(positions_.get(T, x.device()));  // (B, T, d) + (T, d)
+    x = transformer->drop->forward(tokens);
   } else {
     TRIREME_CHECK(x.dim() == 3 && x.size(2) == config_.d_model, "GPT.forward: virtual stage ", pp.virtual_stage(chunk),
                   " takes activations (b, T, ", config_.d_model, "), got ", x.str());
@@ -267,12 +281,14 @@ std::optional<Tensor> GPT::sequence_parallel_hidden(const Tensor& ids) {
   };
   if (!sum_now && autograd::grad_enabled()) ++partial_forwards_;
   // This rank's token rows: the lookup summed over tp straight into them, plus their positions.
-  const Tensor wpe = partial({transformer->wpe->weight})[0];
   Tensor tokens = parallel::reduce_scatter_rows_to_sp(reshape(transformer->wte->forward_partial(ids), {n, d}), tp);
-  Tensor pos = embedding(wpe, positions_.rows(first, rows, T, ids.device()));
+  if (transformer->wpe) {
+    const Tensor wpe = partial({transformer->wpe->weight})[0];
+    tokens = tokens + embedding(wpe, positions_.rows(first, rows, T, ids.device()));
+  }
   // Dropout over token rows: token j of the global batch is row outer_row T + j.
   nn::GlobalRowScope token_rows(outer_row.value_or(0) * T + first);
-  Tensor x = transformer->drop->forward(tokens + pos);
+  Tensor x = transformer->drop->forward(tokens);
   const auto& held = blocks(0);
   for (size_t i = 0; i < held.size(); ++i) {
     x = run_block(i, held[i], x, [block = held[i].get(), B, T, sum_now](const Tensor& in) {
@@ -280,7 +296,7 @@ std::optional<Tensor> GPT::sequence_parallel_hidden(const Tensor& ids) {
     });
   }
   const std::vector<Tensor> ln_f = partial({transformer->ln_f->weight, transformer->ln_f->bias});
-  x = layer_norm(x, ln_f[0], ln_f[1], transformer->ln_f->eps);
+  x = transformer->ln_f->apply(x, ln_f[0], ln_f[1]);
   return reshape(parallel::gather_rows_from_sp(x, tp), {B, T, d});
 }
 
@@ -293,7 +309,8 @@ void GPT::sum_deferred_grads() {
                 " did not (the replicated path: rows not divisible by tp, or dropout that cannot split them); "
                 "their sum cannot be told apart. Give every micro-batch a token count divisible by tp, or "
                 "call defer_grad_sums(false)");
-  std::vector<Tensor> params{transformer->wpe->weight, transformer->ln_f->weight, transformer->ln_f->bias};
+  std::vector<Tensor> params{transformer->wpe ? transformer->wpe->weight : Tensor(), transformer->ln_f->weight,
+                             transformer->ln_f->bias};
   for (const auto& block : blocks(0))
     for (const Tensor& p : block->partial_grad_params()) params.push_back(p);
   parallel::sum_partial_grads_over_tp(params, placement_.tp);

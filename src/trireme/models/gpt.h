@@ -1,6 +1,7 @@
 // GPT: the GPT-2 architecture (learned token and position embeddings, pre-LN decoder blocks,
-// a final LayerNorm, a language-model head tied to the token embedding or separate), defined
-// once. Every parallel layout is a view of this one class: the layout's tensor-parallel group
+// a final LayerNorm, a language-model head tied to the token embedding or separate), or with
+// arch llama the Llama/Qwen2 one (RMSNorm, rotary positions, SwiGLU, grouped-query attention;
+// Note [GPT architectures] in gpt_block.h), defined once. Every parallel layout is a view of this one class: the layout's tensor-parallel group
 // splits each block's heads and MLP and the vocabulary (Megatron-style; size 1 is the plain
 // model), sequence parallelism shards the activations between those splits by tokens, and a
 // pipeline stage holds a contiguous slice of the blocks (plus the embeddings on the first stage,
@@ -19,6 +20,12 @@
 //   transformer.h.<i>.mlp.c_proj.{weight,bias}    weight (d, 4d)
 //   transformer.ln_f.{weight,bias}
 //   lm_head.weight                      (V, d), only when the head is not tied
+// arch llama has no wpe, no biases but the optional q/k/v ones, and in place of c_attn and c_fc:
+//   transformer.h.<i>.attn.q_proj.{weight,bias}   weight (d, d)
+//   transformer.h.<i>.attn.kv_proj.{weight,bias}  weight (2 kv_d, d), rows k | v, kv_d = n_kv_head d / n_head
+//   transformer.h.<i>.mlp.c_fc.weight             (2 ffn, d), rows gate | up
+//   transformer.h.<i>.mlp.c_proj.weight           (d, ffn)
+// (models/gpt_hf.h maps both to and from Hugging Face's names.)
 // Under tensor parallelism a rank holds its slice of the split ones (ShardSpec, parallel/shard.h):
 // c_attn and c_fc by output rows (c_attn per q/k/v block), the c_proj weights by input columns,
 // wte and lm_head by vocabulary rows, padded to a multiple of tp with zero rows that never win
@@ -42,6 +49,7 @@
 #include <vector>
 
 #include "trireme/models/gpt_block.h"
+#include "trireme/models/gpt_norm.h"
 #include "trireme/nn/dropout.h"
 #include "trireme/nn/embedding.h"
 #include "trireme/nn/layer_norm.h"
@@ -53,7 +61,11 @@
 
 namespace trireme::models {
 
+// The two architectures of the one GPT (Note [GPT architectures] in gpt_block.h).
+enum class GPTArch { gpt2, llama };
+
 struct GPTConfig {
+  GPTArch arch = GPTArch::gpt2;
   int64_t vocab_size = 50257;
   int64_t block_size = 1024;
   int64_t n_layer = 12;
@@ -62,14 +74,25 @@ struct GPTConfig {
   double dropout = 0.0;
   bool bias = true;            // biases in Linear layers and LayerNorms
   bool tie_embeddings = true;  // lm_head shares transformer.wte.weight
-  double ln_eps = 1e-5;
+  double ln_eps = 1e-5;         // the norms' epsilon (LayerNorm or RMSNorm)
   GeluApprox gelu = GeluApprox::tanh;
+  int64_t ffn = 0;              // the MLP's hidden width; 0: 4 d_model
+  // arch llama only:
+  int64_t n_kv_head = 0;        // key/value heads, a divisor of n_head (grouped-query attention); 0: n_head
+  double rope_theta = 10000.0;  // the rotary embedding's base
+  bool qkv_bias = false;        // biases on q, k and v (Qwen2)
+
+  int64_t kv_heads() const { return arch == GPTArch::llama && n_kv_head > 0 ? n_kv_head : n_head; }
+  int64_t ffn_size() const { return ffn > 0 ? ffn : 4 * d_model; }
 
   // Throws trireme::Error naming the first bad field and its value.
   void validate() const;
   // The closed-form count of parameter elements (tied weights counted once).
   int64_t num_parameters() const;
 };
+
+// The norm of `config`'s architecture: LayerNorm (gpt2) or RMSNorm (llama).
+std::shared_ptr<GPTNorm> gpt_norm(const GPTConfig& config);
 
 // How this process holds the GPT: the layout's view of it.
 struct GPTPlacement {
@@ -88,10 +111,10 @@ class GPTTransformer : public nn::Module {
  public:
   GPTTransformer() : Module("GPTTransformer") {}
   std::shared_ptr<parallel::VocabParallelEmbedding> wte;
-  std::shared_ptr<nn::Embedding> wpe;
+  std::shared_ptr<nn::Embedding> wpe;  // gpt2 only (llama's positions are rotary)
   std::shared_ptr<nn::Dropout> drop;
   std::shared_ptr<nn::Module> h;  // the blocks held, under their model-wide indices
-  std::shared_ptr<nn::LayerNorm> ln_f;
+  std::shared_ptr<GPTNorm> ln_f;
 };
 
 // The positions 0 .. T-1 (i64) on a device, made on first use and kept while T and the device

@@ -12,16 +12,37 @@
 namespace trireme::models {
 
 
-GPTAttention::GPTAttention(int64_t d, int64_t h, bool bias, double p, parallel::TpGroup tp)
-    : Module("MultiHeadAttention"), d_model(d), n_head(h) {
+GPTAttention::GPTAttention(const GPTConfig& c, parallel::TpGroup tp)
+    : Module("MultiHeadAttention"), llama(c.arch == GPTArch::llama), d_model(c.d_model), n_head(c.n_head),
+      rope_theta(c.rope_theta) {
+  const int64_t d = c.d_model, h = c.n_head, kv = c.kv_heads();
   TRIREME_CHECK(d % h == 0, "GPTAttention: d_model ", d, " must be a multiple of n_head ", h);
+  TRIREME_CHECK(h % kv == 0, "GPTAttention: n_head (", h, ") must be a multiple of n_kv_head (", kv, ")");
   TRIREME_CHECK(h % tp.size == 0, "tensor parallelism: n_head (", h, ") must be divisible by tp (", tp.size,
                 ") so that each rank holds whole heads");
+  TRIREME_CHECK(kv % tp.size == 0, "tensor parallelism: n_kv_head (", kv, ") must be divisible by tp (", tp.size,
+                ") so that each rank holds whole key/value heads (they are split, not replicated)");
   n_head_local = h / tp.size;
-  c_attn = register_module("c_attn", std::make_shared<parallel::ColumnParallelLinear>(
-                                         d, 3 * d, tp, parallel::ColumnParallelOptions{.bias = bias, .blocks = 3}));
-  c_proj = register_module("c_proj", std::make_shared<parallel::RowParallelLinear>(d, d, tp, bias));
-  resid_dropout = register_module("resid_dropout", std::make_shared<nn::Dropout>(p));
+  n_kv_head_local = kv / tp.size;
+  if (llama) {
+    const int64_t kv_d = kv * (d / h);
+    q_proj = register_module("q_proj", std::make_shared<parallel::ColumnParallelLinear>(
+                                           d, d, tp, parallel::ColumnParallelOptions{.bias = c.qkv_bias}));
+    kv_proj = register_module("kv_proj", std::make_shared<parallel::ColumnParallelLinear>(
+                                             d, 2 * kv_d, tp, parallel::ColumnParallelOptions{.bias = c.qkv_bias, .blocks = 2}));
+  } else {
+    c_attn = register_module("c_attn", std::make_shared<parallel::ColumnParallelLinear>(
+                                           d, 3 * d, tp, parallel::ColumnParallelOptions{.bias = c.bias, .blocks = 3}));
+  }
+  c_proj = register_module("c_proj", std::make_shared<parallel::RowParallelLinear>(d, d, tp, c.bias && !llama));
+  resid_dropout = register_module("resid_dropout", std::make_shared<nn::Dropout>(c.dropout));
+}
+
+Tensor GPTAttention::qkv_weight() const { return llama ? cat({q_proj->weight, kv_proj->weight}, 0) : c_attn->weight; }
+
+Tensor GPTAttention::qkv_bias() const {
+  if (!llama) return c_attn->bias;
+  return q_proj->bias.defined() ? cat({q_proj->bias, kv_proj->bias}, 0) : Tensor();
 }
 
 Tensor GPTAttention::forward(const Tensor& x) {
@@ -36,21 +57,40 @@ Tensor GPTAttention::finish(PendingSum& p) {
 PendingSum GPTAttention::start(const Tensor& x) {
   TRIREME_CHECK(x.dim() == 3 && x.size(2) == d_model, "GPTAttention: expected input (B, T, ", d_model,
                 "), got ", x.sizes());
-  return attend(c_attn->forward(x), /*sp=*/false, Tensor());  // (B, T, 3C): this rank's q | k | v
+  if (!llama) return attend(c_attn->forward(x), /*sp=*/false, Tensor());  // (B, T, 3C): this rank's q | k | v
+  // One GEMM for q | k | v, entering the tp region as ColumnParallelLinear::forward does.
+  const parallel::TpGroup& tp = q_proj->tp;
+  const Tensor qkv = tp.size == 1 ? linear(x, qkv_weight(), qkv_bias())
+                                  : linear(x, qkv_weight(), qkv_bias(), parallel::tp_grad_input_all_reduce(tp));
+  return attend(qkv, /*sp=*/false, Tensor());
 }
 
 PendingSum GPTAttention::start_sp(const Tensor& x_rows, int64_t B, int64_t T, const Tensor& proj_bias,
                                              const Tensor& residual) {
-  const parallel::TpGroup& tp = c_attn->tp;
-  const Tensor qkv = parallel::sp_column_parallel_linear(x_rows, c_attn->weight, c_attn->bias, tp);
+  const parallel::TpGroup& tp = c_proj->tp;
+  const Tensor qkv = parallel::sp_column_parallel_linear(x_rows, qkv_weight(), qkv_bias(), tp);
   return attend(reshape(qkv, {B, T, qkv.size(1)}), /*sp=*/true, proj_bias, residual);
 }
 
 Tensor GPTAttention::attention(const Tensor& qkv) const {
   const int64_t B = qkv.size(0), T = qkv.size(1), H = n_head_local, hd = d_model / n_head, C = H * hd;
-  const std::vector<Tensor> parts = split(qkv, C, 2);  // one node: one gradient buffer for q, k, v
-  auto heads = [&](int64_t which) { return transpose(view(parts[size_t(which)], {B, T, H, hd}), 1, 2); };
-  const Tensor y = scaled_dot_product_attention(heads(0), heads(1), heads(2), /*causal=*/true);  // (B, H, T, hd)
+  if (!llama) {
+    const std::vector<Tensor> parts = split(qkv, C, 2);  // one node: one gradient buffer for q, k, v
+    auto heads = [&](int64_t which) { return transpose(view(parts[size_t(which)], {B, T, H, hd}), 1, 2); };
+    const Tensor y = scaled_dot_product_attention(heads(0), heads(1), heads(2), /*causal=*/true);  // (B, H, T, hd)
+    return reshape(transpose(y, 1, 2), {B, T, C});
+  }
+  const int64_t KV = n_kv_head_local, group = H / KV;
+  const std::vector<Tensor> parts = split(qkv, std::vector<int64_t>{C, KV * hd, KV * hd}, 2);
+  auto heads = [&](const Tensor& t, int64_t n) { return transpose(view(t, {B, T, n, hd}), 1, 2); };  // (B, n, T, hd)
+  // Grouped-query attention: kv head j serves q heads [j group, (j + 1) group).
+  auto repeat = [&](const Tensor& t) {
+    return group == 1 ? t : reshape(expand(unsqueeze(t, 2), {B, KV, group, T, hd}), {B, H, T, hd});
+  };
+  const Tensor q = rotary_embedding(heads(parts[0], H), rope_theta);
+  const Tensor k = repeat(rotary_embedding(heads(parts[1], KV), rope_theta));
+  const Tensor v = repeat(heads(parts[2], KV));
+  const Tensor y = scaled_dot_product_attention(q, k, v, /*causal=*/true);  // (B, H, T, hd)
   return reshape(transpose(y, 1, 2), {B, T, C});
 }
 
@@ -65,11 +105,21 @@ PendingSum GPTAttention::attend(const Tensor& qkv, bool sp, const Tensor& proj_b
   return p;
 }
 
-GPTMLP::GPTMLP(int64_t d, bool bias, double p, GeluApprox gelu, parallel::TpGroup tp)
-    : Module("MLP"), gelu_approx(gelu) {
-  c_fc = register_module("c_fc", std::make_shared<parallel::ColumnParallelLinear>(d, 4 * d, tp, parallel::ColumnParallelOptions{.bias = bias}));
-  c_proj = register_module("c_proj", std::make_shared<parallel::RowParallelLinear>(4 * d, d, tp, bias));
-  dropout = register_module("dropout", std::make_shared<nn::Dropout>(p));
+GPTMLP::GPTMLP(const GPTConfig& c, parallel::TpGroup tp)
+    : Module("MLP"), swiglu(c.arch == GPTArch::llama), gelu_approx(c.gelu) {
+  const int64_t d = c.d_model, ffn = c.ffn_size();
+  const bool bias = c.bias && !swiglu;
+  c_fc = register_module("c_fc", std::make_shared<parallel::ColumnParallelLinear>(
+                                     d, swiglu ? 2 * ffn : ffn, tp,
+                                     parallel::ColumnParallelOptions{.bias = bias, .blocks = swiglu ? 2 : 1}));
+  c_proj = register_module("c_proj", std::make_shared<parallel::RowParallelLinear>(ffn, d, tp, bias));
+  dropout = register_module("dropout", std::make_shared<nn::Dropout>(c.dropout));
+}
+
+Tensor GPTMLP::activation(const Tensor& h) const {
+  if (!swiglu) return gelu(h, gelu_approx);
+  const std::vector<Tensor> gate_up = chunk(h, 2, -1);  // this rank's gate | up columns
+  return silu(gate_up[0]) * gate_up[1];
 }
 
 Tensor GPTMLP::forward(const Tensor& x) {
@@ -77,27 +127,24 @@ Tensor GPTMLP::forward(const Tensor& x) {
   return finish(p);
 }
 
-namespace {
-Tensor gelu_recomputed_if(bool recompute, const Tensor& u, GeluApprox approx) {
-  Tensor a = gelu(u, approx);
+Tensor GPTMLP::activation_recomputed_if(bool recompute, const Tensor& u) const {
+  Tensor a = activation(u);
   if (recompute) {
-    autograd::recompute_when_saved(a, {u}, [approx](const autograd::TensorList& in) {
-      return autograd::TensorList{gelu(in[0], approx)};
+    autograd::recompute_when_saved(a, {u}, [this](const autograd::TensorList& in) {
+      return autograd::TensorList{activation(in[0])};
     });
   }
   return a;
 }
-}  // namespace
 
 PendingSum GPTMLP::start(const Tensor& x) {
   PendingSum p;
-  p.partial = c_proj->start(gelu_recomputed_if(recompute_gelu, c_fc->forward(x), gelu_approx), p.work);
+  p.partial = c_proj->start(activation_recomputed_if(recompute_activation, c_fc->forward(x)), p.work);
   return p;
 }
 
 PendingSum GPTMLP::start_sp(const Tensor& x_rows, const Tensor& proj_bias, const Tensor& residual) {
-  const Tensor h = gelu_recomputed_if(
-      recompute_gelu, parallel::sp_column_parallel_linear(x_rows, c_fc->weight, c_fc->bias, c_fc->tp), gelu_approx);
+  const Tensor h = activation_recomputed_if(recompute_activation, parallel::sp_column_parallel_linear(x_rows, c_fc->weight, c_fc->bias, c_fc->tp));
   PendingSum p;
   p.partial = parallel::sp_row_parallel_linear_start(h, c_proj->weight, proj_bias, c_proj->tp, p.work, residual);
   return p;
@@ -107,17 +154,17 @@ Tensor GPTMLP::finish(PendingSum& p) { return dropout->forward(c_proj->finish(p.
 
 GPTBlock::GPTBlock(const GPTConfig& c, parallel::TpGroup tp)
     : Module("TransformerDecoderLayer") {
-  ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(c.d_model, c.ln_eps, c.bias));
-  attn = register_module("attn", std::make_shared<GPTAttention>(c.d_model, c.n_head, c.bias, c.dropout, tp));
-  ln_2 = register_module("ln_2", std::make_shared<nn::LayerNorm>(c.d_model, c.ln_eps, c.bias));
-  mlp = register_module("mlp", std::make_shared<GPTMLP>(c.d_model, c.bias, c.dropout, c.gelu, tp));
+  ln_1 = register_module("ln_1", gpt_norm(c));
+  attn = register_module("attn", std::make_shared<GPTAttention>(c, tp));
+  ln_2 = register_module("ln_2", gpt_norm(c));
+  mlp = register_module("mlp", std::make_shared<GPTMLP>(c, tp));
 }
 
-Tensor GPTBlock::norm(const nn::LayerNorm& ln, const Tensor& x) const {
+Tensor GPTBlock::norm(const GPTNorm& ln, const Tensor& x) const {
   Tensor y = ln.forward(x);
   if (selective_recompute_) {
-    autograd::recompute_when_saved(y, {x, ln.weight, ln.bias}, [eps = ln.eps](const autograd::TensorList& in) {
-      return autograd::TensorList{layer_norm(in[0], in[1], in[2], eps)};
+    autograd::recompute_when_saved(y, {x, ln.weight, ln.bias}, [norm = &ln](const autograd::TensorList& in) {
+      return autograd::TensorList{norm->apply(in[0], in[1], in[2])};
     });
   }
   return y;
@@ -145,10 +192,10 @@ Tensor GPTBlock::forward_sp(const Tensor& x, int64_t B, int64_t T, bool sum_grad
     return fuse ? s.partial : skip + drop.forward(s.partial);
   };
   Tensor h = sub_layer(x, *attn->resid_dropout, [&](const Tensor& residual) {
-    return attn->start_sp(layer_norm(x, p[0], p[1], ln_1->eps), B, T, p[4], residual);
+    return attn->start_sp(ln_1->apply(x, p[0], p[1]), B, T, p[4], residual);
   });
   return sub_layer(h, *mlp->dropout, [&](const Tensor& residual) {
-    return mlp->start_sp(layer_norm(h, p[2], p[3], ln_2->eps), p[5], residual);
+    return mlp->start_sp(ln_2->apply(h, p[2], p[3]), p[5], residual);
   });
 }
 

@@ -25,6 +25,23 @@
 // only (layer norms, row-parallel biases, the position embedding) get partial gradients, summed
 // over tp (parallel::sum_grads_over_tp) before any data-parallel hook sees them.
 //
+// Note [GPT architectures]
+// GPTConfig::arch picks what each piece of the same block structure is; names, splits over tp
+// and the sequence-parallel path are shared:
+//                 gpt2 (GPT-2)                          llama (Llama, Qwen2)
+//   ln_1, ln_2    LayerNorm                             RMSNorm (GPTNorm)
+//   attention     c_attn: fused q | k | v, n_head each  q_proj (n_head) and kv_proj: k | v of
+//                 learned positions (transformer.wpe)   n_kv_head heads each (grouped-query: head
+//                                                       h reads kv head h / (n_head / n_kv_head));
+//                                                       rotary embeddings on q and k, interleaved
+//                                                       pairs (ops rotary_embedding, base rope_theta)
+//   mlp           c_fc (d -> ffn), GELU, c_proj         c_fc: fused gate | up (d -> 2 ffn),
+//                                                       silu(gate) * up, c_proj (ffn -> d); no biases
+// Under tp a rank holds whole q heads and whole kv heads (kv_proj split per k/v block), so tp
+// must divide n_kv_head as well as n_head: the kv heads are split, never replicated. A Hugging
+// Face Llama/Qwen2 checkpoint rotates halves (rotate_half) rather than pairs; the import
+// permutes q_proj's and k_proj's rows per head so that the two agree (train/hf_checkpoint.h).
+//
 //   GPTBlock block(config, tp);
 //   Tensor y = block.forward(x);                  // (B, T, d) replicated over tp
 //   Tensor y_rows = block.forward_sp(x_rows, B, T);  // this rank's rows (B T / tp, d)
@@ -33,8 +50,8 @@
 #include <memory>
 #include <vector>
 
+#include "trireme/models/gpt_norm.h"
 #include "trireme/nn/dropout.h"
-#include "trireme/nn/layer_norm.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/parallel/tp_layers.h"
 
@@ -50,7 +67,7 @@ struct PendingSum {
 
 class GPTAttention : public nn::Module {
  public:
-  GPTAttention(int64_t d_model, int64_t n_head, bool bias, double dropout, parallel::TpGroup tp);
+  GPTAttention(const GPTConfig& config, parallel::TpGroup tp);
   Tensor forward(const Tensor& x);  // (B, T, d) replicated -> (B, T, d) replicated
   // forward = finish(start(x)), with other work free to run between (RowParallelLinear::start).
   PendingSum start(const Tensor& x);
@@ -62,32 +79,46 @@ class GPTAttention : public nn::Module {
   PendingSum start_sp(const Tensor& x_rows, int64_t B, int64_t T, const Tensor& proj_bias,
                       const Tensor& residual = Tensor());
 
-  int64_t d_model, n_head, n_head_local;
-  std::shared_ptr<parallel::ColumnParallelLinear> c_attn;  // d -> 3d, this rank's q | k | v columns
-  std::shared_ptr<parallel::RowParallelLinear> c_proj;     // d -> d
+  bool llama;
+  int64_t d_model, n_head, n_head_local, n_kv_head_local;
+  double rope_theta;
+  std::shared_ptr<parallel::ColumnParallelLinear> c_attn;   // gpt2: d -> 3d, this rank's q | k | v columns
+  std::shared_ptr<parallel::ColumnParallelLinear> q_proj;   // llama: d -> d, this rank's q heads
+  std::shared_ptr<parallel::ColumnParallelLinear> kv_proj;  // llama: d -> 2 kv_d, this rank's k | v heads
+  std::shared_ptr<parallel::RowParallelLinear> c_proj;      // d -> d
   std::shared_ptr<nn::Dropout> resid_dropout;
 
  private:
   // qkv (B, T, 3C) -> attention -> c_proj's output, being summed (sp: reduce-scattered to rows).
   PendingSum attend(const Tensor& qkv, bool sp, const Tensor& proj_bias, const Tensor& residual = Tensor());
-  // qkv (B, T, 3C): this rank's q | k | v columns -> its heads' attention, (B, T, C).
+  // qkv (B, T, C + 2 C_kv): this rank's q | k | v columns -> its heads' attention, (B, T, C).
   Tensor attention(const Tensor& qkv) const;
+  // The projection to q | k | v as one weight and bias (llama: q_proj's and kv_proj's joined).
+  Tensor qkv_weight() const;
+  Tensor qkv_bias() const;
 };
 
 class GPTMLP : public nn::Module {
  public:
-  GPTMLP(int64_t d_model, bool bias, double dropout, GeluApprox gelu, parallel::TpGroup tp);
+  GPTMLP(const GPTConfig& config, parallel::TpGroup tp);
   Tensor forward(const Tensor& x);
   PendingSum start(const Tensor& x);
   Tensor finish(PendingSum& pending);
   PendingSum start_sp(const Tensor& x_rows, const Tensor& proj_bias,
                       const Tensor& residual = Tensor());  // as GPTAttention::start_sp
 
+  bool swiglu;
   GeluApprox gelu_approx;
-  bool recompute_gelu = false;  // selective recomputation: c_proj keeps GELU's input, not its output
-  std::shared_ptr<parallel::ColumnParallelLinear> c_fc;  // d -> 4d
-  std::shared_ptr<parallel::RowParallelLinear> c_proj;   // 4d -> d
+  // Selective recomputation: c_proj keeps the activation's input (c_fc's output), not its output.
+  bool recompute_activation = false;
+  std::shared_ptr<parallel::ColumnParallelLinear> c_fc;  // d -> ffn (llama: gate | up, 2 ffn)
+  std::shared_ptr<parallel::RowParallelLinear> c_proj;   // ffn -> d
   std::shared_ptr<nn::Dropout> dropout;
+
+ private:
+  Tensor activation(const Tensor& h) const;  // c_fc's output -> c_proj's input
+  // activation(u), marked for selective recomputation when `recompute`.
+  Tensor activation_recomputed_if(bool recompute, const Tensor& u) const;
 };
 
 class GPTBlock : public nn::Module {
@@ -104,15 +135,15 @@ class GPTBlock : public nn::Module {
   // Selective recomputation (autograd::recompute_when_saved): the GEMMs after the layer norms and
   // GELU keep those functions' inputs, and the backward computes their outputs again (the
   // layer norms' only off the sequence-parallel path, where an all-gather sits between).
-  void set_selective_recompute(bool on) { selective_recompute_ = on, mlp->recompute_gelu = on; }
+  void set_selective_recompute(bool on) { selective_recompute_ = on, mlp->recompute_activation = on; }
 
-  std::shared_ptr<nn::LayerNorm> ln_1;
+  std::shared_ptr<GPTNorm> ln_1;
   std::shared_ptr<GPTAttention> attn;
-  std::shared_ptr<nn::LayerNorm> ln_2;
+  std::shared_ptr<GPTNorm> ln_2;
   std::shared_ptr<GPTMLP> mlp;
 
  private:
-  Tensor norm(const nn::LayerNorm& ln, const Tensor& x) const;
+  Tensor norm(const GPTNorm& ln, const Tensor& x) const;
   bool selective_recompute_ = false;
 };
 

@@ -13,14 +13,24 @@
 namespace trireme::train {
 
 models::GPTConfig gpt_config(const io::TrainConfig& cfg, int64_t vocab) {
-  return {.vocab_size = vocab,
+  const bool llama = cfg.model.arch == "llama";
+  if (cfg.model.vocab_size > 0 && cfg.model.vocab_size < vocab)
+    throw io::ConfigError(str_cat("model.vocab_size: expected at least the tokenizer's ", vocab, " tokens, got ",
+                                  cfg.model.vocab_size, "; set it to 0 to use the tokenizer's size"));
+  return {.arch = llama ? models::GPTArch::llama : models::GPTArch::gpt2,
+          .vocab_size = cfg.model.vocab_size > 0 ? cfg.model.vocab_size : vocab,
           .block_size = cfg.model.block_size,
           .n_layer = cfg.model.n_layer,
           .n_head = cfg.model.n_head,
           .d_model = cfg.model.d_model,
           .dropout = cfg.model.dropout,
           .bias = cfg.model.bias,
-          .tie_embeddings = cfg.model.tie_embeddings};
+          .tie_embeddings = cfg.model.tie_embeddings,
+          .ln_eps = cfg.model.norm_eps,
+          .ffn = cfg.model.intermediate_size,
+          .n_kv_head = llama ? cfg.model.n_kv_head : 0,
+          .rope_theta = cfg.model.rope_theta,
+          .qkv_bias = llama && cfg.model.qkv_bias};
 }
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const io::TrainConfig& cfg, const optim::NamedParams& params) {

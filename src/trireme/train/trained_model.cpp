@@ -4,6 +4,7 @@
 #include "trireme/core/error.h"
 #include "trireme/cuda/device.h"
 #include "trireme/train/checkpoint.h"
+#include "trireme/train/hf_checkpoint.h"
 #include "trireme/train/memory_check.h"
 #include "trireme/train/step_runner.h"
 
@@ -24,9 +25,30 @@ void check_device(Device device, const std::string& who) {
 }
 }  // namespace
 
+namespace {
+// A Hugging Face model folder read in place (train/hf_checkpoint.h), as `import hf` would convert it.
+TrainedModel load_hf_model(const std::string& folder, Device device, const std::string& who, bool memory_check) {
+  HfModel hf = read_hf_model(folder);
+  if (hf.tokenizer.is_null())
+    throw io::ConfigError(str_cat(who, ": '", folder, "' has no tokenizer.json, which ", who, " needs"));
+  TrainedModel m;
+  m.dir = folder;
+  m.config = config_for_gpt(hf.config).resolve();
+  m.tokenizer = io::tokenizer_from_json(hf.tokenizer);
+  if (memory_check) check_inference_memory(hf.config, device);
+  m.model = std::make_unique<models::GPT>(hf.config, 0);
+  m.model->load_full_state_dict(hf.weights);
+  if (!device.is_cpu()) m.model->to(device);
+  m.model->eval();
+  return m;
+}
+}  // namespace
+
 TrainedModel load_trained_model(const std::string& checkpoint, Device device, const std::string& who,
                                 bool memory_check) {
   check_device(device, who);
+  if (fs::exists(fs::path(checkpoint) / "config.json") && !fs::exists(fs::path(checkpoint) / "state.json"))
+    return load_hf_model(checkpoint, device, who, memory_check);
   auto dir = find_latest_checkpoint(checkpoint);
   TRIREME_CHECK(dir.has_value(), who, ": no checkpoint found at '", checkpoint,
                 "' (give a checkpoint folder, e.g. out/checkpoints/step_00000200, or a training run's out_dir)");

@@ -26,7 +26,8 @@ struct TrainedModel {
 };
 
 // `checkpoint`: a checkpoint folder, or a run's out_dir / checkpoints folder (its latest is
-// used). `who` prefixes the errors ("generate"). The device must be usable (errors say why not).
+// used), or a Hugging Face model folder (config.json, safetensors, tokenizer.json; read in place
+// as `trireme import hf` reads it). `who` prefixes the errors ("generate"). The device must be usable (errors say why not).
 // memory_check: refuse (io::ConfigError) a model whose memory estimate exceeds what the device
 // has free (memory_check.h), before building it.
 TrainedModel load_trained_model(const std::string& checkpoint, Device device, const std::string& who,

@@ -86,6 +86,16 @@ void prepare_data(Trainer::State& s) {
     for (const auto& c : dc.corpus) spec_os << c << '\n';
     spec_os << dc.tokenizer << '\n' << dc.bpe_vocab_size << '\n' << dc.val_fraction << '\n'
             << "documents, seed " << dc.split_seed << '\n';
+    // A tokenizer file used as it is: its bytes decide the tokens, so its checksum is in the spec.
+    if (!dc.tokenizer_file.empty()) {
+      std::string bytes;
+      try {
+        bytes = io::read_file(dc.tokenizer_file);
+      } catch (const Error& e) {
+        throw io::ConfigError(str_cat("data.tokenizer_file = \"", dc.tokenizer_file, "\": ", e.what()));
+      }
+      spec_os << "tokenizer file " << dc.tokenizer_file << ' ' << checkpoint_checksum(bytes) << '\n';
+    }
     const std::string spec = spec_os.str();
     std::string old_spec;
     if (fs::exists(data_dir / "spec.txt")) old_spec = io::read_file(data_dir / "spec.txt");

@@ -34,6 +34,7 @@ struct Args {
   int pp = 2, dp = 1, tp = 1, layers = 4, micro_batches = 4, virtual_stages = 1, steps = 20;
   double lr = 1e-2;
   std::string schedule = "1f1b";
+  std::string arch = "gpt2";  // --arch llama: GQA (4 q heads on 2 kv heads), rotary, SwiGLU, q/k/v biases
 };
 
 // Step s's batch (B, T): ids drawn by global sample index; the target is the next id mod V, a
@@ -67,6 +68,7 @@ int main(int argc, char** argv) {
     else if (k == "--steps") a.steps = std::atoi(v.c_str());
     else if (k == "--schedule") a.schedule = v;
     else if (k == "--lr") a.lr = std::atof(v.c_str());
+    else if (k == "--arch" && (v == "gpt2" || v == "llama")) a.arch = v;
     else {
       std::fprintf(stderr, "pipeline_worker: unknown flag %s\n", k.c_str());
       return 2;
@@ -82,10 +84,13 @@ int main(int argc, char** argv) {
                                                           dist::GlooOptions{.timeout = 20s});
     parallel::ParallelContext ctx(world, {.dp = a.dp, .tp = a.tp, .pp = a.pp, .micro_batches = a.micro_batches,
                                           .schedule = a.schedule, .virtual_stages = a.virtual_stages});
-    std::printf("%s schedule=%s m=%d v=%d layers=%d\n", ctx.describe().c_str(), a.schedule.c_str(),
-                a.micro_batches, a.virtual_stages, a.layers);
+    std::printf("%s schedule=%s m=%d v=%d layers=%d arch=%s\n", ctx.describe().c_str(), a.schedule.c_str(),
+                a.micro_batches, a.virtual_stages, a.layers, a.arch.c_str());
 
-    const models::GPTConfig cfg{.vocab_size = 61, .block_size = 8, .n_layer = a.layers, .n_head = 4, .d_model = 32};
+    models::GPTConfig cfg{.vocab_size = 61, .block_size = 8, .n_layer = a.layers, .n_head = 4, .d_model = 32};
+    if (a.arch == "llama") {
+      cfg.arch = models::GPTArch::llama, cfg.bias = false, cfg.n_kv_head = 2, cfg.qkv_bias = true, cfg.ffn = 48;
+    }
     const int64_t B = 8, T = 8;
     const uint64_t seed = 42;
     const optim::AdamWOptions adam{.lr = a.lr, .betas = {0.9, 0.95}, .weight_decay = 0.1};
