@@ -21,6 +21,12 @@ if [ "$tp" -ge 1 ]; then
   bench=(build-gpu/bench/gpt_parallel_step --model gpt-1.3b --batch 8 --device cuda --dtype bf16 --warmup 2 --iters 3)
   [ "$tp" -gt 1 ] && bench+=(--tp-alone "$tp")
 fi
+# PROFILE_ARGS replaces gpt_train_step's arguments, e.g. "--model gpt-6.7b --batch 8 --device cuda
+# --dtype amp-bf16 --recompute full --warmup 1 --iters 2".
+if [ -n "${PROFILE_ARGS:-}" ]; then
+  read -r -a args <<< "$PROFILE_ARGS"
+  bench=(build-gpu/bench/gpt_train_step "${args[@]}")
+fi
 if [ -n "$nsys" ]; then
   "$nsys" profile -o "$out/step" --force-overwrite true "${bench[@]}" > "$out/profile_run.log" 2>&1
   "$nsys" stats --report cuda_gpu_kern_sum --format csv "$out/step.nsys-rep" > "$out/kernels.csv" 2>/dev/null

@@ -1,8 +1,8 @@
 // The memory estimate against what training really holds: for each configuration, a three-step
 // `trireme train` on the CPU records rank 0's peak of live tensor bytes (metrics.jsonl,
 // peak_memory_bytes) and `trireme estimate --json` predicts rank 0's peak; they agree within 5 %
-// over layouts, precision, micro-batches, optimizers, recomputation, ZeRO stages 1-3 and pipeline
-// schedules.
+// over layouts, precision, micro-batches, optimizers, recomputation, ZeRO stages 1-3, pipeline
+// schedules and both architectures.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -84,6 +84,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"pp2_1f1b", "--set model.d_model=256 --nproc 2 --set parallel.pp=2 --set parallel.micro_batches=4"},
                       Case{"pp2_gpipe", "--set model.d_model=256 --nproc 2 --set parallel.pp=2 --set parallel.micro_batches=4 "
                                         "--set parallel.schedule=gpipe"},
+                      Case{"llama_gqa", "--set model.d_model=256 --set model.arch=llama --set model.n_kv_head=2"},
+                      Case{"llama_bf16_ffn512", "--set model.d_model=256 --set model.arch=llama --set train.precision=bf16 "
+                                            "--set model.intermediate_size=512"},
+                      Case{"llama_tp2", "--set model.d_model=256 --set model.arch=llama --set model.n_kv_head=2 --nproc 2 "
+                                    "--set parallel.tp=2"},
                       Case{"dp2_zero2", "--set model.d_model=256 --nproc 2 --set parallel.zero=2"},
                       Case{"dp2_zero2_L8_T256", "--set model.d_model=256 --set model.n_layer=8 --set model.block_size=256 "
                                                 "--nproc 2 --set parallel.zero=2 --set parallel.bucket_mb=1"},

@@ -30,6 +30,7 @@ struct Options {
   std::vector<std::string> overrides;
   bool resume = false;
   bool overwrite = false;
+  std::string init_from;
   bool print_config = false;
   bool force = false;
   int nproc = 0;
@@ -77,6 +78,7 @@ int launch_ranks(const Options& opt, const io::TrainConfig& tc) {
   for (const auto& o : overrides) launch.command.insert(launch.command.end(), {"--set", o});
   if (opt.resume) launch.command.push_back("--resume");
   if (opt.overwrite) launch.command.push_back("--overwrite");
+  if (!opt.init_from.empty()) launch.command.insert(launch.command.end(), {"--init-from", opt.init_from});
   return dist::launch_main(launch);
 }
 
@@ -108,7 +110,8 @@ int run_training(const Options& opt, const io::Config& cfg) {
   const bool restarted = dist::dist_env_from_environment().restart_count > 0;
   train::Trainer trainer(cfg, {.resume = opt.resume || restarted,
                                .overwrite = opt.overwrite && !restarted,
-                               .interactive = train::Progress::stderr_is_terminal()});
+                               .interactive = train::Progress::stderr_is_terminal(),
+                               .init_from = opt.init_from});
   train::TrainSummary s = trainer.run();
   if (dist::dist_env_from_environment().rank != 0) return kExitOk;  // rank 0 reports for the job
   if (s.already_finished) {
@@ -143,6 +146,10 @@ Command add_train_command(CLI::App& root) {
   app->add_flag("--overwrite", opt->overwrite,
                 "start over in a train.out_dir that holds an earlier run: remove its checkpoints and metrics "
                 "(without it such a run is refused)");
+  app->add_option("--init-from", opt->init_from,
+                  "start from the model weights of a checkpoint (a folder, or a run's out_dir: its latest) or "
+                  "a Hugging Face folder (config.json, safetensors, tokenizer.json), at step 0 with a fresh "
+                  "optimizer; [model] and the tokenizer must match it");
   app->add_flag("--print-config", opt->print_config, "print the resolved config as TOML and exit");
   app->add_flag("--force", opt->force,
                 "start even when the memory estimate says the run cannot fit (the same as "
@@ -171,6 +178,12 @@ Command add_train_command(CLI::App& root) {
               if (opt->resume && opt->overwrite) {
                 std::fprintf(stderr, "trireme train: --resume continues the run in train.out_dir and --overwrite "
                                      "removes it; give one of them\n");
+                return kExitUsage;
+              }
+              if (opt->resume && !opt->init_from.empty()) {
+                std::fprintf(stderr, "trireme train: --resume continues the run in train.out_dir from its own "
+                                     "checkpoint and --init-from starts a new one from another's weights; give one "
+                                     "of them\n");
                 return kExitUsage;
               }
               return run_training(*opt, cfg);

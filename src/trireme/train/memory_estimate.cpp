@@ -4,35 +4,61 @@
 #include <cmath>
 
 #include "trireme/parallel/pipeline_partition.h"
+#include "trireme/train/step_runner.h"
 
 namespace trireme::train {
 
 namespace {
 
-// Activations a transformer block keeps for its backward, per token: 16.5 values of `elt` bytes
-// per unit of d_model, plus each head's f32 log-sum-exp. What the block saves: the norms' inputs
-// and outputs (4 d, with their means and deviations), q, k and v (3 d), the attention output and
-// its projection's input (2 d), the MLP's 4d hidden before and after GELU (8 d); the attention
-// keeps no T x T probabilities (its backward recomputes them from the log-sum-exps). The 0.5 d
-// beyond that count is fitted to measured peaks of CPU training (the peak of live tensor bytes,
-// d_model 128-384, block 128-256): with it the estimates of one process are within 2 % of them.
-// The norms' part sits outside the tensor-parallel regions: replicated over tp (Korthikanti et
-// al., "Reducing Activation Recomputation in Large Transformer Models", 2022, count the same
-// pieces).
-// Selective recomputation keeps neither GELU's output (4 d of the inside) nor, off the sequence-
-// parallel path, the norms' outputs.
-double block_activation_bytes_per_token(double d, double heads, double tp, bool sp, double elt, bool selective) {
+// The sizes of one block that memory depends on, for either architecture (Note [GPT
+// architectures] in models/gpt_block.h).
+struct BlockShape {
+  double d, heads, kv_d, ffn;  // kv_d: the keys' (and values') width, d without grouped-query attention
+  bool llama, bias, qkv_bias;
+};
+
+BlockShape block_shape(const models::GPTConfig& c) {
+  return {double(c.d_model), double(c.n_head), double(c.kv_heads() * (c.d_model / c.n_head)), double(c.ffn_size()),
+          c.arch == models::GPTArch::llama, c.bias && c.arch != models::GPTArch::llama, c.qkv_bias};
+}
+
+// Activations a transformer block keeps for its backward, per token: for GPT-2 16.5 values of
+// `elt` bytes per unit of d_model, plus each head's f32 log-sum-exp. What the block saves: the
+// norms' inputs and outputs (4 d, with their means and deviations), q, k and v (3 d), the
+// attention output and its projection's input (2 d), the MLP's 4d hidden before and after GELU
+// (8 d); the attention keeps no T x T probabilities (its backward recomputes them from the
+// log-sum-exps). That counts 17 d; the 0.5 d less is fitted to measured peaks of CPU training (the
+// peak of live tensor bytes, d_model 128-384, block 128-256): with it the estimates of one
+// process are within 2 % of them. The norms' part sits outside the tensor-parallel regions:
+// replicated over tp (Korthikanti et al., "Reducing Activation Recomputation in Large Transformer
+// Models", 2022, count the same pieces). Llama keeps the rotated q and k (d + kv_d) and the keys
+// and values repeated for every query head under grouped-query attention (2 d), and its SwiGLU's
+// gate | up, SiLU's output and the product (4 ffn) in place of GELU's 2 ffn (measured on the CPU:
+// within 3 % with and without grouped-query attention, f32 and bf16, tp 2).
+// Selective recomputation keeps neither the activation's output (GELU's, or SwiGLU's product)
+// nor, off the sequence-parallel path, the norms' outputs.
+double block_activation_bytes_per_token(const BlockShape& s, double tp, bool sp, double elt, bool selective) {
+  const double d = s.d;
   // Sequence parallelism splits the norms' inputs; their outputs are kept as the column-parallel
   // layers gathered them, whole.
-  const double norm_inputs = 2 * d, norm_outputs = selective && !sp ? 0 : 2 * d, inside = (selective ? 8.5 : 12.5) * d;
-  return elt * ((sp ? norm_inputs / tp : norm_inputs) + norm_outputs + inside / tp) + 4 * heads / tp;
+  const double norm_inputs = 2 * d, norm_outputs = selective && !sp ? 0 : 2 * d;
+  // q, k and v (for llama: the rotated q and k, and either k and v repeated for every query head
+  // or, without grouped-query attention, q | k | v itself, which the view of v keeps), the
+  // attention's output and its projection's input.
+  const double qkv = s.llama ? (d + s.kv_d) + (s.kv_d < d ? 2 * d : d + 2 * s.kv_d) : d + 2 * s.kv_d;
+  const double attention = qkv + 2 * d;
+  const double mlp = (s.llama ? 4 : 2) * s.ffn - (selective ? s.ffn : 0);
+  const double inside = attention + mlp - 0.5 * d;
+  return elt * ((sp ? norm_inputs / tp : norm_inputs) + norm_outputs + inside / tp) + 4 * s.heads / tp;
 }
 
 // Parameter elements of one block on one tp rank: the column-parallel weights and biases and the
 // row-parallel weights are split, the norms and row-parallel biases replicated.
-double block_parameters(double d, double tp, bool bias) {
-  const double b = bias ? 1 : 0;
-  return 12 * d * d / tp + b * 7 * d / tp + b * 2 * d + 2 * (d + b * d);
+double block_parameters(const BlockShape& s, double tp) {
+  const double d = s.d, b = s.bias ? 1 : 0, qkv = d + 2 * s.kv_d;
+  const double attention = qkv * d / tp + (s.bias || s.qkv_bias ? qkv / tp : 0) + d * d / tp + b * d;
+  const double mlp = (s.llama ? 2 : 1) * s.ffn * d / tp + b * s.ffn / tp + s.ffn * d / tp + b * d;
+  return attention + mlp + 2 * (d + b * d);
 }
 
 // Micro-batches whose activations a pipeline rank holds at its fullest, per chunk it runs, and
@@ -53,17 +79,21 @@ std::vector<MemoryEstimate> estimate_training_memory_per_rank(const io::TrainCon
   const auto& p = cfg.parallel;
   double V = double(vocab_size);
   if (vocab_size <= 0) V = cfg.data.tokenizer == "bpe" ? double(cfg.data.bpe_vocab_size) : 256;
-  const double d = double(m.d_model), T = double(m.block_size), heads = double(m.n_head);
+  const models::GPTConfig model = gpt_config(cfg, int64_t(V));
+  V = double(model.vocab_size);  // model.vocab_size may round the tokenizer's up
+  const BlockShape shape = block_shape(model);
+  const double d = double(m.d_model), T = double(m.block_size);
   const int dp = int(std::max<int64_t>(p.dp, 1)), tp = int(std::max<int64_t>(p.tp, 1)),
             pp = int(std::max<int64_t>(p.pp, 1));
   const int v = p.pp > 1 && p.schedule == "interleaved" ? int(std::max<int64_t>(p.virtual_stages, 1)) : 1;
-  const double b = m.bias ? 1 : 0, padded_vocab = std::ceil(V / tp) * tp;
+  const double padded_vocab = std::ceil(V / tp) * tp;
   const double elt = cfg.train.precision == "f32" ? 4 : 2;
   const bool sp = p.sequence_parallel && tp > 1;
   const double micro_tokens = double(cfg.train.batch_size) / (double(dp) * double(std::max<int64_t>(p.micro_batches, 1))) * T;
   const double state_per_param = cfg.optim.name == "adamw" ? 8 : (cfg.optim.momentum > 0 ? 4 : 0);
-  const double per_block = block_activation_bytes_per_token(d, heads, tp, sp, elt, false);
-  const double per_selective_block = block_activation_bytes_per_token(d, heads, tp, sp, elt, true);
+
+  const double per_block = block_activation_bytes_per_token(shape, tp, sp, elt, false);
+  const double per_selective_block = block_activation_bytes_per_token(shape, tp, sp, elt, true);
 
   // Which blocks each pipeline rank holds: chunk c of rank r is virtual stage c pp + r. A model
   // with fewer layers than stages is refused by the config; count none rather than fail here.
@@ -79,10 +109,10 @@ std::vector<MemoryEstimate> estimate_training_memory_per_rank(const io::TrainCon
     for (int c = 0; c < v; ++c) layers += stage_layers[size_t(c * pp + r)];
     layers_per_chunk = layers / v;
     const bool first = r == 0, last = r == pp - 1;
-    e.parameters = layers * block_parameters(d, tp, m.bias);
-    if (first) e.parameters += padded_vocab / tp * d + T * d;  // wte (its vocabulary slice), wpe
+    e.parameters = layers * block_parameters(shape, tp);
+    if (first) e.parameters += padded_vocab / tp * d + (shape.llama ? 0 : T * d);  // wte (its vocabulary slice), wpe
     if (last) {
-      e.parameters += d + b * d;  // ln_f
+      e.parameters += d + (shape.bias ? d : 0);  // ln_f
       if (!m.tie_embeddings || (pp > 1)) e.parameters += padded_vocab / tp * d;  // the head, or wte's copy
     }
     e.weight_bytes = 4 * e.parameters;
@@ -95,7 +125,7 @@ std::vector<MemoryEstimate> estimate_training_memory_per_rank(const io::TrainCon
     // reduce-scatter, so the backward holds the one being filled and up to two in flight
     // (ZeRO-3's buckets are its blocks, the rest cut by bucket_mb). A pipeline accumulates whole
     // gradients over its micro-batches first (Note [ZeRO inside a pipeline]).
-    const double block_bytes = 4 * block_parameters(d, tp, m.bias);
+    const double block_bytes = 4 * block_parameters(shape, tp);
     const double bucket_bytes = p.zero == 3 ? block_bytes : p.bucket_mb * double(1 << 20);
     // Under ZeRO-2 a gradient also exists whole for a moment before it is copied into its bucket:
     // the largest, the token embedding's, counts (under ZeRO-3 it arrives last, when the
@@ -159,14 +189,13 @@ MemoryEstimate estimate_training_memory(const io::TrainConfig& cfg, int64_t voca
 }
 
 MemoryEstimate estimate_inference_memory(const models::GPTConfig& c) {
-  const double d = double(c.d_model), T = double(c.block_size), V = double(c.vocab_size);
+  const double T = double(c.block_size), V = double(c.vocab_size);
   MemoryEstimate e;
-  const double b = c.bias ? 1 : 0;
-  e.parameters = V * d * (c.tie_embeddings ? 1 : 2) + T * d + double(c.n_layer) * block_parameters(d, 1, c.bias) + d + b * d;
+  e.parameters = double(c.num_parameters());
   e.weight_bytes = 4 * e.parameters;
-  // One sequence's forward keeps a layer's working set at a time: the 4d-wide MLP hidden, the
-  // heads' T x T scores, and the logits.
-  e.activation_bytes = 4 * T * (4 * d + double(c.n_head) * T + V);
+  // One sequence's forward keeps a layer's working set at a time: the MLP's hidden (ffn wide,
+  // twice under SwiGLU), the heads' T x T scores, and the logits.
+  e.activation_bytes = 4 * T * (double(c.ffn_size()) * (c.arch == models::GPTArch::llama ? 2 : 1) + double(c.n_head) * T + V);
   return e;
 }
 

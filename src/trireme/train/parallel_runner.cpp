@@ -285,16 +285,22 @@ class ParallelRunner : public StepRunner {
     return job_->world ? save_checkpoint_distributed(root, ckpt, *job_->world) : save_checkpoint(root, ckpt);
   }
 
+  void load_model(const std::map<std::string, Tensor>& full, const std::string& source) override {
+    for (const auto& [name, p] : model_->named_parameters()) {
+      auto it = full.find(name);
+      TRIREME_CHECK(it != full.end(), source, " has no '", name, "', which this run's model has");
+      auto spec = model_->shard_specs().find(name);
+      const Shape want = spec == model_->shard_specs().end() ? p.sizes() : spec->second.full_shape;
+      TRIREME_CHECK(it->second.sizes() == want, source, ": '", name, "' is ", it->second.sizes(), " there but ", want,
+                    " in this run's model");
+    }
+    WholeParameters whole_now(sharded_.get());
+    model_->load_full_state_dict(full);  // each tp rank its slices
+    if (sharded_) sharded_->keep_gathered_values();
+  }
+
   void load(const std::filesystem::path& dir, const Checkpoint& ckpt) override {
-    auto full = as_map(ckpt.model);
-    for (const auto& [name, t] : model_->state_dict()) {
-      TRIREME_CHECK(full.count(name), "checkpoint '", dir.string(), "': model.safetensors has no '", name, "'");
-    }
-    {
-      WholeParameters whole_now(sharded_.get());
-      model_->load_full_state_dict(full);  // each tp rank its slices
-      if (sharded_) sharded_->keep_gathered_values();
-    }
+    load_model(as_map(ckpt.model), str_cat("checkpoint '", dir.string(), "'"));
     // This rank's optimizer file when the checkpoint has this run's layout (bit-identical
     // resume), else its part of the whole state reassembled from every rank's file (Note
     // [resuming in another layout]).

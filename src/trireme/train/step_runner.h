@@ -58,6 +58,10 @@ class StepRunner {
   virtual std::filesystem::path save(const std::filesystem::path& root, Checkpoint ckpt) = 0;
   // Restores the model and optimizer from checkpoint folder `dir` (already read into ckpt).
   virtual void load(const std::filesystem::path& dir, const Checkpoint& ckpt) = 0;
+  // Sets the model's parameters from single-process tensors (every rank passes the same ones),
+  // leaving the optimizer as it is: `train --init-from`. A name missing, or a shape that differs
+  // from this run's model, is an error naming the tensor and `source`.
+  virtual void load_model(const std::map<std::string, Tensor>& full, const std::string& source) = 0;
   // Waits for every rank (no-op in one process).
   virtual void barrier() {}
 };

@@ -33,6 +33,7 @@
 #include "trireme/train/run_dir.h"
 #include "trireme/train/step_runner.h"
 #include "trireme/train/throughput.h"
+#include "trireme/train/trained_model.h"
 
 namespace fs = std::filesystem;
 
@@ -175,6 +176,31 @@ void save(Trainer::State& s, int64_t step, Progress& progress) {
   if (!s.options.quiet) progress.note(str_cat("checkpoint: step ", step, " -> ", p.string()));
 }
 
+// `train --init-from`: the model's weights from a checkpoint or a Hugging Face folder, read whole
+// on the host by every rank; the step, the optimizer and the data start afresh. A checkpoint of
+// another model (another shape, another vocabulary) is a config error naming what differs.
+void init_model_from(Trainer::State& s, const std::string& path) {
+  TrainedModel from = load_trained_model(path, Device::cpu(), "train --init-from", /*memory_check=*/false);
+  const std::string source = str_cat("train --init-from '", from.dir.string(), "'");
+  const int64_t theirs = from.tokenizer->vocab_size(), ours = s.tokenizer->vocab_size();
+  if (theirs != ours) {
+    throw io::ConfigError(str_cat(source, ": its tokenizer has ", theirs, " tokens and this run's ", ours,
+                                  "; train on its ids (data.tokenizer_file = a tokenizer.json of it) so that the "
+                                  "embeddings mean the same tokens"));
+  }
+  const nn::NamedTensors full = from.model->full_state_dict();
+  try {
+    s.runner->load_model({full.begin(), full.end()}, source);
+  } catch (const Error& e) {
+    const io::ModelConfig& m = from.config.model;
+    throw io::ConfigError(str_cat(e.what(), "; the checkpoint's model: arch = \"", m.arch, "\", d_model = ", m.d_model,
+                                  ", n_layer = ", m.n_layer, ", n_head = ", m.n_head, ", block_size = ", m.block_size,
+                                  "; set [model] to match"));
+  }
+  log_line(s.options, str_cat("init: the model's weights from ", from.dir.string(), " (its step ", from.step,
+                              "); the optimizer and the step start afresh"));
+}
+
 // train.precision as the log shows it: what is stored, what the forward computes in, scaling.
 std::string precision_description(const io::TrainConfig& cfg) {
   const std::string& p = cfg.train.precision;
@@ -307,6 +333,7 @@ Trainer::Trainer(const io::Config& config, TrainOptions options) : s_(std::make_
     s.schedule = std::make_unique<optim::ConstantLr>(s.cfg.optim.lr);
   }
 
+  if (!options.init_from.empty()) init_model_from(s, options.init_from);
   if (options.resume) {
     if (auto latest = choose_resume_checkpoint(s)) {
       Checkpoint ck = load_checkpoint(*latest);

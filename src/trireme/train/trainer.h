@@ -27,6 +27,8 @@ struct TrainOptions {
   bool quiet = false;           // no progress output (tests)
   int64_t stop_after = 0;       // end this invocation after this global step (0 = train.steps),
                                 // checkpointing there: what an interrupted run leaves behind
+  std::string init_from;        // a fresh run (step 0, new optimizer) from the model weights of a
+                                // checkpoint or Hugging Face folder (load_trained_model's forms)
 };
 
 struct TrainSummary {
