@@ -5,12 +5,13 @@
 #   tp2sp     tp=2 with sequence parallelism (launcher, both ranks traced)
 #   alone     rank 0's shard with its collectives skipped (--tp-alone 2 --sp 1): the floor
 #   tp1       one GPU
+#   step      one GPU, bench/gpt_train_step with STEP_ARGS (default: GPT 6.7B, amp-bf16, full recomputation)
 # FLAGS are added to every gpt_parallel_step; ENVS (assignments) to every run.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/gpu_env.sh
 start=$(date +%s)
-build_bench trace_build.log trireme_cli gpt_parallel_step
+build_bench trace_build.log trireme_cli gpt_parallel_step gpt_train_step
 cupti_lib=$(dirname "$(find /usr/local/cuda/ /usr/local/cuda/extras -name 'libcupti.so*' 2>/dev/null | head -1)")
 g++ -shared -fPIC -O2 -std=c++17 bench/gpu/cupti_trace.cpp -I/usr/local/cuda/include -I/usr/local/cuda/extras/CUPTI/include \
   -L"$cupti_lib" -lcupti -Wl,-rpath,"$cupti_lib" -o build-gpu/libcupti_trace.so || { echo "cupti_trace FAILED"; exit 1; }
@@ -32,6 +33,8 @@ for run in ${RUNS:-tp2sp alone}; do
     tp2sp) trace tp2sp build-gpu/trireme launch --nproc-per-node 2 -- $bench "${big[@]}" --tp 2 --sp 1 ;;
     alone) trace alone $bench "${big[@]}" --tp-alone 2 --sp 1 ;;
     tp1) trace tp1 $bench "${big[@]}" ;;
+    step) read -r -a step_args <<< "${STEP_ARGS:---model gpt-6.7b --batch 8 --device cuda --dtype amp-bf16 --recompute full --warmup 2 --iters 4}"
+          trace step build-gpu/bench/gpt_train_step "${step_args[@]}" ;;
   esac
 done
 echo "total: $(($(date +%s) - start)) s"

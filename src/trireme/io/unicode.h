@@ -6,6 +6,7 @@
 //   std::u32string s = unicode_nfc(U"e\u0301");       // U"\u00e9"
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
