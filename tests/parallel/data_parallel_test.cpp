@@ -3,6 +3,8 @@
 // global norm of one process.
 #include <gtest/gtest.h>
 
+#include "gpt_test_data.h"
+
 #include <cmath>
 
 #include "trireme/models/gpt.h"
@@ -18,26 +20,13 @@
 
 using namespace trireme;
 using namespace trireme::parallel;
+using trireme::parallel::testing::max_abs_diff;
+using trireme::parallel::testing::tokens;
 
 namespace {
 
 models::GPTConfig tiny_config() {
   return {.vocab_size = 61, .block_size = 8, .n_layer = 2, .n_head = 4, .d_model = 32};
-}
-
-Tensor tokens(int64_t B, int64_t T, int64_t salt) {
-  std::vector<int64_t> v(size_t(B * T));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = int64_t((i * 29 + size_t(salt) * 13 + 1) % 61);
-  return from_vector(v, {B, T});
-}
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  auto x = contiguous(to_dtype(a.detach(), DType::f64)).to_vector<double>();
-  auto y = contiguous(to_dtype(b.detach(), DType::f64)).to_vector<double>();
-  EXPECT_EQ(x.size(), y.size());
-  double m = 0;
-  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
-  return m;
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 // included), and a released storage refuses to be read.
 #include <gtest/gtest.h>
 
+#include "gpt_test_data.h"
+
 #include <cmath>
 
 #include "trireme/models/gpt.h"
@@ -19,37 +21,12 @@
 
 using namespace trireme;
 using namespace trireme::parallel;
+using trireme::parallel::testing::max_abs_diff;
+using trireme::parallel::testing::tokens;
 
 namespace {
 
 models::GPTConfig tiny_config() { return {.vocab_size = 61, .block_size = 8, .n_layer = 3, .n_head = 4, .d_model = 32}; }
-
-Tensor tokens(int64_t B, int64_t T, int64_t salt) {
-  std::vector<int64_t> v(size_t(B * T));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = int64_t((i * 29 + size_t(salt) * 13 + 1) % 61);
-  return from_vector(v, {B, T});
-}
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  auto x = contiguous(to_dtype(a.detach(), DType::f64)).to_vector<double>();
-  auto y = contiguous(to_dtype(b.detach(), DType::f64)).to_vector<double>();
-  double m = 0;
-  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
-  return m;
-}
-
-// Each block's parameters, as indices into gpt.named_parameters().
-std::vector<std::vector<size_t>> block_units(const models::GPT& gpt) {
-  const auto params = gpt.named_parameters();
-  std::vector<std::vector<size_t>> units;
-  for (const auto& block : gpt.blocks()) {
-    auto& unit = units.emplace_back();
-    for (const auto& [name, p] : block->named_parameters())
-      for (size_t i = 0; i < params.size(); ++i)
-        if (params[i].second.same(p)) unit.push_back(i);
-  }
-  return units;
-}
 
 }  // namespace
 
@@ -92,7 +69,7 @@ TEST(ZeroStages, OneRankEqualsAdamWWithMicroBatches) {
     SCOPED_TRACE("ZeRO-" + std::to_string(stage));
     models::GPT a(tiny_config(), 5), b(tiny_config(), 5);
     Reducer reducer(a.named_parameters(), nullptr,
-                    {.bucket_bytes = 4 << 10, .zero = stage, .units = stage == 3 ? block_units(a) : std::vector<std::vector<size_t>>{}});
+                    {.bucket_bytes = 4 << 10, .zero = stage, .units = stage == 3 ? models::block_parameter_indices(a) : std::vector<std::vector<size_t>>{}});
     std::unique_ptr<FullyShardedParams> sharded;
     if (stage == 3) {
       sharded = std::make_unique<FullyShardedParams>(reducer);

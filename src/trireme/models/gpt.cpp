@@ -368,6 +368,18 @@ std::string as_first_block(const std::string& name) {
 }
 }  // namespace
 
+std::vector<std::vector<size_t>> block_parameter_indices(const GPT& gpt) {
+  const nn::NamedTensors params = gpt.named_parameters();
+  std::vector<std::vector<size_t>> units;
+  for (const auto& block : gpt.blocks()) {
+    std::vector<size_t>& unit = units.emplace_back();
+    for (const auto& [name, p] : block->named_parameters())
+      for (size_t i = 0; i < params.size(); ++i)
+        if (params[i].second.same(p)) unit.push_back(i);
+  }
+  return units;
+}
+
 parallel::ShardRule gpt_shard_rule(const GPTConfig& config, int tp) {
   if (tp == 1) return [](const std::string&, int) { return std::optional<parallel::ShardSpec>(); };
   GPTConfig one = config;

@@ -257,6 +257,10 @@ class GPT : public parallel::PipelineModel {
 // 0. With tensor parallelism each copy is a vocabulary shard, and the sum pairs the shards of the
 // same tp rank (the pipeline group of a rank holds the ranks with its dp and tp coordinates).
 
+// The parameters of each block `gpt` holds (chunk 0), as indices into gpt.named_parameters():
+// ZeRO-3's units.
+std::vector<std::vector<size_t>> block_parameter_indices(const GPT& gpt);
+
 // The sharding of `config`'s parameters over `tp` ranks, by single-process name, read off a
 // one-block model (every block is cut alike): for reassembling optimizer state written by
 // another layout (parallel/optimizer_reshard.h).

@@ -131,7 +131,8 @@ class ParallelRunner : public StepRunner {
       reducer_ = std::make_unique<parallel::Reducer>(
           model_->named_parameters(), ctx().dp_group(),
           parallel::ReducerOptions{.bucket_bytes = L.bucket_bytes, .zero = L.zero,
-                                   .units = L.zero == 3 ? block_units() : std::vector<std::vector<size_t>>{}});
+                                   .units = L.zero == 3 ? models::block_parameter_indices(*model_)
+                                                         : std::vector<std::vector<size_t>>{}});
     }
     if (L.zero == 3) {
       sharded_ = std::make_unique<parallel::FullyShardedParams>(*reducer_);
@@ -378,13 +379,14 @@ class ParallelRunner : public StepRunner {
     const int64_t every = cfg_.parallel.replica_check_interval;
     if (every > 0 && (step + 1) % every == 0) {
       // ZeRO-3's blocks have no replicas (each rank holds its own chunk): the rest of the model does.
+      const NamedTensors params = model_->named_parameters();
+      std::vector<char> in_block(params.size(), 0);
+      if (sharded_)
+        for (const auto& unit : models::block_parameter_indices(*model_))
+          for (size_t i : unit) in_block[i] = 1;
       NamedTensors replicated;
-      for (const auto& [name, p] : model_->named_parameters()) {
-        bool in_block = false;
-        for (const auto& block : sharded_ ? model_->blocks() : decltype(model_->blocks()){})
-          for (const auto& [n, q] : block->named_parameters()) in_block = in_block || q.same(p);
-        if (!in_block) replicated.emplace_back(name, p);
-      }
+      for (size_t i = 0; i < params.size(); ++i)
+        if (!in_block[i]) replicated.push_back(params[i]);
       parallel::check_replicas_agree(replicated, ctx(), step + 1);
     }
   }
@@ -398,20 +400,6 @@ class ParallelRunner : public StepRunner {
     for (const auto& [name, p] : model_->named_parameters())
       if (p.impl() == tied.impl()) out.insert(name);
     return out;
-  }
-
-  // ZeRO-3: each block's parameters, as indices into the model's named_parameters().
-  std::vector<std::vector<size_t>> block_units() const {
-    const NamedTensors params = model_->named_parameters();
-    std::vector<std::vector<size_t>> units;
-    for (const auto& block : model_->blocks()) {
-      std::vector<size_t>& unit = units.emplace_back();
-      for (const auto& [name, p] : block->named_parameters()) {
-        for (size_t i = 0; i < params.size(); ++i)
-          if (params[i].second.same(p)) unit.push_back(i);
-      }
-    }
-    return units;
   }
 
   // ZeRO-3: every block's parameters whole while it lives (a collective over dp), for what reads
