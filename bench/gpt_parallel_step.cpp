@@ -49,6 +49,8 @@
 #include "trireme/optim/adamw.h"
 #include "trireme/parallel/context.h"
 #include "trireme/parallel/data_parallel.h"
+#include "trireme/parallel/fully_sharded.h"
+#include "trireme/parallel/zero.h"
 #include "trireme/models/gpt.h"
 
 using namespace trireme;
@@ -68,7 +70,8 @@ int usage(const std::string& why) {
                "gpt_parallel_step: %s\n"
                "usage: gpt_parallel_step [--model tiny|gpt2-124m|gpt-1.3b] [--batch B (per dp rank)] [--dp N] "
                "[--tp N | --tp-alone N] [--device cpu|cuda] [--dtype f32|bf16] [--warmup 3] [--iters 10] "
-               "[--bucket-mb 25] [--no-overlap 0|1] [--sp 0|1] [--phases 0] [--peer-allreduce auto|off|on]\n",
+               "[--bucket-mb 25] [--no-overlap 0|1] [--sp 0|1] [--phases 0] [--peer-allreduce auto|off|on] "
+               "[--zero 0|1|2|3]\n",
                why.c_str());
   return 2;
 }
@@ -147,7 +150,7 @@ class HostGate {
 
 int main(int argc, char** argv) {
   std::string model = "gpt2-124m", device_name = "cuda", dtype_arg = "bf16";
-  int64_t batch = 16, warmup = 3, iters = 10, dp = 0, tp = 1, phases = 0, tp_alone = 0;
+  int64_t batch = 16, warmup = 3, iters = 10, dp = 0, tp = 1, phases = 0, tp_alone = 0, zero = 0;
   double bucket_mb = 25;
   bool overlap = true;  // --no-overlap 1: every dp bucket launched after the backward pass
   bool sp = false;        // --sp 1: sequence parallelism (Note [sequence parallelism])
@@ -172,6 +175,7 @@ int main(int argc, char** argv) {
     else if (k == "--phases") phases = std::atoll(v);
     else if (k == "--tp-alone") tp_alone = std::atoll(v);
     else if (k == "--peer-allreduce") peer_all_reduce = v;
+    else if (k == "--zero") zero = std::atoll(v);
     else return usage("unknown flag " + k);
   }
   const ModelShape* s = nullptr;
@@ -182,6 +186,7 @@ int main(int argc, char** argv) {
   if (device_name != "cpu" && device_name != "cuda") return usage("unknown device " + device_name);
   if (dtype_arg != "f32" && dtype_arg != "bf16") return usage("unknown dtype " + dtype_arg);
   if (batch < 1 || iters < 1 || warmup < 0 || tp < 1) return usage("batch, iters and tp must be positive");
+  if (zero < 0 || zero > 3) return usage("--zero takes a ZeRO stage, 0 to 3");
   dist::PeerAllReduceMode peer_mode;
   try {
     peer_mode = dist::parse_peer_all_reduce_mode(peer_all_reduce);
@@ -195,6 +200,7 @@ int main(int argc, char** argv) {
     return usage("dp x tp = " + std::to_string(dp * tp) + " but the job has " + std::to_string(env.world_size) +
                  " processes");
   }
+  if (zero > 0 && dp < 2) return usage("--zero shards over data-parallel ranks: it needs --dp 2 or more");
   if (tp_alone != 0 && (tp_alone < 2 || tp != 1 || dp != 1 || env.world_size != 1)) {
     return usage("--tp-alone N needs N >= 2, one process and no --tp or --dp");
   }
@@ -229,17 +235,32 @@ int main(int argc, char** argv) {
   } else {
     gpt = std::make_shared<models::GPT>(cfg, *ctx, /*seed=*/0);
   }
-  gpt->defer_grad_sums(defer_sums);
+  gpt->defer_grad_sums(defer_sums && zero == 0);  // ZeRO shards the gradients as they arrive
   if (dtype_arg == "bf16") gpt->to(DType::bf16);
   gpt->to(device);
   // The one-GPU baseline and tensor parallelism alone have nothing to average: no Reducer, so
   // the baseline is the plain single-process step.
+  // --zero N: the trainer's ZeRO stage (ZeRO-3's blocks gathered around their use).
   std::unique_ptr<parallel::Reducer> reducer;
+  std::unique_ptr<parallel::FullyShardedParams> sharded;
   if (dp > 1) {
-    reducer = std::make_unique<parallel::Reducer>(gpt->named_parameters(), ctx->dp_group(),
-                                                  parallel::ReducerOptions{.bucket_bytes = layout.bucket_bytes, .overlap = overlap});
+    reducer = std::make_unique<parallel::Reducer>(
+        gpt->named_parameters(), ctx->dp_group(),
+        parallel::ReducerOptions{.bucket_bytes = layout.bucket_bytes, .zero = int(zero),
+                                 .units = zero == 3 ? models::block_parameter_indices(*gpt) : std::vector<std::vector<size_t>>{},
+                                 .overlap = overlap});
   }
-  optim::AdamW opt(gpt->named_parameters(), {.lr = 1e-4});
+  if (zero == 3) {
+    sharded = std::make_unique<parallel::FullyShardedParams>(*reducer);
+    gpt->wrap_blocks([s = sharded.get()](size_t i, const Tensor& x, const auto& f) { return s->run(i, x, f); });
+  }
+  std::unique_ptr<optim::Optimizer> optimizer;
+  if (zero > 0) {
+    optimizer = std::make_unique<parallel::ZeroOptimizer>(*reducer, optim::AdamWOptions{.lr = 1e-4}, sharded.get());
+  } else {
+    optimizer = std::make_unique<optim::AdamW>(gpt->named_parameters(), optim::AdamWOptions{.lr = 1e-4});
+  }
+  optim::Optimizer& opt = *optimizer;
 
   // Each data-parallel replica its own batch; the ranks of one tp group the same one.
   const uint64_t data_seed = 1 + uint64_t(ctx->dp_rank());
@@ -358,7 +379,7 @@ int main(int argc, char** argv) {
   if (env.rank == 0) {
     std::printf(
         "{\"impl\": \"trireme-%s\", \"model\": \"%s\", \"device\": \"%s\", \"dtype\": \"%s\", \"dp\": %lld, "
-        "\"tp\": %lld, \"tp_alone\": %lld, \"gpus\": %d, \"batch_per_rank\": %lld, \"global_batch\": %lld, "
+        "\"tp\": %lld, \"tp_alone\": %lld, \"zero\": %lld, \"gpus\": %d, \"batch_per_rank\": %lld, \"global_batch\": %lld, "
         "\"seq\": %lld, \"params\": %lld, "
         "\"step_ms\": %.3f, \"step_ms_min\": %.3f, \"step_ms_max\": %.3f, \"step_ms_unsynced\": %.3f, "
         "\"tokens_per_s\": %.1f, \"mfu\": %.4f, "
@@ -366,7 +387,7 @@ int main(int argc, char** argv) {
         "\"bwd_ms\": %.3f, \"opt_ms\": %.3f, \"queue_fwd_ms\": %.3f, \"queue_bwd_ms\": %.3f, \"queue_opt_ms\": %.3f, "
         "\"gate_timeouts\": %d, \"peer_all_reduce\": %s}\n",
         TRIREME_VERSION, s->name, device_name.c_str(), dtype_arg.c_str(), (long long)dp, (long long)tp,
-        (long long)tp_alone, env.world_size, (long long)batch, (long long)(dp * batch), (long long)s->T,
+        (long long)tp_alone, (long long)zero, env.world_size, (long long)batch, (long long)(dp * batch), (long long)s->T,
         (long long)n_params, t * 1e3,
         ts.front() * 1e3, ts.back() * 1e3, unsynced * 1e3, tokens_per_s,
         tokens_per_s * flops_per_token / (989e12 * double(gpus)), peak_gib, hidden, median(host) * 1e3,
