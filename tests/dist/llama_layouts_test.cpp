@@ -4,24 +4,16 @@
 // parameters (parallel_worker.cpp, scenarios tp_llama and train:llama.*).
 #include "parallel_worker.h"
 
-using trireme::dist::testing::all_logs;
-using trireme::parallel::testing::run_parallel_worker;
-
-namespace {
-void expect_ok(int nproc, const std::string& scenario) {
-  auto r = run_parallel_worker(nproc, scenario);
-  EXPECT_EQ(r.exit_code, 0) << r.message << "\n" << all_logs(r, nproc);
-}
-}  // namespace
+using trireme::parallel::testing::expect_worker_ok;
 
 TEST(LlamaTensorParallel, LossAndGradientsMatchOneProcessWithKvHeadsSplit) {
-  expect_ok(2, "tp_llama");
-  expect_ok(4, "tp_llama");
+  expect_worker_ok(2, "tp_llama");
+  expect_worker_ok(4, "tp_llama");
 }
 
 TEST(LlamaLayouts, TwentyStepsMatchOneProcess) {
   for (auto [n, layout] : {std::pair{2, "llama.tp2.sp"}, std::pair{4, "llama.dp2.tp2.zero"}}) {
     SCOPED_TRACE(layout);
-    expect_ok(n, std::string("train:") + layout);
+    expect_worker_ok(n, std::string("train:") + layout);
   }
 }

@@ -3,29 +3,21 @@
 // parameters (1e-4).
 #include "parallel_worker.h"
 
-using trireme::dist::testing::all_logs;
-using trireme::parallel::testing::run_parallel_worker;
-
-namespace {
-void expect_ok(int nproc, const std::string& scenario) {
-  auto r = run_parallel_worker(nproc, scenario);
-  EXPECT_EQ(r.exit_code, 0) << r.message << "\n" << all_logs(r, nproc);
-}
-}  // namespace
+using trireme::parallel::testing::expect_worker_ok;
 
 class TensorParallel : public ::testing::TestWithParam<int> {};
 
-TEST_P(TensorParallel, LayersMatchOneProcess) { expect_ok(GetParam(), "tp_layers"); }
-TEST_P(TensorParallel, GPTLossAndGradientsMatchOneProcess) { expect_ok(GetParam(), "tp_gpt"); }
+TEST_P(TensorParallel, LayersMatchOneProcess) { expect_worker_ok(GetParam(), "tp_layers"); }
+TEST_P(TensorParallel, GPTLossAndGradientsMatchOneProcess) { expect_worker_ok(GetParam(), "tp_gpt"); }
 
 INSTANTIATE_TEST_SUITE_P(Parallel, TensorParallel, ::testing::Values(2, 4));
 
-TEST(TensorParallelDeferredSums, MatchOneProcessAndRefuseAStepThatMixesPaths) { expect_ok(2, "tp_defer_mixed"); }
+TEST(TensorParallelDeferredSums, MatchOneProcessAndRefuseAStepThatMixesPaths) { expect_worker_ok(2, "tp_defer_mixed"); }
 
 class LayoutEquivalence : public ::testing::TestWithParam<std::pair<int, const char*>> {};
 
 TEST_P(LayoutEquivalence, TwentyStepsMatchOneProcess) {
-  expect_ok(GetParam().first, std::string("train:") + GetParam().second);
+  expect_worker_ok(GetParam().first, std::string("train:") + GetParam().second);
 }
 
 INSTANTIATE_TEST_SUITE_P(Parallel, LayoutEquivalence,

@@ -27,4 +27,10 @@ inline dist::LaunchResult run_parallel_worker(int nproc, const std::string& scen
   return dist::launch(o);
 }
 
+// The scenario on nproc ranks, every one of which must pass (the ranks' logs on failure).
+inline void expect_worker_ok(int nproc, const std::string& scenario) {
+  auto r = run_parallel_worker(nproc, scenario);
+  EXPECT_EQ(r.exit_code, 0) << r.message << "\n" << dist::testing::all_logs(r, nproc);
+}
+
 }  // namespace trireme::parallel::testing
