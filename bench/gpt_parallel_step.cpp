@@ -250,10 +250,7 @@ int main(int argc, char** argv) {
                                  .units = zero == 3 ? models::block_parameter_indices(*gpt) : std::vector<std::vector<size_t>>{},
                                  .overlap = overlap});
   }
-  if (zero == 3) {
-    sharded = std::make_unique<parallel::FullyShardedParams>(*reducer);
-    gpt->wrap_blocks([s = sharded.get()](size_t i, const Tensor& x, const auto& f) { return s->run(i, x, f); });
-  }
+  if (zero == 3) sharded = models::shard_blocks(*gpt, *reducer);
   std::unique_ptr<optim::Optimizer> optimizer;
   if (zero > 0) {
     optimizer = std::make_unique<parallel::ZeroOptimizer>(*reducer, optim::AdamWOptions{.lr = 1e-4}, sharded.get());

@@ -1,7 +1,7 @@
 // Selective recomputation (autograd::recompute_when_saved): a GEMM that saves a marked GELU or
 // layer-norm output keeps its recipe instead, computes it once in the backward, and the gradients
 // are those of the plain graph — through autocast's cast too; an input modified in place before
-// the backward is refused as for any saved tensor.
+// the backward is refused as for any saved tensor; without grad mode nothing is marked.
 #include <gtest/gtest.h>
 
 #include "trireme/autograd/autocast_mode.h"
@@ -96,4 +96,12 @@ TEST(SelectiveRecompute, AnInputModifiedBeforeTheBackwardIsRefused) {
     add_(u, 1.0);
   }
   EXPECT_THROW(loss.backward(), Error);
+}
+
+TEST(SelectiveRecompute, WithoutGradModeNothingIsMarked) {
+  Tensor u = leaf({4, 8}, 1);
+  NoGradGuard no_grad;
+  Tensor a = gelu(u);
+  autograd::recompute_when_saved(a, {u}, [](const TensorList& in) { return TensorList{gelu(in[0])}; });
+  EXPECT_FALSE(autograd::recompute_recipe(a));
 }

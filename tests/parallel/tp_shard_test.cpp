@@ -31,12 +31,6 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
   return m;
 }
 
-Tensor ids_for(int64_t B, int64_t T, int64_t V, int64_t salt) {
-  std::vector<int64_t> v(size_t(B * T));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = int64_t((i * 37 + size_t(salt) * 11 + 5) % size_t(V));
-  return from_vector(v, {B, T});
-}
-
 }  // namespace
 
 TEST(ShardSpec, PaddingArithmetic) {

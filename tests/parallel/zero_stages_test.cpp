@@ -72,9 +72,8 @@ TEST(ZeroStages, OneRankEqualsAdamWWithMicroBatches) {
                     {.bucket_bytes = 4 << 10, .zero = stage, .units = stage == 3 ? models::block_parameter_indices(a) : std::vector<std::vector<size_t>>{}});
     std::unique_ptr<FullyShardedParams> sharded;
     if (stage == 3) {
-      sharded = std::make_unique<FullyShardedParams>(reducer);
+      sharded = models::shard_blocks(a, reducer);
       EXPECT_EQ(sharded->num_units(), 3u);
-      a.wrap_blocks([&](size_t i, const Tensor& x, const auto& forward) { return sharded->run(i, x, forward); });
     }
     ZeroOptimizer zero(reducer, o, sharded.get());
     optim::AdamW adamw(b.named_parameters(), o);

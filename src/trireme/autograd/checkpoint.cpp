@@ -82,6 +82,7 @@ std::function<Tensor()> recompute_recipe(const Tensor& t) {
 
 void recompute_when_saved(const Tensor& t, const TensorList& inputs, RegionFn fn) {
   TRIREME_CHECK(t.defined(), "recompute_when_saved: the tensor is undefined");
+  if (!grad_enabled()) return;  // nothing records, so nothing will save it
   std::array<AutocastState, kNumDeviceTypes> autocast;
   for (int d = 0; d < kNumDeviceTypes; ++d) autocast[size_t(d)] = autocast_state(DeviceType(d));
   std::vector<SavedTensor> saved(inputs.begin(), inputs.end());

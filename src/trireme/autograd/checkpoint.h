@@ -31,7 +31,8 @@ TensorList checkpoint(const RegionFn& fn, const TensorList& inputs);
 // for the backward; each computes it again from `inputs` (saved, with their versions checked)
 // when its backward runs, under the grad-free autocast state of now, so the values are the same.
 // A cast of `t` (autocast's, before a GEMM) is recomputed the same way. The inputs must be
-// kept anyway (the op that made `t` saves them) or the saving is smaller.
+// kept anyway (the op that made `t` saves them) or the saving is smaller. Without grad mode it
+// does nothing.
 //   Tensor h = layer_norm(x, w, b, eps);
 //   autograd::recompute_when_saved(h, {x, w, b}, [eps](const TensorList& in) { return layer_norm(in[0], in[1], in[2], eps); });
 void recompute_when_saved(const Tensor& t, const TensorList& inputs, RegionFn fn);

@@ -380,6 +380,14 @@ std::vector<std::vector<size_t>> block_parameter_indices(const GPT& gpt) {
   return units;
 }
 
+std::unique_ptr<parallel::FullyShardedParams> shard_blocks(GPT& gpt, parallel::Reducer& reducer) {
+  auto sharded = std::make_unique<parallel::FullyShardedParams>(reducer);
+  gpt.wrap_blocks([s = sharded.get()](size_t block, const Tensor& x, const auto& forward) {
+    return s->run(block, x, forward);
+  });
+  return sharded;
+}
+
 parallel::ShardRule gpt_shard_rule(const GPTConfig& config, int tp) {
   if (tp == 1) return [](const std::string&, int) { return std::optional<parallel::ShardSpec>(); };
   GPTConfig one = config;

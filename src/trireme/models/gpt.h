@@ -55,6 +55,7 @@
 #include "trireme/nn/layer_norm.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/parallel/context.h"
+#include "trireme/parallel/fully_sharded.h"
 #include "trireme/parallel/pipeline_model.h"
 #include "trireme/parallel/pipeline_partition.h"
 #include "trireme/parallel/tp_layers.h"
@@ -260,6 +261,10 @@ class GPT : public parallel::PipelineModel {
 // The parameters of each block `gpt` holds (chunk 0), as indices into gpt.named_parameters():
 // ZeRO-3's units.
 std::vector<std::vector<size_t>> block_parameter_indices(const GPT& gpt);
+// ZeRO-3: `reducer`'s units (built with zero = 3 and units = block_parameter_indices(gpt)) become
+// sharded parameters, and every block runs gathered (wrap_blocks). The result must outlive the
+// model's forwards and backwards.
+std::unique_ptr<parallel::FullyShardedParams> shard_blocks(GPT& gpt, parallel::Reducer& reducer);
 
 // The sharding of `config`'s parameters over `tp` ranks, by single-process name, read off a
 // one-block model (every block is cut alike): for reassembling optimizer state written by

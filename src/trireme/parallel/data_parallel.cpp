@@ -408,12 +408,12 @@ void Reducer::finish() {
   TRIREME_CHECK(s.sync, "Reducer::finish: call prepare_backward(true) before the backward pass that reduces");
   const auto backward_end = Clock::now();
   // Parameters whose gradient never arrived (unused this step) count as zeros, so every rank
-  // still launches every bucket, in order.
+  // still launches every bucket, in order (under ZeRO-2/3 a bucket is allocated zeroed).
   for (size_t i = 0; i < params_.size(); ++i) {
     if (s.arrived[i]) continue;
-    NoGradGuard no_grad;
-    Tensor v = s.view(i);
     if (!s.frees_buckets()) {
+      NoGradGuard no_grad;
+      Tensor v = s.view(i);
       zero_(v);
       s.params[i].set_grad(v);
     }

@@ -3,18 +3,6 @@
 
 namespace trireme::plan {
 
-const std::vector<int>& supported_zero_stages() {
-  static const std::vector<int> stages = {0, 1, 2, 3};
-  return stages;
-}
-
-std::string zero_override(int stage) {
-  TRIREME_CHECK(stage >= 0 && stage <= 3, "plan: ZeRO stage ", stage, " does not exist");
-  return str_cat("parallel.zero=", stage);
-}
-
-void apply_zero(io::TrainConfig& tc, int stage) { tc.parallel.zero = stage; }
-
 std::string Layout::describe() const {
   std::string out = str_cat("dp=", dp, " tp=", tp, sequence_parallel ? " sp" : "", " pp=", pp);
   if (pp > 1) out += str_cat(" ", schedule, schedule == "interleaved" ? str_cat("/v", virtual_stages) : "");
@@ -29,7 +17,7 @@ std::vector<std::string> Layout::overrides() const {
           str_cat("parallel.schedule=", schedule),
           str_cat("parallel.virtual_stages=", virtual_stages),
           str_cat("parallel.sequence_parallel=", sequence_parallel ? "true" : "false"),
-          zero_override(zero_stage),
+          str_cat("parallel.zero=", zero_stage),
           str_cat("memory.recompute=", recompute)};
 }
 
@@ -39,7 +27,7 @@ void apply_layout(io::TrainConfig& tc, const Layout& l) {
   tc.parallel.schedule = l.schedule;
   tc.parallel.virtual_stages = l.virtual_stages;
   tc.parallel.sequence_parallel = l.sequence_parallel;
-  apply_zero(tc, l.zero_stage);
+  tc.parallel.zero = l.zero_stage;
   tc.memory.recompute = l.recompute;
 }
 

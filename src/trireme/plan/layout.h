@@ -21,7 +21,7 @@ struct Layout {
   std::string schedule = "1f1b";  // "1f1b" | "gpipe" | "interleaved" (pp > 1)
   int64_t virtual_stages = 1;     // interleaved only
   bool sequence_parallel = false;
-  int zero_stage = 0;              // 0: replicated optimizer state; 1: sharded over dp (ZeRO-1)
+  int zero_stage = 0;              // parallel.zero: 0 replicated; 1, 2, 3 the ZeRO stages
   std::string recompute = "none";  // "none" | "selective" | "full"
 
   int64_t devices() const { return dp * tp * pp; }
@@ -29,11 +29,6 @@ struct Layout {
   std::vector<std::string> overrides() const;  // "key=value" for Config::set / --set
   bool operator==(const Layout&) const = default;
 };
-
-// The ZeRO stages the search tries, and how a stage is written into a config.
-const std::vector<int>& supported_zero_stages();
-std::string zero_override(int stage);
-void apply_zero(io::TrainConfig& tc, int stage);
 
 // tc's [parallel] and [memory] keys set to the layout's (the rest of tc as it is).
 void apply_layout(io::TrainConfig& tc, const Layout& l);

@@ -68,8 +68,10 @@ std::vector<Layout> enumerate_layouts(const io::TrainConfig& tc, int64_t devices
         for (const auto& [schedule, v] : schedules) {
           for (bool sp : {false, true}) {
             if (sp && (tp < 2 || pp > 1)) continue;
-            for (int zero : supported_zero_stages()) {
+            for (int zero = 0; zero <= 3; ++zero) {
+              // What the config would refuse anyway: ZeRO without dp or AdamW, ZeRO-3 in a pipeline.
               if (zero > 0 && (dp < 2 || !adamw)) continue;
+              if (zero == 3 && pp > 1) continue;
               for (const char* recompute : {"none", "selective", "full"}) {
                 out.push_back({dp, tp, pp, mb, schedule, v, sp, zero, recompute});
               }

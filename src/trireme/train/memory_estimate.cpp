@@ -92,6 +92,7 @@ std::vector<MemoryEstimate> estimate_training_memory_per_rank(const io::TrainCon
   const double micro_tokens = double(cfg.train.batch_size) / (double(dp) * double(std::max<int64_t>(p.micro_batches, 1))) * T;
   const double state_per_param = cfg.optim.name == "adamw" ? 8 : (cfg.optim.momentum > 0 ? 4 : 0);
 
+  const double block_params = block_parameters(shape, tp);
   const double per_block = block_activation_bytes_per_token(shape, tp, sp, elt, false);
   const double per_selective_block = block_activation_bytes_per_token(shape, tp, sp, elt, true);
 
@@ -109,7 +110,7 @@ std::vector<MemoryEstimate> estimate_training_memory_per_rank(const io::TrainCon
     for (int c = 0; c < v; ++c) layers += stage_layers[size_t(c * pp + r)];
     layers_per_chunk = layers / v;
     const bool first = r == 0, last = r == pp - 1;
-    e.parameters = layers * block_parameters(shape, tp);
+    e.parameters = layers * block_params;
     if (first) e.parameters += padded_vocab / tp * d + (shape.llama ? 0 : T * d);  // wte (its vocabulary slice), wpe
     if (last) {
       e.parameters += d + (shape.bias ? d : 0);  // ln_f
@@ -125,7 +126,7 @@ std::vector<MemoryEstimate> estimate_training_memory_per_rank(const io::TrainCon
     // reduce-scatter, so the backward holds the one being filled and up to two in flight
     // (ZeRO-3's buckets are its blocks, the rest cut by bucket_mb). A pipeline accumulates whole
     // gradients over its micro-batches first (Note [ZeRO inside a pipeline]).
-    const double block_bytes = 4 * block_parameters(shape, tp);
+    const double block_bytes = 4 * block_params;
     const double bucket_bytes = p.zero == 3 ? block_bytes : p.bucket_mb * double(1 << 20);
     // Under ZeRO-2 a gradient also exists whole for a moment before it is copied into its bucket:
     // the largest, the token embedding's, counts (under ZeRO-3 it arrives last, when the
@@ -139,7 +140,7 @@ std::vector<MemoryEstimate> estimate_training_memory_per_rank(const io::TrainCon
     if (p.zero == 3) e.weight_bytes = 4 * e.parameters - layers * block_bytes * (1 - 1.0 / dp) + std::min(layers, 2.0) * block_bytes;
 
     // Recomputed blocks keep only their input (the f32 residual stream, sp: this rank's rows);
-    // selectively recomputed ones all but their norms' and GELU's outputs.
+    // selectively recomputed ones all but their norms' and activation function's outputs.
     const double recomputed = cfg.memory.recompute_layers < 0
                                   ? layers_per_chunk
                                   : std::min(layers_per_chunk, double(cfg.memory.recompute_layers));

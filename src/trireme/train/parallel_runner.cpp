@@ -126,20 +126,20 @@ class ParallelRunner : public StepRunner {
     // backwards are interleaved with its transfers, so it reduces what they accumulated after
     // the step (Note [ZeRO inside a pipeline]).
     // One process (no world) has nothing to reduce.
+    // ZeRO-3 gives each block a bucket of its own, the layout of its sharded parameters; those
+    // have no replicas to check (each rank holds its own chunk), the rest of the model has.
+    const auto units = L.zero == 3 ? models::block_parameter_indices(*model_) : std::vector<std::vector<size_t>>{};
+    const NamedTensors params = model_->named_parameters();
+    std::vector<char> in_unit(params.size(), 0);
+    for (const auto& unit : units)
+      for (size_t i : unit) in_unit[i] = 1;
+    for (size_t i = 0; i < params.size(); ++i)
+      if (!in_unit[i]) replicated_.push_back(params[i]);
     if (job_->world) {
-      // ZeRO-3 gives each block a bucket of its own, the layout of its sharded parameters.
       reducer_ = std::make_unique<parallel::Reducer>(
-          model_->named_parameters(), ctx().dp_group(),
-          parallel::ReducerOptions{.bucket_bytes = L.bucket_bytes, .zero = L.zero,
-                                   .units = L.zero == 3 ? models::block_parameter_indices(*model_)
-                                                         : std::vector<std::vector<size_t>>{}});
+          params, ctx().dp_group(), parallel::ReducerOptions{.bucket_bytes = L.bucket_bytes, .zero = L.zero, .units = units});
     }
-    if (L.zero == 3) {
-      sharded_ = std::make_unique<parallel::FullyShardedParams>(*reducer_);
-      model_->wrap_blocks([sharded = sharded_.get()](size_t block, const Tensor& x, const auto& forward) {
-        return sharded->run(block, x, forward);
-      });
-    }
+    if (L.zero == 3) sharded_ = models::shard_blocks(*model_, *reducer_);
     if (L.zero > 0) {
       optimizer_ = std::make_unique<parallel::ZeroOptimizer>(
           *reducer_,
@@ -378,16 +378,7 @@ class ParallelRunner : public StepRunner {
   void check_replicas(int64_t step) const {
     const int64_t every = cfg_.parallel.replica_check_interval;
     if (every > 0 && (step + 1) % every == 0) {
-      // ZeRO-3's blocks have no replicas (each rank holds its own chunk): the rest of the model does.
-      const NamedTensors params = model_->named_parameters();
-      std::vector<char> in_block(params.size(), 0);
-      if (sharded_)
-        for (const auto& unit : models::block_parameter_indices(*model_))
-          for (size_t i : unit) in_block[i] = 1;
-      NamedTensors replicated;
-      for (size_t i = 0; i < params.size(); ++i)
-        if (!in_block[i]) replicated.push_back(params[i]);
-      parallel::check_replicas_agree(replicated, ctx(), step + 1);
+      parallel::check_replicas_agree(replicated_, ctx(), step + 1);
     }
   }
 
@@ -422,6 +413,7 @@ class ParallelRunner : public StepRunner {
   std::unique_ptr<parallel::PipelineExecutor> pipe_;  // pp > 1
   std::unique_ptr<parallel::Reducer> reducer_;  // null in one process
   std::unique_ptr<parallel::FullyShardedParams> sharded_;  // ZeRO-3
+  NamedTensors replicated_;  // the parameters every dp replica holds whole (all but ZeRO-3's blocks)
   std::unique_ptr<optim::Optimizer> optimizer_;
 };
 
