@@ -21,11 +21,7 @@ using cli_testing::run;
 class HfImportRefusal : public ::testing::Test {
  protected:
   void SetUp() override {
-    base = fs::temp_directory_path() /
-           ("trireme_hf_refusal_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) +
-            std::to_string(::getpid()));
-    fs::remove_all(base);
-    fs::create_directories(base);
+    base = test::fresh_test_dir("trireme_hf_refusal_");
     fs::copy(test::hf_fixture("qwen2"), base / "model");
   }
   void TearDown() override { fs::remove_all(base); }

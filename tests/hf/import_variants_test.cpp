@@ -21,11 +21,7 @@ namespace fs = std::filesystem;
 class HfImportVariants : public ::testing::Test {
  protected:
   void SetUp() override {
-    base = fs::temp_directory_path() /
-           ("trireme_hf_variants_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) +
-            std::to_string(::getpid()));
-    fs::remove_all(base);
-    fs::create_directories(base);
+    base = test::fresh_test_dir("trireme_hf_variants_");
   }
   void TearDown() override { fs::remove_all(base); }
   fs::path copy_of(const std::string& kind) {

@@ -16,15 +16,6 @@
 namespace trireme::cli {
 namespace {
 
-std::string cpu_model() {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  }
-  return "unknown";
-}
-
 std::string os_name() {
   std::ifstream f("/etc/os-release");
   std::string line;
@@ -52,7 +43,7 @@ Command add_env_command(CLI::App& root) {
             const std::string image = container_image();
             j["image"] = image.empty() ? "none (not in a trireme container image)" : image;
             j["kernel"] = std::string(u.release);
-            j["cpu"] = cpu_model();
+            j["cpu"] = runtime::cpu_model_name();
             const runtime::CpuFeatures features = runtime::detect_cpu_features();
             j["cpu_vector_isa"] = runtime::describe_vector_isa(features) + " (OpenBLAS core for it: " +
                                   runtime::best_openblas_core(features) + ")";

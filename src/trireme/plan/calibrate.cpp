@@ -22,6 +22,7 @@
 #include "trireme/ops/linalg.h"
 #include "trireme/ops/op_count.h"
 #include "trireme/runtime/build_info.h"
+#include "trireme/runtime/cpu_features.h"
 #include "trireme/runtime/cpu_threads.h"
 
 #ifdef _OPENMP
@@ -36,15 +37,6 @@ using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
 constexpr int64_t kCalibrationProcesses = 2;
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  }
-  return "unknown CPU";
-}
 
 // Runs f until `budget` seconds have passed (at least 3 times, after one warm-up); the median
 // seconds of a run (a shared machine's bursts of other work land in the tails).
@@ -101,7 +93,7 @@ std::pair<double, double> fit_line(const std::vector<CollectiveSample>& s, const
 
 std::string machine_fingerprint() {
   const nlohmann::json b = runtime::build_info();
-  return str_cat("cpu=", cpu_model(), "; cores=", runtime::available_cpus(), "; trireme=", b.value("trireme", "?"),
+  return str_cat("cpu=", runtime::cpu_model_name(), "; cores=", runtime::available_cpus(), "; trireme=", b.value("trireme", "?"),
                  "; openblas=", openblas_get_config(), "; gloo=", b.value("gloo", "?"));
 }
 

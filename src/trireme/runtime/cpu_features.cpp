@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -102,6 +103,15 @@ std::string describe_vector_isa(const CpuFeatures& cpu) {
   if (cpu.avx) return "AVX";
   if (cpu.sse4_2) return "SSE4.2";
   return cpu.sse3 ? "SSE3" : "SSE2";
+}
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  }
+  return "unknown";
 }
 
 }  // namespace trireme::runtime

@@ -26,6 +26,8 @@ struct CpuFeatures {
 };
 
 CpuFeatures detect_cpu_features();  // this machine's CPU
+// The CPU's model name as /proc/cpuinfo gives it ("unknown" where it gives none).
+std::string cpu_model_name();
 
 // The widest vector instruction set an OpenBLAS core type's kernels use, as a rank: 0 SSE2/SSE3,
 // 1 SSE4.2, 2 AVX, 3 AVX2+FMA, 4 AVX-512. -1 for a name this table does not know (a newer core).
