@@ -279,7 +279,7 @@ nlohmann::json BpeTokenizer::to_json() const {
 
 BpeTokenizer BpeTokenizer::from_json(const nlohmann::json& j) {
   TRIREME_CHECK(j.value("type", "") == "bpe", "bpe tokenizer JSON: \"type\" is not \"bpe\"");
-  TRIREME_CHECK(j.value("version", 0) == 1, "bpe tokenizer JSON: unsupported version ",
+  TRIREME_CHECK(j.contains("version") && j["version"] == 1, "bpe tokenizer JSON: unsupported version ",
                 j.contains("version") ? j["version"].dump() : "(missing)");
   TRIREME_CHECK(j.value("pretokenizer", "") == "trireme-1" &&
                     j.value("max_chunk_bytes", uint64_t(0)) == kBpeMaxChunkBytes,
