@@ -279,7 +279,10 @@ nlohmann::json BpeTokenizer::to_json() const {
 
 BpeTokenizer BpeTokenizer::from_json(const nlohmann::json& j) {
   TRIREME_CHECK(j.value("type", "") == "bpe", "bpe tokenizer JSON: \"type\" is not \"bpe\"");
-  TRIREME_CHECK(j.contains("version") && j["version"] == 1, "bpe tokenizer JSON: unsupported version ",
+  // A float (1e80, or an integer too large for int64) would not convert to int defined.
+  TRIREME_CHECK(!(j.contains("version") && j["version"].is_number_float()), "bpe tokenizer JSON: unsupported version ",
+                j["version"].dump());
+  TRIREME_CHECK(j.value("version", 0) == 1, "bpe tokenizer JSON: unsupported version ",
                 j.contains("version") ? j["version"].dump() : "(missing)");
   TRIREME_CHECK(j.value("pretokenizer", "") == "trireme-1" &&
                     j.value("max_chunk_bytes", uint64_t(0)) == kBpeMaxChunkBytes,

@@ -87,7 +87,10 @@ nlohmann::json CharTokenizer::to_json() const {
 
 CharTokenizer CharTokenizer::from_json(const nlohmann::json& j) {
   TRIREME_CHECK(j.value("type", "") == "char", "char tokenizer JSON: \"type\" is not \"char\"");
-  TRIREME_CHECK(j.contains("version") && j["version"] == 1, "char tokenizer JSON: unsupported version ",
+  // A float (1e80, or an integer too large for int64) would not convert to int defined.
+  TRIREME_CHECK(!(j.contains("version") && j["version"].is_number_float()), "char tokenizer JSON: unsupported version ",
+                j["version"].dump());
+  TRIREME_CHECK(j.value("version", 0) == 1, "char tokenizer JSON: unsupported version ",
                 j.contains("version") ? j["version"].dump() : "(missing)");
   TRIREME_CHECK(j.contains("vocab") && j["vocab"].is_array(), "char tokenizer JSON: \"vocab\" must be an array");
   std::u32string chars;
