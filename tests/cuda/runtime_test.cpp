@@ -1,9 +1,12 @@
 // The CUDA runtime: device detection, the caching allocator, streams and events, copies.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "cuda_test_util.h"
 #include "trireme/core/allocator.h"
 #include "trireme/ops/elementwise.h"
+#include "trireme/runtime/gpu_topology.h"
 
 #ifdef TRIREME_WITH_CUDA
 #include "trireme/cuda/allocator.h"
@@ -47,6 +50,17 @@ TEST(CudaAllocator, SizeClasses) {
     EXPECT_GE(c, n);
     EXPECT_LE(double(c), 1.25 * double(n) + 1.0);
   }
+}
+
+TEST(CudaDevice, TopologyNamesEachGpusLinksAndEveryPair) {
+  TRIREME_REQUIRE_GPU();
+  const nlohmann::json t = runtime::gpu_topology();
+  ASSERT_FALSE(t.contains("unavailable")) << t.dump();  // a GPU machine has the driver's NVML
+  const int n = cuda::device_count();
+  ASSERT_EQ(int(t["links"].size()), n) << t.dump();
+  ASSERT_EQ(int(t["pairs"].size()), n * (n - 1) / 2) << t.dump();
+  for (const auto& [key, value] : t["pairs"].items()) EXPECT_NE(value.get<std::string>(), "unknown") << key;
+  std::printf("gpu topology: %s\n", t.dump().c_str());
 }
 
 TEST(CudaDevice, SetDeviceChecksTheIndex) {

@@ -10,6 +10,7 @@
 
 #include "trireme/cuda/device.h"
 #include "trireme/runtime/cpu_setup.h"
+#include "trireme/runtime/gpu_topology.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -94,6 +95,13 @@ nlohmann::json runtime_info() {
                      std::to_string(p.major) + std::to_string(p.minor));
     }
     j["gpus"] = list;
+  }
+  const nlohmann::json topology = gpu_topology();
+  if (topology.contains("unavailable")) {
+    j["gpu_links"] = topology["unavailable"];
+  } else {
+    j["gpu_links"] = topology["links"];
+    j["gpu_pairs"] = topology["pairs"].empty() ? nlohmann::json("none: one GPU") : topology["pairs"];
   }
 #else
   j["gpus"] = "none usable: " + cuda::unavailable_reason();
