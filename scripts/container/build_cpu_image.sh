@@ -64,7 +64,8 @@ fi
 tag=$(cpu_image_tag)
 start=$SECONDS
 revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+commit=$(git describe --always --dirty --abbrev=12 --exclude='*' 2>/dev/null || echo unknown)
 nice -n 19 podman "${podman_global[@]}" build "${podman_build[@]}" \
   --file container/Containerfile.cpu --build-arg BASE="$base" --build-arg IMAGE_TAG="$tag" \
-  --label org.opencontainers.image.revision="$revision" --tag "$tag" .
+  --build-arg TRIREME_GIT_COMMIT="$commit" --label org.opencontainers.image.revision="$revision" --tag "$tag" .
 echo "build_cpu_image: $tag built in $((SECONDS - start))s: $(podman image inspect --format "{{.Size}}" "$tag" | numfmt --to=iec)"

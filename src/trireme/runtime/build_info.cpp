@@ -36,6 +36,7 @@ std::string cuda_version(int v) { return std::to_string(v / 1000) + "." + std::t
 nlohmann::json build_info() {
   nlohmann::json j;
   j["trireme"] = TRIREME_VERSION;
+  j["commit"] = git_commit();
   j["compiler"] = std::string("g++ ") + __VERSION__;
   j["cxx_standard"] = __cplusplus;
 #ifdef NDEBUG

@@ -6,6 +6,7 @@
 
 namespace trireme::runtime {
 
+const char* git_commit();       // the commit built, "-dirty" with uncommitted changes (generated)
 nlohmann::json build_info();    // version, compiler, build type, backends compiled in
 nlohmann::json runtime_info();  // BLAS configuration, threads, devices visible now
 
