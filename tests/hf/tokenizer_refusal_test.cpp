@@ -48,6 +48,18 @@ TEST(HfTokenizerRefusal, MergeOutsideTheVocabulary) {
   expect_refused(j, "zz qq");
 }
 
+TEST(HfTokenizerRefusal, IdsThatAreNotSmallIntegers) {
+  auto j = qwen2();
+  j["model"]["vocab"]["!"] = 1e80;  // a float: converting it to an integer would be undefined
+  expect_refused(j, "not an integer");
+  j = qwen2();
+  j["model"]["vocab"]["!"] = 2147483647;  // a table of 2^31 entries for one token
+  expect_refused(j, "over the limit");
+  j = qwen2();
+  j["added_tokens"][0]["id"] = -1.5;
+  expect_refused(j, "not an integer");
+}
+
 TEST(Unicode, NfcComposesReordersAndMapsSingletons) {
   EXPECT_EQ(io::unicode_nfc(U"e\u0301"), U"\u00e9");
   EXPECT_EQ(io::unicode_nfc(U"\u1100\u1161\u11a8"), U"\uac01");  // Hangul L V T

@@ -284,10 +284,12 @@ BpeTokenizer BpeTokenizer::from_json(const nlohmann::json& j) {
                 j["version"].dump());
   TRIREME_CHECK(j.value("version", 0) == 1, "bpe tokenizer JSON: unsupported version ",
                 j.contains("version") ? j["version"].dump() : "(missing)");
-  TRIREME_CHECK(j.value("pretokenizer", "") == "trireme-1" &&
-                    j.value("max_chunk_bytes", uint64_t(0)) == kBpeMaxChunkBytes,
-                "bpe tokenizer JSON: the file was made with a different pre-tokenizer (",
-                j.value("pretokenizer", "?"), ", ", j.value("max_chunk_bytes", uint64_t(0)),
+  // Only an unsigned integer is read as one: a float outside uint64's range would not convert defined.
+  const bool chunk_ok = j.contains("max_chunk_bytes") && j["max_chunk_bytes"].is_number_unsigned() &&
+                        j["max_chunk_bytes"].get<uint64_t>() == kBpeMaxChunkBytes;
+  TRIREME_CHECK(j.value("pretokenizer", "") == "trireme-1" && chunk_ok,
+                "bpe tokenizer JSON: the file was made with a different pre-tokenizer (", j.value("pretokenizer", "?"),
+                ", ", j.contains("max_chunk_bytes") ? j["max_chunk_bytes"].dump() : "(missing)",
                 " bytes), this build uses trireme-1, ", kBpeMaxChunkBytes, " bytes");
   TRIREME_CHECK(j.contains("merges") && j["merges"].is_array(), "bpe tokenizer JSON: \"merges\" must be an array");
   std::vector<std::pair<int32_t, int32_t>> merges;

@@ -72,16 +72,25 @@ HfTokenizer HfTokenizer::from_json(const json& j, const std::string& what) {
     if (flag(model, "byte_fallback")) refuse(what, "BPE byte_fallback is not supported");
     t.ignore_merges_ = flag(model, "ignore_merges");
 
+    // Ids index tables of the vocabulary's size: a float (UB to convert when out of range) or a
+    // huge id would make a few bytes of JSON ask for gigabytes.
+    constexpr int64_t kMaxId = int64_t(1) << 24;
+    const auto token_id = [&](const json& id, const std::string& token) {
+      if (!id.is_number_integer()) refuse(what, "the id of '", token, "' is ", id.dump(), ", not an integer");
+      if (id.is_number_unsigned() ? id.get<uint64_t>() >= uint64_t(kMaxId) : id.get<int64_t>() >= kMaxId)
+        refuse(what, "the id of '", token, "' is ", id.dump(), ", over the limit ", kMaxId, " (vocabularies are smaller)");
+      if (id.get<int64_t>() < 0) refuse(what, "vocabulary id ", id.dump(), " of '", token, "' is negative");
+      return int32_t(id.get<int64_t>());
+    };
     int32_t max_id = -1;
     for (const auto& [token, id] : model.at("vocab").items()) {
-      const int32_t i = id.get<int32_t>();
-      if (i < 0) refuse(what, "vocabulary id ", i, " of '", token, "' is negative");
+      const int32_t i = token_id(id, token);
       t.vocab_[token] = i;
       max_id = std::max(max_id, i);
     }
     std::vector<AddedToken> added;
     for (const json& a : j.value("added_tokens", json::array())) {
-      AddedToken tok{a.at("id").get<int32_t>(), a.at("content").get<std::string>(), flag(a, "special"),
+      AddedToken tok{token_id(a.at("id"), a.at("content").get<std::string>()), a.at("content").get<std::string>(), flag(a, "special"),
                      flag(a, "normalized")};
       for (const char* key : {"lstrip", "rstrip", "single_word"})
         if (flag(a, key)) refuse(what, "added token '", tok.content, "' has ", key, " = true, which is not supported");
