@@ -56,6 +56,11 @@ TEST_F(HfImportRefusal, MoreLayersInTheFileThanTheConfig) {
   expect_refused("model.layers.1.");
 }
 
+TEST_F(HfImportRefusal, AnIntegerKeyGivenAsAFloat) {
+  edit_config([](nlohmann::json& j) { j["num_hidden_layers"] = 1e300; });  // no defined conversion to int64
+  expect_refused("\"num_hidden_layers\" must be an integer");
+}
+
 TEST_F(HfImportRefusal, RopeScaling) {
   edit_config([](nlohmann::json& j) { j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; });
   expect_refused("rope");

@@ -2,6 +2,7 @@
 #include "trireme/models/gpt_hf.h"
 
 #include <set>
+#include <type_traits>
 
 #include "trireme/ops/copy.h"
 #include "trireme/ops/factory.h"
@@ -20,6 +21,10 @@ constexpr const char* kQwen2 = "Qwen2ForCausalLM";
 template <class T>
 T get(const json& j, const char* key) {
   TRIREME_CHECK(j.contains(key) && !j[key].is_null(), "config.json: no \"", key, "\"");
+  // nlohmann converts a float to an integer type unchecked: 1e300 would be undefined behaviour.
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    TRIREME_CHECK(j[key].is_number_integer(), "config.json: \"", key, "\" must be an integer, but is ", j[key].dump());
+  }
   try {
     return j[key].get<T>();
   } catch (const json::exception&) {

@@ -121,6 +121,10 @@ std::optional<MachineProfile> load_profile(const std::string& path, bool require
   try {
     const nlohmann::json j = nlohmann::json::parse(io::read_file(path));
     p.fingerprint = j.at("fingerprint").get<std::string>();
+    // Checked as integers: a float would convert to int64 unchecked (undefined when out of range).
+    if (!j.at("cores").is_number_integer() || !j.at("processes").is_number_integer())
+      throw io::ConfigError(str_cat("profile '", path, "': cores and processes must be integers; run trireme plan "
+                                    "--calibrate to write it again"));
     p.cores = j.at("cores").get<int64_t>();
     p.processes = j.at("processes").get<int64_t>();
     p.gemm_gflops = j.at("gemm_gflops").get<double>();
