@@ -537,9 +537,14 @@ std::string suggest(const std::string& path, const std::vector<std::string>& can
   std::string best;
   size_t best_score = SIZE_MAX;
   std::string l = leaf(path);
+  const size_t limit = std::max<size_t>(1, std::min<size_t>(2, l.size() / 3));
+  // Strings whose lengths differ by more than the limit are further apart than it: skipping them
+  // keeps a long mistyped key (or a hostile one) from costing a full distance per candidate.
+  const auto distance = [limit](std::string_view a, std::string_view b) {
+    return (a.size() > b.size() ? a.size() - b.size() : b.size() - a.size()) > limit ? SIZE_MAX : edit_distance(a, b);
+  };
   for (const auto& c : candidates) {
-    size_t score = std::min(edit_distance(path, c), edit_distance(l, leaf(c)));
-    size_t limit = std::max<size_t>(1, std::min<size_t>(2, l.size() / 3));
+    size_t score = std::min(distance(path, c), distance(l, leaf(c)));
     if (score <= limit && score < best_score) best = c, best_score = score;
   }
   return best;
