@@ -162,6 +162,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 void GPT::init_weights(uint64_t seed) {
   const double std = 0.02, residual_std = 0.02 / std::sqrt(2.0 * double(config_.n_layer));
   for (auto& [name, p] : named_parameters()) {
+    if (name.find(".lora.") != std::string::npos) continue;  // the adapters keep their own scheme
     if (ends_with(name, ".bias")) {
       nn::init_constant(p, 0.0);
     } else if (p.dim() == 1) {  // LayerNorm weights

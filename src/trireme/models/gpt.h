@@ -56,6 +56,7 @@
 #include "trireme/ops/elementwise.h"
 #include "trireme/parallel/context.h"
 #include "trireme/parallel/fully_sharded.h"
+#include "trireme/parallel/lora.h"
 #include "trireme/parallel/pipeline_model.h"
 #include "trireme/parallel/pipeline_partition.h"
 #include "trireme/parallel/tp_layers.h"
@@ -212,6 +213,12 @@ class GPT : public parallel::PipelineModel {
   bool defers_grad_sums() const { return defer_grad_sums_; }
   void sum_deferred_grads();
 
+  // LoRA (parallel/lora.h, models/lora.h): adapters on the named layers of every block held
+  // ("attn.c_proj", "mlp.c_fc", ...; "all": every linear layer of the blocks), and every other
+  // parameter frozen (requires_grad false). Not under sequence parallelism.
+  void add_lora(const parallel::LoraOptions& options, const std::vector<std::string>& targets);
+  bool has_lora() const { return has_lora_; }
+
   // Every parameter held, whole, under its single-process name (a collective over tp).
   nn::NamedTensors full_state_dict() const;
   // Loads the held parameters from single-process tensors (a superset is fine, a missing one is
@@ -240,6 +247,7 @@ class GPT : public parallel::PipelineModel {
   std::map<std::string, parallel::ShardSpec> specs_;
   PositionCache positions_;
   bool defer_grad_sums_ = false;
+  bool has_lora_ = false;
   Recompute recompute_ = Recompute::none;
   int64_t recompute_layers_ = -1;
   BlockWrapper wrap_;

@@ -6,6 +6,7 @@
 
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/models/gpt.h"
+#include "trireme/models/lora.h"
 #include "trireme/cuda/device.h"
 #include "trireme/dist/process_group_factory.h"
 #include "trireme/nn/dropout.h"
@@ -21,6 +22,7 @@
 #include "trireme/parallel/pipeline_executor.h"
 #include "trireme/parallel/replica_check.h"
 #include "trireme/parallel/zero.h"
+#include "trireme/train/lora_adapters.h"
 
 namespace trireme::train {
 
@@ -108,6 +110,11 @@ class ParallelRunner : public StepRunner {
       : cfg_(cfg), vocab_(vocab), job_(std::move(job)) {
     const auto& L = ctx().layout();
     model_ = std::make_shared<models::GPT>(gpt_config(cfg, vocab), ctx(), uint64_t(cfg.train.seed));
+    if (cfg.lora.rank > 0) {
+      model_->add_lora({.rank = cfg.lora.rank, .alpha = cfg.lora.alpha, .dropout = cfg.lora.dropout,
+                        .seed = uint64_t(cfg.train.seed)},
+                       cfg.lora.targets);
+    }
     // On the device before the executor (its buffers follow the parameters), the Reducer and
     // the optimizers: their buckets and state live there.
     if (!job_->device.is_cpu()) model_->to(job_->device);
@@ -129,7 +136,7 @@ class ParallelRunner : public StepRunner {
     // ZeRO-3 gives each block a bucket of its own, the layout of its sharded parameters; those
     // have no replicas to check (each rank holds its own chunk), the rest of the model has.
     const auto units = L.zero == 3 ? models::block_parameter_indices(*model_) : std::vector<std::vector<size_t>>{};
-    const NamedTensors params = model_->named_parameters();
+    const NamedTensors params = trainable();  // LoRA: the adapters alone are reduced and stepped
     std::vector<char> in_unit(params.size(), 0);
     for (const auto& unit : units)
       for (size_t i : unit) in_unit[i] = 1;
@@ -147,7 +154,7 @@ class ParallelRunner : public StepRunner {
                               .weight_decay = cfg.optim.weight_decay},
           sharded_.get());
     } else {
-      optimizer_ = make_optimizer(cfg, model_->named_parameters());
+      optimizer_ = make_optimizer(cfg, params);
     }
   }
 
@@ -160,14 +167,17 @@ class ParallelRunner : public StepRunner {
         mem.recompute == "none" ? ""
                                 : str_cat(", recompute ", mem.recompute,
                                           mem.recompute_layers >= 0 ? str_cat(" (first ", mem.recompute_layers, " blocks)") : "");
+    const std::string lora =
+        cfg_.lora.rank > 0 ? str_cat(", LoRA rank ", cfg_.lora.rank, " (", trainable_count(), " trainable parameters here)") : "";
     if (!job_->world) {
       return str_cat("1 process (dp=1 tp=1 pp=1", p.micro_batches > 1 ? str_cat(", micro_batches=", p.micro_batches) : "",
-                     recompute, ")");
+                     recompute, lora, ")");
     }
     std::string extra = str_cat(", micro_batches=", p.micro_batches, recompute);
     if (p.pp > 1) extra += str_cat(", schedule ", p.schedule, p.schedule == "interleaved" ? str_cat(" x", p.virtual_stages) : "");
     if (p.zero > 0) extra += str_cat(", ZeRO-", p.zero);
     if (p.sequence_parallel) extra += ", sequence parallel";
+    extra += lora;
     return str_cat(job_->ctx->world_size(), " processes (", p.describe(), extra, "); this is ", job_->ctx->describe());
   }
   nlohmann::json layout_json() const override { return layout_json_of(cfg_.parallel); }
@@ -212,7 +222,7 @@ class ParallelRunner : public StepRunner {
       model_->sum_deferred_grads();  // after the dp average: both sums are linear
     }
     auto pieces =
-        parallel::optimizer_grad_pieces(*optimizer_, model_->named_parameters(), model_->shard_specs(), second_tied_copy());
+        parallel::optimizer_grad_pieces(*optimizer_, trainable(), model_->shard_specs(), second_tied_copy());
     std::vector<Tensor> grads;
     for (const auto& piece : pieces) grads.push_back(piece.grad);
     if (unscale_and_check(grads)) {  // every rank the same answer
@@ -283,10 +293,20 @@ class ParallelRunner : public StepRunner {
     }
     ckpt.optimizer = optimizer_->state_dict();
     precision_.add_state(ckpt.optimizer);
-    return job_->world ? save_checkpoint_distributed(root, ckpt, *job_->world) : save_checkpoint(root, ckpt);
+    const NamedTensors adapters = models::lora_tensors(ckpt.model);  // whole, on the rank that writes the model
+    const std::filesystem::path dir =
+        job_->world ? save_checkpoint_distributed(root, ckpt, *job_->world) : save_checkpoint(root, ckpt);
+    if (!adapters.empty()) save_adapters(dir / "adapters.safetensors", adapters, cfg_.lora);
+    return dir;
   }
 
-  void load_model(const std::map<std::string, Tensor>& full, const std::string& source) override {
+  void load_model(const std::map<std::string, Tensor>& given, const std::string& source) override {
+    // A base model for a LoRA run has no adapters: they keep their initial values.
+    std::map<std::string, Tensor> full = given;
+    if (model_->has_lora() && models::lora_tensors({given.begin(), given.end()}).empty()) {
+      WholeParameters whole_now(sharded_.get());
+      for (auto& [name, t] : models::lora_tensors(model_->full_state_dict())) full[name] = t;  // collective over tp
+    }
     for (const auto& [name, p] : model_->named_parameters()) {
       auto it = full.find(name);
       TRIREME_CHECK(it != full.end(), source, " has no '", name, "', which this run's model has");
@@ -391,6 +411,19 @@ class ParallelRunner : public StepRunner {
     for (const auto& [name, p] : model_->named_parameters())
       if (p.impl() == tied.impl()) out.insert(name);
     return out;
+  }
+
+  // The parameters that train: all of them, or with LoRA the adapters alone.
+  NamedTensors trainable() const {
+    NamedTensors out;
+    for (const auto& [name, p] : model_->named_parameters())
+      if (p.requires_grad()) out.emplace_back(name, p);
+    return out;
+  }
+  int64_t trainable_count() const {
+    int64_t n = 0;
+    for (const auto& [name, p] : trainable()) n += p.numel();
+    return n;
   }
 
   // ZeRO-3: every block's parameters whole while it lives (a collective over dp), for what reads
