@@ -68,10 +68,14 @@ class LoraLayouts : public ::testing::Test {
     const auto a = read_metrics(root_ / single), b = read_metrics(root_ / name);
     ASSERT_EQ(a.size(), 12u);
     ASSERT_EQ(b.size(), a.size());
+    double worst = 0;
     for (size_t i = 0; i < a.size(); ++i) {
+      worst = std::max({worst, std::abs(b[i].loss - a[i].loss) / std::abs(a[i].loss),
+                        std::abs(b[i].grad_norm - a[i].grad_norm) / std::abs(a[i].grad_norm)});
       EXPECT_NEAR(b[i].loss, a[i].loss, 1e-4 * std::abs(a[i].loss)) << name << " step " << i + 1;
       EXPECT_NEAR(b[i].grad_norm, a[i].grad_norm, 1e-4 * std::abs(a[i].grad_norm) + 1e-7) << name << " step " << i + 1;
     }
+    std::printf("%s: worst relative difference %.3g\n", name.c_str(), worst);
     // The base weights stayed the base model's; the adapters trained.
     auto model = [](const fs::path& run) {
       return train::load_checkpoint_model(*train::find_latest_checkpoint((run / "checkpoints").string())).model;
