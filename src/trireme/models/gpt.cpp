@@ -206,6 +206,17 @@ Tensor GPT::forward(const Tensor& ids) {
   return forward_chunk(0, ids);
 }
 
+Tensor GPT::hidden(const Tensor& ids) {
+  TRIREME_CHECK(placement_.pipeline.stages == 1 && placement_.tp.size == 1,
+                "GPT.hidden: needs the whole model in this process (one stage, tp = 1)");
+  struct Restore {
+    bool& flag;
+    ~Restore() { flag = false; }
+  } restore{hidden_only_};
+  hidden_only_ = true;
+  return forward_chunk(0, ids);
+}
+
 Tensor GPT::forward_chunk(int chunk, const Tensor& input) {
   const parallel::PipelinePosition& pp = placement_.pipeline;
   TRIREME_CHECK(chunk >= 0 && chunk < pp.virtual_stages, "GPT.forward: chunk ", chunk, " is outside [0, ",
@@ -234,7 +245,9 @@ Tensor GPT::forward_chunk(int chunk, const Tensor& input) {
   for (size_t i = 0; i < held.size(); ++i) {
     x = run_block(i, held[i], x, [block = held[i].get()](const Tensor& in) { return block->forward(in); });
   }
-  return pp.is_last(chunk) ? head(transformer->ln_f->forward(x)) : x;
+  if (!pp.is_last(chunk)) return x;
+  const Tensor h = transformer->ln_f->forward(x);
+  return hidden_only_ ? h : head(h);
 }
 
 void GPT::set_recompute(Recompute mode, int64_t layers) {

@@ -149,6 +149,9 @@ class GPT : public parallel::PipelineModel {
   // With one stage held: ids (B, T) integer, T <= block_size -> logits (B, T, V); under tensor
   // parallelism this rank's vocabulary slice (B, T, V_p / tp), padding columns included.
   Tensor forward(const Tensor& ids);
+  // The final norm's output (B, T, d) instead of the logits: what a task head (a classifier)
+  // reads. One stage and one tp rank (the whole model in this process).
+  Tensor hidden(const Tensor& ids);
   // Mean cross-entropy of forward(ids) over the full vocabulary; targets == -100 are ignored.
   // The same value on every tp rank.
   Tensor loss(const Tensor& ids, const Tensor& targets);
@@ -248,6 +251,7 @@ class GPT : public parallel::PipelineModel {
   PositionCache positions_;
   bool defer_grad_sums_ = false;
   bool has_lora_ = false;
+  bool hidden_only_ = false;  // forward_chunk stops before the head (hidden())
   Recompute recompute_ = Recompute::none;
   int64_t recompute_layers_ = -1;
   BlockWrapper wrap_;
