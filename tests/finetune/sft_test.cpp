@@ -46,13 +46,14 @@ TEST(SftPacking, WholeExamplesPerSequenceWithTheResponseMasked) {
   EXPECT_EQ(p.loss_mask, (std::vector<uint8_t>{0, 0, 1, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 1, 1, 1, 0, 0}));
   EXPECT_EQ(p.response_tokens, 3 + 2 + 5);
   EXPECT_EQ(p.truncated, 0);
-  // Unpacked: one example per sequence; a longer one is cut to the sequence and counted.
-  const io::PackedSequences u = io::pack_sft(ex, tok, "{prompt}>{response}", 5, /*pack=*/false);
+  // Unpacked: one example per sequence, padded; a longer one is cut to the sequence and counted.
+  const io::PackedSequences u = io::pack_sft(ex, tok, "{prompt}>{response}", 8, /*pack=*/false);
   EXPECT_EQ(u.sequences, 3);
-  EXPECT_EQ(u.tokens.size(), 18u);
-  EXPECT_EQ(u.truncated, 1);
-  EXPECT_EQ(std::vector<uint8_t>(u.loss_mask.begin() + 6, u.loss_mask.begin() + 12),
-            (std::vector<uint8_t>{0, 0, 1, 1, 0, 0}));
+  EXPECT_EQ(u.tokens.size(), 27u);
+  EXPECT_EQ(std::vector<uint8_t>(u.loss_mask.begin() + 9, u.loss_mask.begin() + 18),
+            (std::vector<uint8_t>{0, 0, 1, 1, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(u.truncated, 0);
+  EXPECT_EQ(io::pack_sft(ex, tok, "{prompt}>{response}", 5, false).truncated, 1);
 }
 
 TEST(SftPacking, LossIsTheMeanOverResponseTokensOnly) {
