@@ -77,6 +77,16 @@ Batch DataLoader::samples(int64_t first, int64_t count) const {
   return b;
 }
 
+int64_t DataLoader::counted_targets(int64_t first, int64_t count) const {
+  if (!packed_) return checked_mul(count, block_size_, "data loader: targets of a sample range");
+  int64_t n = 0;
+  for (int64_t row = 0; row < count; ++row) {
+    const size_t start = size_t(sample_start(first + row));
+    for (int64_t t = 1; t <= block_size_; ++t) n += loss_mask_[start + size_t(t)];
+  }
+  return n;
+}
+
 Batch DataLoader::batch(int64_t step, int64_t global_batch, int64_t rank, int64_t world) const {
   TRIREME_CHECK(step >= 0, "data loader: negative step ", step);
   TRIREME_CHECK(world >= 1 && rank >= 0 && rank < world, "data loader: rank ", rank, " is not in [0, ", world, ")");

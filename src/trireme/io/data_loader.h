@@ -56,6 +56,10 @@ class DataLoader {
 
   // Samples [first, first + count) as one batch of `count` rows.
   Batch samples(int64_t first, int64_t count) const;
+  // Packed sequences: the targets that count (loss mask 1) in samples [first, first + count);
+  // otherwise every target counts (count x block_size).
+  int64_t counted_targets(int64_t first, int64_t count) const;
+  bool packed() const { return packed_; }
   // Rank `rank`'s slice of step `step`'s global batch; global_batch must divide by world.
   Batch batch(int64_t step, int64_t global_batch, int64_t rank = 0, int64_t world = 1) const;
 

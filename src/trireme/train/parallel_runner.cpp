@@ -212,7 +212,10 @@ class ParallelRunner : public StepRunner {
   StepResult train_step(int64_t step, const io::DataLoader& train) override {
     model_->set_rng(uint64_t(cfg_.train.seed), uint64_t(step));
     io::Batch b = local_batch_of(train, step);
-    StepResult r{.loss = mean_over(ctx().dp_group(), pipe_ ? pipeline_step(b) : accumulated_step(b), job_->device),
+    // Packed sequences (SFT): each micro-batch's mean over its counted targets is weighted by its
+    // share of the global batch's, so the step's loss is the mean over all of them, in every layout.
+    const int64_t counted = train.packed() ? train.counted_targets(step * cfg_.train.batch_size, cfg_.train.batch_size) : 0;
+    StepResult r{.loss = mean_over(ctx().dp_group(), pipe_ ? pipeline_step(b) : accumulated_step(b, counted), job_->device),
                  .grad_norm = NAN};
     // The gradients whole: averaged over dp (ZeRO: this rank's shard of them), summed over tp.
     if (pipe_) {
@@ -265,6 +268,10 @@ class ParallelRunner : public StepRunner {
         Tensor out = model_->forward_chunk(s / p, input);
         if (s == S - 1) {
           loss = host_value(model_->loss_of(out, b.targets));
+          if (val.packed()) {  // weighted by the batch's share of the counted targets (see train_step)
+            const int64_t all = val.counted_targets(i * cfg_.train.batch_size, cfg_.train.batch_size);
+            loss = all > 0 ? loss * double(counted_targets(b.targets)) * double(ctx().layout().dp) / double(all) : 0.0;
+          }
         } else {
           keep.push_back(contiguous(out));
           sends.push_back(pp->send(keep.back(), (s + 1) % p, {.tag = kEvalTag + s + 1, .alone = true}));
@@ -355,7 +362,9 @@ class ParallelRunner : public StepRunner {
 
   // One stage: the micro-batches' forwards and backwards one after another, accumulating into
   // the gradients; the Reducer reduces during the last backward. Returns this rank's mean loss.
-  double accumulated_step(const io::Batch& b) {
+  // global_counted > 0 (packed sequences): the targets that count in the whole global batch, by
+  // which each micro-batch's loss is weighted (see train_step).
+  double accumulated_step(const io::Batch& b, int64_t global_counted = 0) {
     const int m = ctx().layout().micro_batches;
     const int64_t rows = local_batch() / m;
     double loss_sum = 0;
@@ -368,6 +377,9 @@ class ParallelRunner : public StepRunner {
         nn::GlobalRowScope global_rows(first_global_row() + i * rows);
         auto autocast = precision_.autocast_guard(job_->device);
         loss = model_->loss(x, y);
+      }
+      if (global_counted > 0) {
+        loss = loss * (double(counted_targets(y)) * double(m * ctx().layout().dp) / double(global_counted));
       }
       if (m > 1) loss = loss / double(m);  // the micro-batches' mean losses add up to the batch's
       precision_.scale_loss(loss).backward();
@@ -383,6 +395,14 @@ class ParallelRunner : public StepRunner {
     auto autocast = precision_.autocast_guard(job_->device);
     pipe_->set_loss_scale(precision_.has_scaler() ? precision_.loss_scale() : 1.0);
     return pipe_->step(b.inputs, b.targets, first_global_row());
+  }
+
+  // The targets of a batch that count (not the ignore index -100).
+  static int64_t counted_targets(const Tensor& targets) {
+    const Tensor t = targets.device().is_cpu() ? contiguous(targets) : to_device(targets, Device::cpu());
+    int64_t n = 0;
+    for (int64_t v : t.to_vector<int64_t>()) n += v != -100;
+    return n;
   }
 
   // f16: unscales `grads` and decides, the same on every rank (the inf/NaN flag all-reduced
