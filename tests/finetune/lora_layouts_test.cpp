@@ -2,8 +2,9 @@
 // same base checkpoint, a LoRA run with adapter dropout logs the single process's per-step losses
 // and gradient norms (1e-4 relative) under dp = 2 (only the adapters reduced), tp = 2 (column-
 // parallel layers: A replicated, B split by rows; row-parallel layers: A split by columns, B
-// replicated, added before the reduce) for gpt2 and llama, and dp x tp; the base weights of every
-// run's checkpoint are the base model's; layouts LoRA does not support are refused with exit 2.
+// replicated, added before the reduce) for gpt2 and llama, ZeRO-2 (only the adapters sharded)
+// and pp = 2 (the frozen tied embedding); the base weights of every run's checkpoint are the base
+// model's; ZeRO-3 and sequence parallelism, not supported yet, are refused with exit 2.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -111,8 +112,14 @@ TEST_F(LoraLayouts, TensorParallelLlamaMatchesOneProcess) {
   expect_same_run("llama", "llama_tp2", "--nproc 2 --set parallel.tp=2");
 }
 
+TEST_F(LoraLayouts, ZeroTwoMatchesOneProcess) {
+  expect_same_run("gpt2", "gpt2_dp2_zero2", "--nproc 2 --set parallel.zero=2");
+}
+
+TEST_F(LoraLayouts, PipelineMatchesOneProcess) { expect_same_run("gpt2", "gpt2_pp2", "--nproc 2 --set parallel.pp=2"); }
+
 TEST_F(LoraLayouts, UnsupportedLayoutsAreRefused) {
-  for (const std::string layout : {"--set parallel.pp=2", "--set parallel.dp=2 --set parallel.zero=1",
+  for (const std::string layout : {"--set parallel.dp=2 --set parallel.zero=3",
                                    "--set parallel.tp=2 --set parallel.sequence_parallel=true"}) {
     Result r = lora("refused", "gpt2", layout);
     EXPECT_EQ(r.status, 2) << layout << "\n" << r.output;

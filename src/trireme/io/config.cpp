@@ -438,10 +438,9 @@ std::string lora_checks(const Config& c) {
     return str_cat("lora.targets: unknown layer \"", t, "\" for model.arch = \"", c.get_string("model.arch"), "\"",
                    hint.empty() ? "" : " (did you mean \"" + hint + "\"?)", "; expected some of ", list);
   }
-  if (c.get_int("parallel.pp") > 1)
-    return "lora.rank: LoRA adapters do not run inside pipeline stages yet (parallel.pp > 1); use dp and tp, or lora.rank = 0";
-  if (c.get_int("parallel.zero") > 0)
-    return "lora.rank: LoRA adapters are not combined with ZeRO (the adapters' optimizer state is small); set parallel.zero = 0";
+  if (c.get_int("parallel.zero") == 3)
+    return "lora.rank: LoRA adapters are not combined with ZeRO-3 yet (the base weights are frozen and the adapters "
+           "small: ZeRO-1 or 2 shard what trains); set parallel.zero to 0, 1 or 2";
   if (c.get_bool("parallel.sequence_parallel"))
     return "lora.rank: LoRA adapters do not take the sequence-parallel path yet; set parallel.sequence_parallel = false";
   return "";
