@@ -118,6 +118,11 @@ TEST_F(LoraLayouts, ZeroTwoMatchesOneProcess) {
 
 TEST_F(LoraLayouts, PipelineMatchesOneProcess) { expect_same_run("gpt2", "gpt2_pp2", "--nproc 2 --set parallel.pp=2"); }
 
+TEST_F(LoraLayouts, RecomputationMatchesOneProcess) {
+  expect_same_run("gpt2", "gpt2_recompute", "--set memory.recompute=full");
+  expect_same_run("gpt2", "gpt2_selective", "--set memory.recompute=selective");
+}
+
 TEST_F(LoraLayouts, UnsupportedLayoutsAreRefused) {
   for (const std::string layout : {"--set parallel.dp=2 --set parallel.zero=3",
                                    "--set parallel.tp=2 --set parallel.sequence_parallel=true"}) {
