@@ -16,6 +16,7 @@
 #include "trireme/io/safetensors.h"
 #include "trireme/models/lora.h"
 #include "trireme/train/checkpoint.h"
+#include "trireme/train/lora_adapters.h"
 
 namespace fs = std::filesystem;
 using namespace trireme;
@@ -83,16 +84,22 @@ class LoraLayouts : public ::testing::Test {
     };
     std::map<std::string, Tensor> base;
     for (auto& [n, t] : model(root_ / (arch + "_base"))) base[n] = t;
-    int adapters = 0;
+    // adapters.safetensors holds every adapter of the model file (every pipeline stage's).
+    const auto dir = *train::find_latest_checkpoint((root_ / name / "checkpoints").string());
+    const auto file = train::load_adapters(dir / "adapters.safetensors");
+    size_t adapters = 0;
     for (auto& [n, t] : model(root_ / name)) {
       if (models::is_lora_name(n)) {
         ++adapters;
+        ASSERT_TRUE(file.tensors.count(n)) << n << " is not in adapters.safetensors of " << name;
+        EXPECT_EQ(t.to_vector<float>(), file.tensors.at(n).to_vector<float>()) << n;
         continue;
       }
       const auto x = t.to_vector<float>(), y = base.at(n).to_vector<float>();
       ASSERT_EQ(x, y) << n << " changed in " << name;
     }
-    EXPECT_GT(adapters, 0);
+    EXPECT_GT(adapters, 0u);
+    EXPECT_EQ(file.tensors.size(), adapters);
   }
 
   static fs::path root_;

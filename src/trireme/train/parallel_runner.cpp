@@ -300,10 +300,10 @@ class ParallelRunner : public StepRunner {
     }
     ckpt.optimizer = optimizer_->state_dict();
     precision_.add_state(ckpt.optimizer);
-    const NamedTensors adapters = models::lora_tensors(ckpt.model);  // whole, on the rank that writes the model
+    const NamedTensors adapters = models::lora_tensors(ckpt.model);  // whole: this rank's part of the model file
     const std::filesystem::path dir =
         job_->world ? save_checkpoint_distributed(root, ckpt, *job_->world) : save_checkpoint(root, ckpt);
-    if (!adapters.empty()) save_adapters(dir / "adapters.safetensors", adapters, cfg_.lora);
+    if (cfg_.lora.rank > 0) save_all_adapters(dir, adapters);
     return dir;
   }
 
@@ -431,6 +431,28 @@ class ParallelRunner : public StepRunner {
     for (const auto& [name, p] : model_->named_parameters())
       if (p.impl() == tied.impl()) out.insert(name);
     return out;
+  }
+
+  // adapters.safetensors beside the checkpoint's model: every pipeline stage's writer (dp and tp
+  // rank 0) holds its stage's adapters, which rank 0 gathers through the checkpoint folder.
+  void save_all_adapters(const std::filesystem::path& dir, const NamedTensors& mine) {
+    if (!job_->world) {
+      save_adapters(dir / "adapters.safetensors", mine, cfg_.lora);
+      return;
+    }
+    auto part = [&](int r) { return dir / str_cat(".adapters.rank", r, ".safetensors"); };
+    if (!mine.empty()) save_adapters(part(rank()), mine, cfg_.lora);
+    barrier();
+    if (rank() == 0) {
+      NamedTensors all;
+      for (int r = 0; r < job_->ctx->world_size(); ++r) {
+        if (!std::filesystem::exists(part(r))) continue;
+        for (auto& [name, t] : load_adapters(part(r)).tensors) all.emplace_back(name, t);
+        std::filesystem::remove(part(r));
+      }
+      save_adapters(dir / "adapters.safetensors", all, cfg_.lora);
+    }
+    barrier();
   }
 
   // The parameters that train: all of them, or with LoRA the adapters alone.
