@@ -105,7 +105,7 @@ int run_worker(const std::string& scenario) {
     lora_tp(world, rank);
     return 0;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+    std::fprintf(stderr, "%s\n", e.what());  // the checks name the rank
     return 1;
   }
 }
