@@ -14,6 +14,7 @@
 #include "trireme/io/poem_tasks.h"
 #include "trireme/train/classification_metrics.h"
 #include "trireme/train/classifier.h"
+#include "trireme/train/trained_model.h"
 #include "trireme/train/trainer.h"
 
 namespace fs = std::filesystem;
@@ -141,6 +142,13 @@ TEST_F(Classifier, WritesValidationMetricsAndResumesExactly) {
   ASSERT_EQ(rest.losses.size(), 5u);
   for (size_t i = 0; i < 5; ++i) EXPECT_EQ(rest.losses[i], whole.losses[i + 3]) << "step " << i + 4;
   EXPECT_EQ(rest.val_accuracy, whole.val_accuracy);
+  // generate and eval refuse a classifier's checkpoint, saying what it is.
+  try {
+    train::load_trained_model(whole.checkpoint_path, Device::cpu(), "generate");
+    FAIL();
+  } catch (const io::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("sequence classifier"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(Classifier, LabelOutsideTheSetIsRefusedNamingTheLine) {

@@ -149,7 +149,7 @@ TEST(Lora, UnknownTargetLayerIsAConfigErrorWithAHint) {
   } catch (const io::ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("did you mean \"mlp.c_fc\""), std::string::npos) << e.what();
   }
-  EXPECT_THROW(io::Config::parse("[lora]\nrank = 4\n[parallel]\npp = 2\n", "t"), io::ConfigError);
+  EXPECT_THROW(io::Config::parse("[lora]\nrank = 4\n[parallel]\ndp = 2\nzero = 3\n", "t"), io::ConfigError);
 }
 
 class LoraTraining : public ::testing::Test {

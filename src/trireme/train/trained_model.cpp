@@ -61,6 +61,9 @@ TrainedModel load_trained_model(const std::string& checkpoint, Device device, co
   const nlohmann::json& state = ck.state;
   TRIREME_CHECK(state.contains("config") && state["config"].is_string() && state.contains("tokenizer"), where,
                 ": state.json has no config or tokenizer");
+  if (state.value("task", std::string()) == "classify")
+    throw io::ConfigError(str_cat(where, ": is a sequence classifier's checkpoint (finetune.task = \"classify\"), "
+                                  "whose head predicts labels, not tokens; give the checkpoint of a language model"));
   m.step = ck.step;
   // Config::parse validates every key (ranges and sizes) before anything is allocated.
   try {
