@@ -168,7 +168,7 @@ const Check device_check{[](const ConfigValue& v) {
 const Check nonempty_check{[](const ConfigValue& v) { return !std::get<std::string>(v).empty(); },
                            "a non-empty string"};
 
-Check corpus_check_nonempty_list() {
+Check nonempty_names_check() {
   return {[](const ConfigValue& v) {
             const auto& list = std::get<std::vector<std::string>>(v);
             return !list.empty() && std::none_of(list.begin(), list.end(), [](const std::string& s) { return s.empty(); });
@@ -364,7 +364,7 @@ std::vector<ConfigKey> build_schema() {
       string_key("lora.targets", ConfigType::string_list, std::vector<std::string>{"all"},
                  "LoRA: the block layers that get adapters: attn.c_attn (gpt2), attn.q_proj and attn.kv_proj "
                  "(llama), attn.c_proj, mlp.c_fc, mlp.c_proj, or \"all\"",
-                 field(&T::lora, &LoraConfig::targets), corpus_check_nonempty_list()),
+                 field(&T::lora, &LoraConfig::targets), nonempty_names_check()),
       choice_key("finetune.task", "lm", {"lm", "sft", "classify"},
                  "what the run trains: lm, the next-token loss on [data]; sft, supervised fine-tuning on the "
                  "prompt/response pairs of finetune.train_file; classify, a classifier over finetune.labels",
