@@ -12,6 +12,7 @@ namespace {
 
 struct Options {
   std::string format, source, out;
+  train::ExportOptions export_options;
 };
 
 CLI::App* add_format_and_paths(CLI::App* app, Options& o, const char* source_help, const char* out_help) {
@@ -56,9 +57,14 @@ Command add_export_command(CLI::App& root) {
   CLI::App* app = root.add_subcommand("export", "Write a trireme checkpoint as a Hugging Face model folder");
   add_format_and_paths(app, *o, "a checkpoint folder, or a training run's out_dir (its latest checkpoint)",
                        "a new folder: config.json, model.safetensors and, for a Hugging Face tokenizer, tokenizer.json");
+  app->add_flag("--merge", o->export_options.merge,
+                "fold LoRA adapters into the weights (a LoRA run's checkpoint needs it; docs/FINETUNING.md)");
+  app->add_option("--adapters", o->export_options.adapters,
+                  "with --merge: an adapters.safetensors to fold into the checkpoint's weights (its base model)")
+      ->check(CLI::ExistingFile);
   return {app, [o] {
             return run_refusing("export", [&] {
-              const bool wrote_tokenizer = train::export_hf(o->source, o->out);
+              const bool wrote_tokenizer = train::export_hf(o->source, o->out, o->export_options);
               std::printf("exported %s -> %s\n", o->source.c_str(), o->out.c_str());
               if (!wrote_tokenizer)
                 std::printf("note: no tokenizer.json written: the checkpoint's tokenizer is trireme's own (char or bpe), "

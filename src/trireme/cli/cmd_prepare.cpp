@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "trireme/cli/commands.h"
+#include "trireme/io/poem_tasks.h"
 #include "trireme/io/prepare.h"
 
 namespace trireme::cli {
@@ -31,6 +32,8 @@ Command add_prepare_command(CLI::App& root) {
   struct Options {
     io::DataConfig data = io::Config().resolve().data;  // the same defaults as `trireme train`
     std::string out = "out/data";
+    bool poem_tasks = false;
+    int top_poets = 5;
   };
   auto opt = std::make_shared<Options>();
   CLI::App* app = root.add_subcommand(
@@ -57,7 +60,24 @@ Command add_prepare_command(CLI::App& root) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app->add_option("-o,--out", opt->out, "output folder")->capture_default_str();
+  app->add_flag("--poem-tasks", opt->poem_tasks,
+                "instead of token shards, write the Chinese fine-tuning tasks from the poems: poem -> dynasty and "
+                "poem -> poet (classification) and title + poet -> poem (sft) JSONL, the validation poems those "
+                "of --val-fraction and --split-seed (docs/FINETUNING.md)");
+  app->add_option("--top-poets", opt->top_poets, "with --poem-tasks: the poet task's classes, the most frequent poets")
+      ->check(CLI::Range(2, 100))
+      ->capture_default_str();
   return {app, [opt] {
+            if (opt->poem_tasks) {
+              const io::PoemTasks t = io::write_poem_tasks(opt->out, opt->data.val_fraction, uint64_t(opt->data.split_seed),
+                                                           opt->top_poets);
+              std::string poets;
+              for (const auto& p : t.poets) poets += (poets.empty() ? "" : ", ") + p;
+              std::printf("%lld poems, %lld held out for validation; poets: %s\n", (long long)t.poems,
+                          (long long)t.val_poems, poets.c_str());
+              for (const auto& f : t.files) std::printf("wrote %s\n", f.c_str());
+              return kExitOk;
+            }
             io::PreparedDataset d;
             try {
               d = io::prepare_from_config(opt->data, opt->out);

@@ -16,6 +16,7 @@
 #include "trireme/dist/launcher.h"
 #include "trireme/io/config.h"
 #include "trireme/plan/planner.h"
+#include "trireme/train/classifier.h"
 #include "trireme/train/memory_check.h"
 #include "trireme/train/progress.h"
 #include "trireme/train/run_dir.h"
@@ -108,6 +109,15 @@ int run_training(const Options& opt, const io::Config& cfg) {
   // A restarted group (--max-restarts, a requeued Slurm job) continues from its latest checkpoint,
   // never removing what the first attempt wrote.
   const bool restarted = dist::dist_env_from_environment().restart_count > 0;
+  if (cfg.get_string("finetune.task") == "classify") {
+    const train::ClassifierSummary c = train::run_classifier(
+        cfg, {.resume = opt.resume || restarted, .overwrite = opt.overwrite && !restarted, .init_from = opt.init_from});
+    std::printf("summary: %lld steps; validation accuracy %.4f, macro-F1 %.4f (majority-class baseline accuracy %.4f)\n"
+                "         metrics %s, checkpoint %s\n",
+                (long long)c.steps, c.val_accuracy, c.val_macro_f1, c.majority_accuracy, c.metrics_path.c_str(),
+                c.checkpoint_path.c_str());
+    return kExitOk;
+  }
   train::Trainer trainer(cfg, {.resume = opt.resume || restarted,
                                .overwrite = opt.overwrite && !restarted,
                                .interactive = train::Progress::stderr_is_terminal(),

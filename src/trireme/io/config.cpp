@@ -168,6 +168,23 @@ const Check device_check{[](const ConfigValue& v) {
 const Check nonempty_check{[](const ConfigValue& v) { return !std::get<std::string>(v).empty(); },
                            "a non-empty string"};
 
+Check nonempty_names_check() {
+  return {[](const ConfigValue& v) {
+            const auto& list = std::get<std::vector<std::string>>(v);
+            return !list.empty() && std::none_of(list.begin(), list.end(), [](const std::string& s) { return s.empty(); });
+          },
+          "a non-empty array of layer names"};
+}
+Check template_check() {
+  return {[](const ConfigValue& v) {
+            const auto& t = std::get<std::string>(v);
+            const size_t p = t.find("{prompt}"), r = t.find("{response}");
+            return p != std::string::npos && r != std::string::npos && p < r && t.find("{prompt}", p + 1) == std::string::npos &&
+                   t.find("{response}", r + 1) == std::string::npos && r + 10 == t.size();
+          },
+          "a text with one {prompt} followed by one {response} that ends it"};
+}
+
 const Check corpus_check{[](const ConfigValue& v) {
                            const auto& list = std::get<std::vector<std::string>>(v);
                            return !list.empty() && std::none_of(list.begin(), list.end(),
@@ -336,6 +353,44 @@ std::vector<ConfigKey> build_schema() {
       integer_key("memory.recompute_layers", -1, closed(-1, kMaxLayers),
                   "with recompute: only the first N blocks of each pipeline stage (-1 = all)",
                   field(&T::memory, &MemoryConfig::recompute_layers)),
+      integer_key("lora.rank", 0, closed(0, 4096),
+                  "LoRA: the adapters' rank r; only the adapters train, the base weights stay frozen (0 = no "
+                  "adapters, every weight trains)",
+                  field(&T::lora, &LoraConfig::rank)),
+      float_key("lora.alpha", 16.0, above(0), "LoRA: the adapters' output is scaled by alpha / rank",
+                field(&T::lora, &LoraConfig::alpha)),
+      float_key("lora.dropout", 0.0, half_open(0, 1), "LoRA: dropout on the adapters' input",
+                field(&T::lora, &LoraConfig::dropout)),
+      string_key("lora.targets", ConfigType::string_list, std::vector<std::string>{"all"},
+                 "LoRA: the block layers that get adapters: attn.c_attn (gpt2), attn.q_proj and attn.kv_proj "
+                 "(llama), attn.c_proj, mlp.c_fc, mlp.c_proj, or \"all\"",
+                 field(&T::lora, &LoraConfig::targets), nonempty_names_check()),
+      choice_key("finetune.task", "lm", {"lm", "sft", "classify"},
+                 "what the run trains: lm, the next-token loss on [data]; sft, supervised fine-tuning on the "
+                 "prompt/response pairs of finetune.train_file; classify, a classifier over finetune.labels",
+                 field(&T::finetune, &FinetuneConfig::task)),
+      string_key("finetune.train_file", ConfigType::string, std::string(),
+                 "sft and classify: the training examples (JSONL; classify also CSV text,label)",
+                 field(&T::finetune, &FinetuneConfig::train_file), Check{}),
+      string_key("finetune.val_file", ConfigType::string, std::string(),
+                 "sft and classify: the validation examples (\"\" = finetune.val_fraction of train_file, held out)",
+                 field(&T::finetune, &FinetuneConfig::val_file), Check{}),
+      float_key("finetune.val_fraction", 0.1, half_open(0, 1),
+                "with no val_file: the share of train_file's examples held out (seeded by data.split_seed)",
+                field(&T::finetune, &FinetuneConfig::val_fraction)),
+      string_key("finetune.template", ConfigType::string, std::string("{prompt}\n{response}"),
+                 "sft: the text of one example, with {prompt} and {response} placeholders; the loss counts "
+                 "the response's tokens and the end-of-text token after it",
+                 field(&T::finetune, &FinetuneConfig::template_text), template_check()),
+      choice_key("finetune.bad_lines", "fail", {"fail", "skip"},
+                 "a malformed line of a finetune file: fail naming it, or skip it (the count is logged)",
+                 field(&T::finetune, &FinetuneConfig::bad_lines)),
+      bool_key("finetune.pack", true,
+               "sft: pack several examples into each block_size sequence (false: one per sequence, padded)",
+               field(&T::finetune, &FinetuneConfig::pack)),
+      string_key("finetune.labels", ConfigType::string_list, std::vector<std::string>{},
+                 "classify: the label set, in order ([] = the distinct labels of train_file, sorted)",
+                 field(&T::finetune, &FinetuneConfig::labels), Check{}),
   };
 }
 
@@ -354,6 +409,62 @@ std::string divisors(int64_t n) {
   std::string out;
   for (size_t i = 0; i < d.size(); ++i) out += (i == 0 ? "" : i + 1 == d.size() ? " or " : ", ") + std::to_string(d[i]);
   return out;
+}
+
+std::string suggest(const std::string& path, const std::vector<std::string>& candidates);
+
+// [lora] against the model and the layout: target names the architecture has, and the layouts
+// the adapters support (docs/FINETUNING.md).
+std::string lora_checks(const Config& c) {
+  if (c.get_int("lora.rank") == 0) return "";
+  const bool llama = c.get_string("model.arch") == "llama";
+  const std::vector<std::string> names =
+      llama ? std::vector<std::string>{"attn.q_proj", "attn.kv_proj", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"}
+            : std::vector<std::string>{"attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"};
+  std::vector<std::string> known = names;
+  known.push_back("all");
+  for (const std::string& t : std::get<std::vector<std::string>>(c.get("lora.targets"))) {
+    if (std::find(known.begin(), known.end(), t) != known.end()) continue;
+    // Hugging Face's layer names first: here q|k|v (gpt2) or k|v (llama) and gate|up are fused.
+    const std::string hf = t.rfind('.') == std::string::npos ? t : t.substr(t.rfind('.') + 1);
+    std::string hint = hf == "q_proj"                    ? (llama ? "attn.q_proj" : "attn.c_attn")
+                       : hf == "k_proj" || hf == "v_proj" ? (llama ? "attn.kv_proj" : "attn.c_attn")
+                       : hf == "o_proj"                    ? "attn.c_proj"
+                       : hf == "gate_proj" || hf == "up_proj" ? "mlp.c_fc"
+                       : hf == "down_proj"                 ? "mlp.c_proj"
+                                                           : suggest(t, known);
+    std::string list;
+    for (size_t i = 0; i < known.size(); ++i) list += (i ? ", " : "") + toml_quote(known[i]);
+    return str_cat("lora.targets: unknown layer \"", t, "\" for model.arch = \"", c.get_string("model.arch"), "\"",
+                   hint.empty() ? "" : " (did you mean \"" + hint + "\"?)", "; expected some of ", list);
+  }
+  if (c.get_int("parallel.zero") == 3)
+    return "lora.rank: LoRA adapters are not combined with ZeRO-3 yet (the base weights are frozen and the adapters "
+           "small: ZeRO-1 or 2 shard what trains); set parallel.zero to 0, 1 or 2";
+  if (c.get_bool("parallel.sequence_parallel"))
+    return "lora.rank: LoRA adapters do not take the sequence-parallel path yet; set parallel.sequence_parallel = false";
+  return "";
+}
+
+// [finetune] needs its files, and the corpus keys are not read by sft and classify.
+std::string finetune_checks(const Config& c) {
+  const std::string& task = c.get_string("finetune.task");
+  if (task == "lm") {
+    if (!c.get_string("finetune.train_file").empty())
+      return "finetune.train_file: is read by finetune.task = \"sft\" or \"classify\", but finetune.task = \"lm\"; "
+             "set finetune.task";
+    return "";
+  }
+  if (c.get_string("finetune.train_file").empty())
+    return str_cat("finetune.train_file: finetune.task = \"", task, "\" needs a file of examples; set finetune.train_file");
+  if (task == "sft" && c.get_int("parallel.pp") > 1)
+    return "finetune.task: \"sft\" weights each micro-batch by its response tokens, which pipeline stages do not do "
+           "yet; set parallel.pp = 1 (dp and tp work)";
+  if (task == "classify") {
+    if (c.get_int("parallel.dp") * c.get_int("parallel.tp") * c.get_int("parallel.pp") > 1)
+      return "finetune.task: \"classify\" runs in one process for now; set parallel.dp = parallel.tp = parallel.pp = 1";
+  }
+  return "";
 }
 
 // Checks that involve several keys; each returns "" or an error starting with the key path.
@@ -473,6 +584,8 @@ const std::vector<CrossCheck>& cross_checks() {
                          "; set parallel.zero = 2 (or 1) with pipelines, or parallel.pp = 1");
         return "";
       },
+      lora_checks,
+      finetune_checks,
       [](const Config& c) -> std::string {
         int64_t v = c.get_int("parallel.virtual_stages");
         bool inter = c.get_string("parallel.schedule") == "interleaved";

@@ -103,6 +103,25 @@ struct MemoryConfig {
   int64_t recompute_layers = -1;  // the first N blocks of each pipeline stage; -1 = all
 };
 
+// LoRA adapters on the blocks' linear layers (parallel/lora.h, docs/FINETUNING.md).
+struct LoraConfig {
+  int64_t rank = 0;                  // 0: no adapters, every weight trains
+  double alpha = 16, dropout = 0;    // output scale alpha / rank; dropout on the adapters' input
+  std::vector<std::string> targets;  // block modules ("attn.c_proj", "mlp.c_fc", ...) or "all"
+};
+
+// What a run trains on (docs/FINETUNING.md): the corpus as a language model, or a JSONL file of
+// examples for supervised fine-tuning or sequence classification.
+struct FinetuneConfig {
+  std::string task;                  // "lm" | "sft" | "classify"
+  std::string train_file, val_file;  // JSONL (sft, classify) or CSV (classify); val "" = held out
+  double val_fraction = 0;           // with no val_file: the share of train_file's examples held out
+  std::string template_text;         // sft: the text around {prompt} and {response}
+  std::string bad_lines;             // "fail" | "skip"
+  bool pack = true;                  // sft: several examples per block_size sequence
+  std::vector<std::string> labels;   // classify: the label set; [] = the training file's labels
+};
+
 struct TrainConfig {
   ModelConfig model;
   DataConfig data;
@@ -111,6 +130,8 @@ struct TrainConfig {
   TrainLoopConfig train;
   ParallelConfig parallel;
   MemoryConfig memory;
+  LoraConfig lora;
+  FinetuneConfig finetune;
 };
 
 enum class ConfigType { integer, floating, boolean, string, string_list };

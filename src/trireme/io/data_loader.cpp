@@ -41,11 +41,22 @@ DataLoader::DataLoader(std::vector<int32_t> tokens, int64_t block_size, uint64_t
                 " tokens are too few for one window of block_size + 1 tokens (block_size = ", block_size_, ")");
 }
 
+DataLoader::DataLoader(std::vector<int32_t> tokens, std::vector<uint8_t> loss_mask, int64_t block_size, uint64_t seed)
+    : tokens_(std::move(tokens)), loss_mask_(std::move(loss_mask)), packed_(true), block_size_(block_size), seed_(seed) {
+  TRIREME_CHECK(block_size_ >= 1, "data loader: block size must be >= 1, got ", block_size_);
+  const int64_t L = checked_add(block_size_, int64_t(1), "data loader: block_size + 1");
+  TRIREME_CHECK(!tokens_.empty() && int64_t(tokens_.size()) % L == 0, "data loader: ", tokens_.size(),
+                " tokens are not whole sequences of block_size + 1 = ", L, " tokens");
+  TRIREME_CHECK(loss_mask_.size() == tokens_.size(), "data loader: ", loss_mask_.size(), " loss-mask entries for ",
+                tokens_.size(), " tokens");
+}
+
 int64_t DataLoader::sample_start(int64_t global_sample) const {
   TRIREME_CHECK(global_sample >= 0, "data loader: negative sample index ", global_sample);
   uint64_t n = uint64_t(num_windows());
   uint64_t epoch = uint64_t(global_sample) / n, i = uint64_t(global_sample) % n;
-  return int64_t(permute_index(i, n, seed_, epoch));
+  const int64_t k = int64_t(permute_index(i, n, seed_, epoch));
+  return packed_ ? k * (block_size_ + 1) : k;
 }
 
 Batch DataLoader::samples(int64_t first, int64_t count) const {
@@ -60,9 +71,20 @@ Batch DataLoader::samples(int64_t first, int64_t count) const {
     for (int64_t t = 0; t < T; ++t) {
       x[row * T + t] = w[t];
       y[row * T + t] = w[t + 1];
+      if (packed_ && !loss_mask_[size_t(w + t + 1 - tokens_.data())]) y[row * T + t] = -100;
     }
   }
   return b;
+}
+
+int64_t DataLoader::counted_targets(int64_t first, int64_t count) const {
+  if (!packed_) return checked_mul(count, block_size_, "data loader: targets of a sample range");
+  int64_t n = 0;
+  for (int64_t row = 0; row < count; ++row) {
+    const size_t start = size_t(sample_start(first + row));
+    for (int64_t t = 1; t <= block_size_; ++t) n += loss_mask_[start + size_t(t)];
+  }
+  return n;
 }
 
 Batch DataLoader::batch(int64_t step, int64_t global_batch, int64_t rank, int64_t world) const {

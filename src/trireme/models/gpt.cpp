@@ -162,6 +162,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 void GPT::init_weights(uint64_t seed) {
   const double std = 0.02, residual_std = 0.02 / std::sqrt(2.0 * double(config_.n_layer));
   for (auto& [name, p] : named_parameters()) {
+    if (name.find(".lora.") != std::string::npos) continue;  // the adapters keep their own scheme
     if (ends_with(name, ".bias")) {
       nn::init_constant(p, 0.0);
     } else if (p.dim() == 1) {  // LayerNorm weights
@@ -205,6 +206,17 @@ Tensor GPT::forward(const Tensor& ids) {
   return forward_chunk(0, ids);
 }
 
+Tensor GPT::hidden(const Tensor& ids) {
+  TRIREME_CHECK(placement_.pipeline.stages == 1 && placement_.tp.size == 1,
+                "GPT.hidden: needs the whole model in this process (one stage, tp = 1)");
+  struct Restore {
+    bool& flag;
+    ~Restore() { flag = false; }
+  } restore{hidden_only_};
+  hidden_only_ = true;
+  return forward_chunk(0, ids);
+}
+
 Tensor GPT::forward_chunk(int chunk, const Tensor& input) {
   const parallel::PipelinePosition& pp = placement_.pipeline;
   TRIREME_CHECK(chunk >= 0 && chunk < pp.virtual_stages, "GPT.forward: chunk ", chunk, " is outside [0, ",
@@ -233,7 +245,9 @@ Tensor GPT::forward_chunk(int chunk, const Tensor& input) {
   for (size_t i = 0; i < held.size(); ++i) {
     x = run_block(i, held[i], x, [block = held[i].get()](const Tensor& in) { return block->forward(in); });
   }
-  return pp.is_last(chunk) ? head(transformer->ln_f->forward(x)) : x;
+  if (!pp.is_last(chunk)) return x;
+  const Tensor h = transformer->ln_f->forward(x);
+  return hidden_only_ ? h : head(h);
 }
 
 void GPT::set_recompute(Recompute mode, int64_t layers) {

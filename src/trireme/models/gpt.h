@@ -56,6 +56,7 @@
 #include "trireme/ops/elementwise.h"
 #include "trireme/parallel/context.h"
 #include "trireme/parallel/fully_sharded.h"
+#include "trireme/parallel/lora.h"
 #include "trireme/parallel/pipeline_model.h"
 #include "trireme/parallel/pipeline_partition.h"
 #include "trireme/parallel/tp_layers.h"
@@ -148,6 +149,9 @@ class GPT : public parallel::PipelineModel {
   // With one stage held: ids (B, T) integer, T <= block_size -> logits (B, T, V); under tensor
   // parallelism this rank's vocabulary slice (B, T, V_p / tp), padding columns included.
   Tensor forward(const Tensor& ids);
+  // The final norm's output (B, T, d) instead of the logits: what a task head (a classifier)
+  // reads. One stage and one tp rank (the whole model in this process).
+  Tensor hidden(const Tensor& ids);
   // Mean cross-entropy of forward(ids) over the full vocabulary; targets == -100 are ignored.
   // The same value on every tp rank.
   Tensor loss(const Tensor& ids, const Tensor& targets);
@@ -212,6 +216,12 @@ class GPT : public parallel::PipelineModel {
   bool defers_grad_sums() const { return defer_grad_sums_; }
   void sum_deferred_grads();
 
+  // LoRA (parallel/lora.h, models/lora.h): adapters on the named layers of every block held
+  // ("attn.c_proj", "mlp.c_fc", ...; "all": every linear layer of the blocks), and every other
+  // parameter frozen (requires_grad false). Not under sequence parallelism.
+  void add_lora(const parallel::LoraOptions& options, const std::vector<std::string>& targets);
+  bool has_lora() const { return has_lora_; }
+
   // Every parameter held, whole, under its single-process name (a collective over tp).
   nn::NamedTensors full_state_dict() const;
   // Loads the held parameters from single-process tensors (a superset is fine, a missing one is
@@ -240,6 +250,8 @@ class GPT : public parallel::PipelineModel {
   std::map<std::string, parallel::ShardSpec> specs_;
   PositionCache positions_;
   bool defer_grad_sums_ = false;
+  bool has_lora_ = false;
+  bool hidden_only_ = false;  // forward_chunk stops before the head (hidden())
   Recompute recompute_ = Recompute::none;
   int64_t recompute_layers_ = -1;
   BlockWrapper wrap_;

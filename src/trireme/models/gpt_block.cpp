@@ -59,6 +59,7 @@ PendingSum GPTAttention::start(const Tensor& x) {
                 "), got ", x.sizes());
   if (!llama) return attend(c_attn->forward(x), /*sp=*/false, Tensor());  // (B, T, 3C): this rank's q | k | v
   // One GEMM for q | k | v, entering the tp region as ColumnParallelLinear::forward does.
+  if (q_proj->lora || kv_proj->lora) return attend(cat({q_proj->forward(x), kv_proj->forward(x)}, 2), false, Tensor());
   const parallel::TpGroup& tp = q_proj->tp;
   const Tensor qkv = tp.size == 1 ? linear(x, qkv_weight(), qkv_bias())
                                   : linear(x, qkv_weight(), qkv_bias(), parallel::tp_grad_input_all_reduce(tp));

@@ -14,6 +14,7 @@
 #include "trireme/ops/nn_functional.h"
 #include "trireme/ops/reduce.h"
 #include "trireme/ops/view.h"
+#include "trireme/parallel/lora.h"
 
 namespace trireme::parallel {
 
@@ -48,7 +49,7 @@ ShardSpec spec_for(const TpGroup& tp, int dim, Shape full_shape, int64_t blocks 
 // ---- ColumnParallelLinear ----
 
 ColumnParallelLinear::ColumnParallelLinear(int64_t in, int64_t out, TpGroup tp_, ColumnParallelOptions o)
-    : TensorParallelModule("ColumnParallelLinear"), in_features(in), out_features(out), tp(tp_) {
+    : TensorParallelModule("ColumnParallelLinear"), in_features(in), out_features(out), blocks(o.blocks), tp(tp_) {
   TRIREME_CHECK(in > 0 && out > 0, "ColumnParallelLinear: features must be positive, got in=", in, " out=", out);
   ShardSpec ws = spec_for(tp, 0, {out, in}, o.blocks, o.pad);
   out_local = ws.shard_length();
@@ -70,8 +71,15 @@ void ColumnParallelLinear::reset_parameters(uint64_t seed) {
 // dL/dx) started as soon as linear's backward has dL/dx and finished after dL/dW_r is queued: the
 // communication overlaps the weight-gradient GEMM.
 Tensor ColumnParallelLinear::forward(const Tensor& x) const {
-  if (tp.size == 1) return linear(x, weight, bias);
-  return linear(x, weight, bias, tp_grad_input_all_reduce(tp));
+  const Tensor y = tp.size == 1 ? linear(x, weight, bias) : linear(x, weight, bias, tp_grad_input_all_reduce(tp));
+  return lora ? y + lora->forward(x) : y;
+}
+
+void ColumnParallelLinear::add_lora(const LoraOptions& options) {
+  TRIREME_CHECK(!lora, "ColumnParallelLinear ", qualified_name(), " already has a LoRA adapter");
+  lora = register_module("lora", std::make_shared<LoraAdapter>(in_features, out_features, tp, LoraAdapter::Cut::column,
+                                                               options, blocks, weight.dtype()));
+  lora->reset_parameters(options.seed);  // now that it has its name
 }
 
 // ---- RowParallelLinear ----
@@ -93,8 +101,15 @@ void RowParallelLinear::reset_parameters(uint64_t seed) {
   if (bias.defined()) nn::init_uniform(bias, -bound, bound, seed, nn::join_name(prefix, "bias"));
 }
 
+void RowParallelLinear::add_lora(const LoraOptions& options) {
+  TRIREME_CHECK(!lora, "RowParallelLinear ", qualified_name(), " already has a LoRA adapter");
+  lora = register_module("lora", std::make_shared<LoraAdapter>(in_features, out_features, tp, LoraAdapter::Cut::row,
+                                                               options, 1, weight.dtype()));
+  lora->reset_parameters(options.seed);  // now that it has its name
+}
+
 Tensor RowParallelLinear::forward(const Tensor& x) const {
-  if (tp.size == 1) return linear(x, weight, bias);  // nothing to sum: the bias in the GEMM's epilogue
+  if (tp.size == 1 && !lora) return linear(x, weight, bias);  // nothing to sum: the bias in the GEMM's epilogue
   dist::WorkPtr work;
   Tensor y = start(x, work);
   return finish(y, work);
@@ -104,6 +119,11 @@ Tensor RowParallelLinear::start(const Tensor& x, dist::WorkPtr& work) const {
   TRIREME_CHECK(x.dim() >= 1 && x.size(-1) == in_local, "RowParallelLinear: input ", x.sizes(),
                 " must end in this rank's ", in_local, " of ", in_features, " input features");
   work = nullptr;
+  if (lora) {
+    // The adapter's share joins the partial sum before the reduce (the bias still once, after).
+    const Tensor partial = linear(x, weight, tp.size == 1 ? bias : Tensor()) + lora->forward(x);
+    return tp.size == 1 ? partial : start_reduce_from_tp_region_owned(partial, tp, work);
+  }
   if (tp.size == 1) return linear(x, weight, bias);  // nothing to sum: the bias in the GEMM's epilogue
   return start_reduce_from_tp_region_owned(linear(x, weight), tp, work);
 }

@@ -29,6 +29,9 @@
 
 namespace trireme::parallel {
 
+class LoraAdapter;  // parallel/lora.h
+struct LoraOptions;
+
 // A module whose parameters may be shards: it records their specs under their local names.
 // Parameters without a spec are replicated over the tensor-parallel group.
 class TensorParallelModule : public nn::Module {
@@ -60,11 +63,14 @@ class ColumnParallelLinear : public TensorParallelModule {
   Tensor forward(const Tensor& x) const;
   // nn::Linear's default, U(-1/sqrt(in), 1/sqrt(in)), drawn for the full parameter.
   void reset_parameters(uint64_t seed) override;
+  // Adds a LoRA adapter (parallel/lora.h), registered as child "lora"; forward then adds its output.
+  void add_lora(const LoraOptions& options);
 
-  int64_t in_features, out_features, out_local;
+  int64_t in_features, out_features, out_local, blocks;
   TpGroup tp;
   Tensor weight;  // (out_local, in), ShardSpec dim 0
   Tensor bias;    // (out_local), ShardSpec dim 0; or undefined
+  std::shared_ptr<LoraAdapter> lora;  // or null
 };
 
 class RowParallelLinear : public TensorParallelModule {
@@ -84,11 +90,15 @@ class RowParallelLinear : public TensorParallelModule {
   Tensor start(const Tensor& x, dist::WorkPtr& work) const;
   Tensor finish(const Tensor& y, const dist::WorkPtr& work) const;
   void reset_parameters(uint64_t seed) override;
+  // Adds a LoRA adapter (parallel/lora.h), registered as child "lora": its share joins the partial
+  // sum before the reduce.
+  void add_lora(const LoraOptions& options);
 
   int64_t in_features, out_features, in_local;
   TpGroup tp;
   Tensor weight;  // (out, in_local), ShardSpec dim 1
   Tensor bias;    // (out), replicated; or undefined
+  std::shared_ptr<LoraAdapter> lora;  // or null
 
  private:
 };

@@ -24,6 +24,7 @@
 #include "trireme/dist/process_group.h"
 #include "trireme/io/file_write.h"
 #include "trireme/io/safetensors.h"
+#include "trireme/models/lora.h"
 
 namespace fs = std::filesystem;
 
@@ -240,9 +241,11 @@ void check_optimizer_state(const fs::path& file, const NamedTensors& tensors, co
     }
   }
   // A one-process optimizer past its first step has state for every parameter, and the model
-  // file holds exactly the parameters.
+  // file holds exactly the parameters; with LoRA adapters, only they train (models/lora.h).
   if (model && !all_keys.empty()) {
+    const bool lora = !models::lora_tensors(*model).empty();
     for (const auto& [n, t] : *model) {
+      if (lora && !models::is_lora_name(n)) continue;
       if (!keys_of.count(n)) {
         TRIREME_FAIL(f, ": tensor \"state.", n, ".", *all_keys.begin(), "\" is missing (the optimizer needs it)");
       }

@@ -9,8 +9,10 @@
 #include "trireme/io/safetensors.h"
 #include "trireme/io/tokenizer_hf.h"
 #include "trireme/models/gpt_hf.h"
+#include "trireme/models/lora.h"
 #include "trireme/ops/copy.h"
 #include "trireme/train/checkpoint.h"
+#include "trireme/train/lora_adapters.h"
 #include "trireme/train/step_runner.h"
 
 namespace fs = std::filesystem;
@@ -151,7 +153,7 @@ fs::path import_hf(const fs::path& dir, const fs::path& out) {
   return save_checkpoint(out / "checkpoints", ck, /*keep=*/1);
 }
 
-bool export_hf(const std::string& checkpoint, const fs::path& out) {
+bool export_hf(const std::string& checkpoint, const fs::path& out, const ExportOptions& options) {
   if (fs::exists(out)) refuse(out, "exists; give a new folder (nothing was written)");
   auto dir = find_latest_checkpoint(checkpoint);
   if (!dir) refuse(checkpoint, "no checkpoint found (give a checkpoint folder or a training run's out_dir)");
@@ -163,6 +165,23 @@ bool export_hf(const std::string& checkpoint, const fs::path& out) {
   const models::GPTConfig c = gpt_config(tc, tok->vocab_size());
   std::map<std::string, Tensor> ours;
   for (auto& [name, t] : ck.model) ours[name] = to_dtype(t, DType::f32);
+  const bool has_adapters = !models::lora_tensors(ck.model).empty();
+  if (!options.adapters.empty()) {
+    if (!options.merge) refuse(options.adapters, "--adapters are folded into the weights: give --merge too");
+    if (has_adapters) refuse(*dir, "has LoRA adapters of its own; give it without --adapters (its own are merged)");
+    const AdapterFile a = load_adapters(options.adapters);
+    for (const auto& [name, t] : a.tensors) ours[name] = to_dtype(t, DType::f32);
+    try {
+      ours = models::merge_lora(ours, a.scale, str_cat("adapters '", options.adapters, "'"));
+    } catch (const Error& e) {
+      refuse(*dir, e.what());
+    }
+  } else if (has_adapters) {
+    if (!options.merge)
+      refuse(*dir, "has LoRA adapters, which a Hugging Face model folder has no place for; give --merge to fold them "
+                   "into the weights");
+    ours = models::merge_lora(ours, tc.lora.alpha / double(std::max<int64_t>(tc.lora.rank, 1)), dir->string());
+  }
   std::vector<std::pair<std::string, Tensor>> hf;
   try {
     hf = models::gpt_weights_to_hf(ours, c);

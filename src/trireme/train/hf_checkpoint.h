@@ -43,8 +43,15 @@ io::Config config_for_gpt(const models::GPTConfig& c);
 
 // Returns the checkpoint folder written.
 std::filesystem::path import_hf(const std::filesystem::path& dir, const std::filesystem::path& out);
+// LoRA (docs/FINETUNING.md): Hugging Face's model folder has no place for adapters, so a
+// checkpoint with adapters is refused unless `merge` folds them into the weights; `adapters`
+// (an adapters.safetensors, with merge) folds that file's adapters into a checkpoint without any.
+struct ExportOptions {
+  bool merge = false;
+  std::string adapters;
+};
 // `checkpoint`: a checkpoint folder or a run's out_dir (its latest). Returns whether a
 // tokenizer.json was written (only a Hugging Face tokenizer has one).
-bool export_hf(const std::string& checkpoint, const std::filesystem::path& out);
+bool export_hf(const std::string& checkpoint, const std::filesystem::path& out, const ExportOptions& options = {});
 
 }  // namespace trireme::train

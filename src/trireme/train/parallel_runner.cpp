@@ -6,6 +6,7 @@
 
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/models/gpt.h"
+#include "trireme/models/lora.h"
 #include "trireme/cuda/device.h"
 #include "trireme/dist/process_group_factory.h"
 #include "trireme/nn/dropout.h"
@@ -21,6 +22,7 @@
 #include "trireme/parallel/pipeline_executor.h"
 #include "trireme/parallel/replica_check.h"
 #include "trireme/parallel/zero.h"
+#include "trireme/train/lora_adapters.h"
 
 namespace trireme::train {
 
@@ -108,6 +110,11 @@ class ParallelRunner : public StepRunner {
       : cfg_(cfg), vocab_(vocab), job_(std::move(job)) {
     const auto& L = ctx().layout();
     model_ = std::make_shared<models::GPT>(gpt_config(cfg, vocab), ctx(), uint64_t(cfg.train.seed));
+    if (cfg.lora.rank > 0) {
+      model_->add_lora({.rank = cfg.lora.rank, .alpha = cfg.lora.alpha, .dropout = cfg.lora.dropout,
+                        .seed = uint64_t(cfg.train.seed)},
+                       cfg.lora.targets);
+    }
     // On the device before the executor (its buffers follow the parameters), the Reducer and
     // the optimizers: their buckets and state live there.
     if (!job_->device.is_cpu()) model_->to(job_->device);
@@ -129,7 +136,7 @@ class ParallelRunner : public StepRunner {
     // ZeRO-3 gives each block a bucket of its own, the layout of its sharded parameters; those
     // have no replicas to check (each rank holds its own chunk), the rest of the model has.
     const auto units = L.zero == 3 ? models::block_parameter_indices(*model_) : std::vector<std::vector<size_t>>{};
-    const NamedTensors params = model_->named_parameters();
+    const NamedTensors params = trainable();  // LoRA: the adapters alone are reduced and stepped
     std::vector<char> in_unit(params.size(), 0);
     for (const auto& unit : units)
       for (size_t i : unit) in_unit[i] = 1;
@@ -147,7 +154,7 @@ class ParallelRunner : public StepRunner {
                               .weight_decay = cfg.optim.weight_decay},
           sharded_.get());
     } else {
-      optimizer_ = make_optimizer(cfg, model_->named_parameters());
+      optimizer_ = make_optimizer(cfg, params);
     }
   }
 
@@ -160,14 +167,17 @@ class ParallelRunner : public StepRunner {
         mem.recompute == "none" ? ""
                                 : str_cat(", recompute ", mem.recompute,
                                           mem.recompute_layers >= 0 ? str_cat(" (first ", mem.recompute_layers, " blocks)") : "");
+    const std::string lora =
+        cfg_.lora.rank > 0 ? str_cat(", LoRA rank ", cfg_.lora.rank, " (", trainable_count(), " trainable parameters here)") : "";
     if (!job_->world) {
       return str_cat("1 process (dp=1 tp=1 pp=1", p.micro_batches > 1 ? str_cat(", micro_batches=", p.micro_batches) : "",
-                     recompute, ")");
+                     recompute, lora, ")");
     }
     std::string extra = str_cat(", micro_batches=", p.micro_batches, recompute);
     if (p.pp > 1) extra += str_cat(", schedule ", p.schedule, p.schedule == "interleaved" ? str_cat(" x", p.virtual_stages) : "");
     if (p.zero > 0) extra += str_cat(", ZeRO-", p.zero);
     if (p.sequence_parallel) extra += ", sequence parallel";
+    extra += lora;
     return str_cat(job_->ctx->world_size(), " processes (", p.describe(), extra, "); this is ", job_->ctx->describe());
   }
   nlohmann::json layout_json() const override { return layout_json_of(cfg_.parallel); }
@@ -202,7 +212,10 @@ class ParallelRunner : public StepRunner {
   StepResult train_step(int64_t step, const io::DataLoader& train) override {
     model_->set_rng(uint64_t(cfg_.train.seed), uint64_t(step));
     io::Batch b = local_batch_of(train, step);
-    StepResult r{.loss = mean_over(ctx().dp_group(), pipe_ ? pipeline_step(b) : accumulated_step(b), job_->device),
+    // Packed sequences (SFT): each micro-batch's mean over its counted targets is weighted by its
+    // share of the global batch's, so the step's loss is the mean over all of them, in every layout.
+    const int64_t counted = train.packed() ? train.counted_targets(step * cfg_.train.batch_size, cfg_.train.batch_size) : 0;
+    StepResult r{.loss = mean_over(ctx().dp_group(), pipe_ ? pipeline_step(b) : accumulated_step(b, counted), job_->device),
                  .grad_norm = NAN};
     // The gradients whole: averaged over dp (ZeRO: this rank's shard of them), summed over tp.
     if (pipe_) {
@@ -212,7 +225,7 @@ class ParallelRunner : public StepRunner {
       model_->sum_deferred_grads();  // after the dp average: both sums are linear
     }
     auto pieces =
-        parallel::optimizer_grad_pieces(*optimizer_, model_->named_parameters(), model_->shard_specs(), second_tied_copy());
+        parallel::optimizer_grad_pieces(*optimizer_, trainable(), model_->shard_specs(), second_tied_copy());
     std::vector<Tensor> grads;
     for (const auto& piece : pieces) grads.push_back(piece.grad);
     if (unscale_and_check(grads)) {  // every rank the same answer
@@ -255,6 +268,10 @@ class ParallelRunner : public StepRunner {
         Tensor out = model_->forward_chunk(s / p, input);
         if (s == S - 1) {
           loss = host_value(model_->loss_of(out, b.targets));
+          if (val.packed()) {  // weighted by the batch's share of the counted targets (see train_step)
+            const int64_t all = val.counted_targets(i * cfg_.train.batch_size, cfg_.train.batch_size);
+            loss = all > 0 ? loss * double(counted_targets(b.targets)) * double(ctx().layout().dp) / double(all) : 0.0;
+          }
         } else {
           keep.push_back(contiguous(out));
           sends.push_back(pp->send(keep.back(), (s + 1) % p, {.tag = kEvalTag + s + 1, .alone = true}));
@@ -283,10 +300,20 @@ class ParallelRunner : public StepRunner {
     }
     ckpt.optimizer = optimizer_->state_dict();
     precision_.add_state(ckpt.optimizer);
-    return job_->world ? save_checkpoint_distributed(root, ckpt, *job_->world) : save_checkpoint(root, ckpt);
+    const NamedTensors adapters = models::lora_tensors(ckpt.model);  // whole: this rank's part of the model file
+    const std::filesystem::path dir =
+        job_->world ? save_checkpoint_distributed(root, ckpt, *job_->world) : save_checkpoint(root, ckpt);
+    if (cfg_.lora.rank > 0) save_all_adapters(dir, adapters);
+    return dir;
   }
 
-  void load_model(const std::map<std::string, Tensor>& full, const std::string& source) override {
+  void load_model(const std::map<std::string, Tensor>& given, const std::string& source) override {
+    // A base model for a LoRA run has no adapters: they keep their initial values.
+    std::map<std::string, Tensor> full = given;
+    if (model_->has_lora() && models::lora_tensors({given.begin(), given.end()}).empty()) {
+      WholeParameters whole_now(sharded_.get());
+      for (auto& [name, t] : models::lora_tensors(model_->full_state_dict())) full[name] = t;  // collective over tp
+    }
     for (const auto& [name, p] : model_->named_parameters()) {
       auto it = full.find(name);
       TRIREME_CHECK(it != full.end(), source, " has no '", name, "', which this run's model has");
@@ -335,7 +362,9 @@ class ParallelRunner : public StepRunner {
 
   // One stage: the micro-batches' forwards and backwards one after another, accumulating into
   // the gradients; the Reducer reduces during the last backward. Returns this rank's mean loss.
-  double accumulated_step(const io::Batch& b) {
+  // global_counted > 0 (packed sequences): the targets that count in the whole global batch, by
+  // which each micro-batch's loss is weighted (see train_step).
+  double accumulated_step(const io::Batch& b, int64_t global_counted = 0) {
     const int m = ctx().layout().micro_batches;
     const int64_t rows = local_batch() / m;
     double loss_sum = 0;
@@ -348,6 +377,9 @@ class ParallelRunner : public StepRunner {
         nn::GlobalRowScope global_rows(first_global_row() + i * rows);
         auto autocast = precision_.autocast_guard(job_->device);
         loss = model_->loss(x, y);
+      }
+      if (global_counted > 0) {
+        loss = loss * (double(counted_targets(y)) * double(m * ctx().layout().dp) / double(global_counted));
       }
       if (m > 1) loss = loss / double(m);  // the micro-batches' mean losses add up to the batch's
       precision_.scale_loss(loss).backward();
@@ -363,6 +395,14 @@ class ParallelRunner : public StepRunner {
     auto autocast = precision_.autocast_guard(job_->device);
     pipe_->set_loss_scale(precision_.has_scaler() ? precision_.loss_scale() : 1.0);
     return pipe_->step(b.inputs, b.targets, first_global_row());
+  }
+
+  // The targets of a batch that count (not the ignore index -100).
+  static int64_t counted_targets(const Tensor& targets) {
+    const Tensor t = targets.device().is_cpu() ? contiguous(targets) : to_device(targets, Device::cpu());
+    int64_t n = 0;
+    for (int64_t v : t.to_vector<int64_t>()) n += v != -100;
+    return n;
   }
 
   // f16: unscales `grads` and decides, the same on every rank (the inf/NaN flag all-reduced
@@ -391,6 +431,41 @@ class ParallelRunner : public StepRunner {
     for (const auto& [name, p] : model_->named_parameters())
       if (p.impl() == tied.impl()) out.insert(name);
     return out;
+  }
+
+  // adapters.safetensors beside the checkpoint's model: every pipeline stage's writer (dp and tp
+  // rank 0) holds its stage's adapters, which rank 0 gathers through the checkpoint folder.
+  void save_all_adapters(const std::filesystem::path& dir, const NamedTensors& mine) {
+    if (!job_->world) {
+      save_adapters(dir / "adapters.safetensors", mine, cfg_.lora);
+      return;
+    }
+    auto part = [&](int r) { return dir / str_cat(".adapters.rank", r, ".safetensors"); };
+    if (!mine.empty()) save_adapters(part(rank()), mine, cfg_.lora);
+    barrier();
+    if (rank() == 0) {
+      NamedTensors all;
+      for (int r = 0; r < job_->ctx->world_size(); ++r) {
+        if (!std::filesystem::exists(part(r))) continue;
+        for (auto& [name, t] : load_adapters(part(r)).tensors) all.emplace_back(name, t);
+        std::filesystem::remove(part(r));
+      }
+      save_adapters(dir / "adapters.safetensors", all, cfg_.lora);
+    }
+    barrier();
+  }
+
+  // The parameters that train: all of them, or with LoRA the adapters alone.
+  NamedTensors trainable() const {
+    NamedTensors out;
+    for (const auto& [name, p] : model_->named_parameters())
+      if (p.requires_grad()) out.emplace_back(name, p);
+    return out;
+  }
+  int64_t trainable_count() const {
+    int64_t n = 0;
+    for (const auto& [name, p] : trainable()) n += p.numel();
+    return n;
   }
 
   // ZeRO-3: every block's parameters whole while it lives (a collective over dp), for what reads

@@ -3,6 +3,7 @@
 
 #include "trireme/core/error.h"
 #include "trireme/cuda/device.h"
+#include "trireme/models/lora.h"
 #include "trireme/train/checkpoint.h"
 #include "trireme/train/hf_checkpoint.h"
 #include "trireme/train/memory_check.h"
@@ -60,6 +61,9 @@ TrainedModel load_trained_model(const std::string& checkpoint, Device device, co
   const nlohmann::json& state = ck.state;
   TRIREME_CHECK(state.contains("config") && state["config"].is_string() && state.contains("tokenizer"), where,
                 ": state.json has no config or tokenizer");
+  if (state.value("task", std::string()) == "classify")
+    throw io::ConfigError(str_cat(where, ": is a sequence classifier's checkpoint (finetune.task = \"classify\"), "
+                                  "whose head predicts labels, not tokens; give the checkpoint of a language model"));
   m.step = ck.step;
   // Config::parse validates every key (ranges and sizes) before anything is allocated.
   try {
@@ -72,6 +76,12 @@ TrainedModel load_trained_model(const std::string& checkpoint, Device device, co
   gc.validate();
   if (memory_check) check_inference_memory(gc, device);
   NamedTensors weights = std::move(ck.model);
+  if (!models::lora_tensors(weights).empty()) {
+    // A LoRA run's checkpoint: its adapters folded into the weights (models/lora.h).
+    const double scale = m.config.lora.rank > 0 ? m.config.lora.alpha / double(m.config.lora.rank) : 1.0;
+    const auto merged = models::merge_lora({weights.begin(), weights.end()}, scale, where);
+    weights.assign(merged.begin(), merged.end());
+  }
   m.model = std::make_unique<models::GPT>(gc, 0);
   try {
     m.model->load_state_dict(weights);

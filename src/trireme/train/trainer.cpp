@@ -25,6 +25,7 @@
 #include "trireme/kernels/cpu/loops.h"
 #include "trireme/optim/lr_schedule.h"
 #include "trireme/train/checkpoint.h"
+#include "trireme/train/finetune_data.h"
 #include "trireme/train/memory_check.h"
 #include "trireme/train/metrics.h"
 #include "trireme/train/parallel_runner.h"
@@ -57,6 +58,7 @@ struct Trainer::State {
   Device device;  // this process's: the CPU, or one GPU
   std::unique_ptr<io::Tokenizer> tokenizer;
   std::vector<int32_t> train_tokens, val_tokens;
+  std::vector<uint8_t> train_mask, val_mask;  // finetune.task = "sft": packed sequences (io/sft.h)
   std::shared_ptr<ParallelJob> job;   // null in one process
   std::unique_ptr<StepRunner> runner;
   std::unique_ptr<optim::LrSchedule> schedule;
@@ -76,6 +78,21 @@ void log_line(const TrainOptions& o, const std::string& line) {
 // The data to train on: the folder `trireme prepare` wrote (data.dir), read as it is; or the corpus
 // tokenized into out/data once, reused by later runs (and resumes) while the data section of the
 // config is unchanged (spec.txt records it, written after the shards).
+// Supervised fine-tuning: the examples of finetune.train_file packed with the tokenizer of the
+// model the run starts from (--init-from; on --resume the run's own checkpoint's).
+void prepare_finetune_data(Trainer::State& s) {
+  std::string from = s.options.init_from;
+  if (from.empty() && s.options.resume && find_latest_checkpoint(s.out_dir / "checkpoints")) from = s.out_dir.string();
+  if (from.empty())
+    throw io::ConfigError("finetune.task = \"sft\": fine-tuning starts from a trained model; give --init-from "
+                          "CHECKPOINT|RUN|HF_DIR (its tokenizer reads the examples)");
+  s.tokenizer = tokenizer_of(from, "finetune");
+  SftData d = train::prepare_sft_data(s.cfg, *s.tokenizer);
+  log_line(s.options, d.description);
+  s.train_tokens = std::move(d.train.tokens), s.train_mask = std::move(d.train.loss_mask);
+  s.val_tokens = std::move(d.val.tokens), s.val_mask = std::move(d.val.loss_mask);
+}
+
 void prepare_data(Trainer::State& s) {
   const io::DataConfig& dc = s.cfg.data;
   const bool main_rank = !s.job || s.job->env.rank == 0;
@@ -311,7 +328,11 @@ Trainer::Trainer(const io::Config& config, TrainOptions options) : s_(std::make_
     if (env.rank != 0) s.options.quiet = true, s.options.interactive = false;  // rank 0 speaks for the job
   }
   fs::create_directories(s.out_dir);
-  prepare_data(s);
+  if (s.cfg.finetune.task == "sft") {
+    prepare_finetune_data(s);
+  } else {
+    prepare_data(s);
+  }
   const int64_t vocab = s.tokenizer->vocab_size();
   if (s.job) {
     s.runner = make_step_runner(s.cfg, vocab, s.job);
@@ -369,8 +390,12 @@ TrainSummary Trainer::run() {
   State& s = *s_;
   const auto& cfg = s.cfg;
   const int64_t B = cfg.train.batch_size, T = cfg.model.block_size;
-  io::DataLoader train_loader(s.train_tokens, T, uint64_t(cfg.train.seed));
-  io::DataLoader val_loader(s.val_tokens, T, uint64_t(cfg.train.seed) ^ 0x9e3779b97f4a7c15ull);
+  const uint64_t val_seed = uint64_t(cfg.train.seed) ^ 0x9e3779b97f4a7c15ull;
+  const bool packed = cfg.finetune.task == "sft";
+  io::DataLoader train_loader = packed ? io::DataLoader(s.train_tokens, s.train_mask, T, uint64_t(cfg.train.seed))
+                                       : io::DataLoader(s.train_tokens, T, uint64_t(cfg.train.seed));
+  io::DataLoader val_loader =
+      packed ? io::DataLoader(s.val_tokens, s.val_mask, T, val_seed) : io::DataLoader(s.val_tokens, T, val_seed);
 
   TrainSummary sum;
   sum.out_dir = s.out_dir.string();

@@ -1,0 +1,78 @@
+// The data of a fine-tuning run (see finetune_data.h).
+#include "trireme/train/finetune_data.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "trireme/io/data_loader.h"
+#include "trireme/io/file_write.h"
+#include "trireme/train/checkpoint.h"
+
+namespace fs = std::filesystem;
+
+namespace trireme::train {
+
+std::unique_ptr<io::Tokenizer> tokenizer_of(const std::string& model, const std::string& who) {
+  try {
+    if (fs::exists(fs::path(model) / "tokenizer.json") && !fs::exists(fs::path(model) / "state.json"))
+      return io::tokenizer_from_json(nlohmann::json::parse(io::read_file(fs::path(model) / "tokenizer.json")));
+    auto dir = find_latest_checkpoint(model);
+    if (!dir) throw io::ConfigError(str_cat(who, ": no checkpoint or Hugging Face model at '", model, "'"));
+    const auto state = nlohmann::json::parse(io::read_file(*dir / "state.json"));
+    if (!state.contains("tokenizer"))
+      throw io::ConfigError(str_cat(who, ": '", (*dir / "state.json").string(), "' has no tokenizer"));
+    return io::tokenizer_from_json(state["tokenizer"]);
+  } catch (const io::ConfigError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw io::ConfigError(str_cat(who, ": cannot read the tokenizer of '", model, "': ", e.what()));
+  }
+}
+
+std::vector<size_t> held_out_examples(size_t n, double fraction, uint64_t seed) {
+  if (n < 2 || fraction <= 0) return {};
+  const size_t k = std::clamp<size_t>(size_t(std::llround(fraction * double(n))), 1, n - 1);
+  std::vector<size_t> out;
+  for (size_t i = 0; i < k; ++i) out.push_back(size_t(io::permute_index(i, n, seed, 0x5f7)));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+SftData prepare_sft_data(const io::TrainConfig& cfg, const io::Tokenizer& tokenizer) {
+  const io::FinetuneConfig& f = cfg.finetune;
+  const bool skip = f.bad_lines == "skip";
+  io::SftFile train = io::read_sft_file(f.train_file, skip);
+  std::vector<io::SftExample> train_ex, val_ex;
+  int64_t skipped = train.skipped;
+  if (!f.val_file.empty()) {
+    io::SftFile val = io::read_sft_file(f.val_file, skip);
+    skipped += val.skipped;
+    train_ex = std::move(train.examples), val_ex = std::move(val.examples);
+  } else {
+    const auto held = held_out_examples(train.examples.size(), f.val_fraction, uint64_t(cfg.data.split_seed));
+    if (held.empty())
+      throw io::ConfigError(str_cat("finetune.train_file: '", f.train_file, "' has ", train.examples.size(),
+                                    " example(s), too few to hold some out for validation; give finetune.val_file"));
+    size_t next = 0;
+    for (size_t i = 0; i < train.examples.size(); ++i) {
+      const bool is_val = next < held.size() && held[next] == i;
+      next += is_val;
+      (is_val ? val_ex : train_ex).push_back(std::move(train.examples[i]));
+    }
+  }
+  SftData d;
+  d.train = io::pack_sft(train_ex, tokenizer, f.template_text, cfg.model.block_size, f.pack);
+  d.val = io::pack_sft(val_ex, tokenizer, f.template_text, cfg.model.block_size, f.pack);
+  d.description = str_cat("sft: ", d.train.examples, " training examples in ", d.train.sequences, " sequences (",
+                          d.train.response_tokens, " response tokens), ", d.val.examples, " validation examples in ",
+                          d.val.sequences, f.pack ? " packed" : "", " sequences of ", cfg.model.block_size + 1,
+                          " tokens", skipped ? str_cat("; ", skipped, " malformed line(s) skipped") : "",
+                          d.train.truncated + d.val.truncated
+                              ? str_cat("; ", d.train.truncated + d.val.truncated, " example(s) longer than a sequence cut")
+                              : "");
+  return d;
+}
+
+}  // namespace trireme::train
