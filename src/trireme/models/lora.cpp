@@ -21,15 +21,6 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }
 }  // namespace
 
-bool is_lora_name(const std::string& name) { return ends_with(name, ".lora.A") || ends_with(name, ".lora.B"); }
-
-nn::NamedTensors lora_tensors(const nn::NamedTensors& state) {
-  nn::NamedTensors out;
-  for (const auto& [name, t] : state)
-    if (is_lora_name(name)) out.emplace_back(name, t);
-  return out;
-}
-
 std::map<std::string, Tensor> merge_lora(const std::map<std::string, Tensor>& state, double scale,
                                          const std::string& source) {
   NoGradGuard no_grad;

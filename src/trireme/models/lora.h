@@ -15,15 +15,12 @@
 
 #include "trireme/core/tensor.h"
 #include "trireme/models/gpt.h"
+#include "trireme/models/lora_names.h"
 
 namespace trireme::models {
 
 // The layers of a block that may get adapters, as named under the block.
 std::vector<std::string> lora_target_layers(GPTArch arch);
-// True for an adapter tensor's name ("....lora.A" / "....lora.B").
-bool is_lora_name(const std::string& name);
-// The adapter tensors of a (whole) state dict, in its order.
-nn::NamedTensors lora_tensors(const nn::NamedTensors& state);
 // `state` with every adapter folded into its layer's weight and removed. Every adapter must come
 // with its base weight, with B (out, r) and A (r, in) for a weight (out, in): an adapter made for
 // another model is an error naming the tensor, its shape and `source`.

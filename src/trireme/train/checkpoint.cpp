@@ -24,7 +24,7 @@
 #include "trireme/dist/process_group.h"
 #include "trireme/io/file_write.h"
 #include "trireme/io/safetensors.h"
-#include "trireme/models/lora.h"
+#include "trireme/models/lora_names.h"
 
 namespace fs = std::filesystem;
 
@@ -241,7 +241,7 @@ void check_optimizer_state(const fs::path& file, const NamedTensors& tensors, co
     }
   }
   // A one-process optimizer past its first step has state for every parameter, and the model
-  // file holds exactly the parameters; with LoRA adapters, only they train (models/lora.h).
+  // file holds exactly the parameters; with LoRA adapters, only they train (models/lora_names.h).
   if (model && !all_keys.empty()) {
     const bool lora = !models::lora_tensors(*model).empty();
     for (const auto& [n, t] : *model) {
