@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs trireme's tests, or its main job, inside the CPU image that
 # scripts/container/build_cpu_image.sh built: the image developers, CI and production share.
-# Not part of scripts/test.sh: building the image and running the suite in it take minutes
-# beyond CI's budget on 2 cores; a CI host with podman runs the build script, then this.
+# scripts/test.sh runs the default (unit) mode after building the image, where podman is installed
+# (scripts/container/tests_in_image_if_podman.sh).
 #   scripts/container/test_in_image.sh              # ctest -L unit on the tests built into the image
 #   scripts/container/test_in_image.sh --all        # every label of those tests (unit, dist; cuda ones
 #                                                   # skip), privileged: the dist tests make network
