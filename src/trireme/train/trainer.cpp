@@ -445,6 +445,7 @@ TrainSummary Trainer::run() {
     sum.peak_memory_bytes = std::max(sum.peak_memory_bytes, m.peak_memory_bytes);
     m.loss_scale = r.loss_scale;
     m.skipped_steps = r.skipped_steps;
+    m.graph_traces = r.graph_traces;
     const bool eval_now = (cfg.train.eval_interval > 0 && done % cfg.train.eval_interval == 0) || done == cfg.train.steps;
     if (eval_now) {
       m.val_loss = evaluate(s, val_loader);

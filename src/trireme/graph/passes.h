@@ -1,0 +1,39 @@
+// Passes: each a function from graph to graph (or, for the memory plan, to a plan of it), so that
+// each can be tested and shown on its own (`trireme graph`).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "trireme/graph/graph.h"
+
+namespace trireme::graph {
+
+// Drops the kernel calls whose results nothing observes: a call is kept when it writes a buffer
+// that outlives the step (an input, captured, persistent or output buffer) or one a kept call
+// reads later. Buffers count as a whole: a write into part of a needed buffer is kept.
+Graph eliminate_dead_code(const Graph& g);
+
+// Merges a kernel call into an earlier identical one: same kernel and host arguments, same input
+// values in the same state (no write to them in between), and both pure: every output is a
+// whole intermediate buffer that only this call writes, and no argument is recomputed per replay.
+// Later uses of the merged call's outputs read the earlier call's.
+Graph eliminate_common_subexpressions(const Graph& g);
+
+// Liveness of every intermediate buffer (first to last call that touches it) and its offset in
+// one arena, so that two buffers live at once never overlap. Greedy by size, largest first,
+// lowest fitting offset.
+struct MemoryPlan {
+  std::vector<int64_t> offset;       // per buffer: bytes into the arena, -1 if not in it
+  std::vector<int> first, last;      // per buffer: the first and last node touching it, -1 if none
+  size_t arena_bytes = 0;
+  size_t intermediate_bytes = 0;     // the planned buffers' sizes summed (what no reuse would take)
+  int64_t planned_buffers = 0;
+};
+MemoryPlan plan_memory(const Graph& g, size_t alignment = 16);
+
+// The pairs of planned buffers that are live at once and overlap in the arena (empty for a plan
+// from plan_memory): the check a test runs over every pair.
+std::vector<std::pair<int, int>> plan_conflicts(const Graph& g, const MemoryPlan& plan);
+
+}  // namespace trireme::graph

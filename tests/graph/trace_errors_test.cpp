@@ -1,0 +1,54 @@
+// What a trace refuses, by name: host code reading a value the step computed, and an op drawing
+// random numbers from a stream that is not an input of the trace.
+#include <gtest/gtest.h>
+
+#include "expect_error.h"
+#include "graph_test_util.h"
+#include "trireme/autograd/grad_mode.h"
+#include "trireme/core/trace_hook.h"
+#include "trireme/graph/trace.h"
+#include "trireme/kernels/kernel_tape.h"
+#include "trireme/ops/elementwise.h"
+#include "trireme/ops/nn_functional.h"
+#include "trireme/ops/reduce.h"
+
+using namespace trireme;
+using trireme::testing::random_tensor;
+
+TEST(TraceErrors, AHostReadOfAComputedValueNamesTheAccessAndTheOp) {
+  NoGradGuard no_grad;
+  graph::StepFn fn = [](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+    Tensor s = sum(in[0]);
+    if (s.item() > 0) return {exp(in[0])};  // data-dependent host control flow
+    return {in[0]};
+  };
+  trireme::testing::expect_error([&] { graph::trace(fn, {random_tensor({4}, 1)}); },
+                                 {"Tensor::item()", "op 'sum'", "return the tensor as an output"});
+  // The hooks are gone after the failed trace: eager code runs as before.
+  EXPECT_EQ(active_kernel_tape(), nullptr);
+  EXPECT_EQ(storage_observer(), nullptr);
+  EXPECT_NO_THROW(sum(random_tensor({4}, 1)).item());
+}
+
+TEST(TraceErrors, ReadingAnInputOrAHostFilledConstantIsFine) {
+  NoGradGuard no_grad;
+  graph::StepFn fn = [](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+    const double first = in[0].at({0});                    // an input, not computed by the step
+    Tensor c = from_vector<float>({1, 2, 3, 4}, {4});      // filled by host code: a constant
+    return {mul(add(in[0], c), first)};
+  };
+  Tensor x = random_tensor({4}, 1);
+  graph::TraceResult r = graph::trace(fn, {x});
+  int constants = 0;
+  for (const auto& b : r.graph.buffers) constants += b.kind == graph::BufferKind::constant;
+  EXPECT_EQ(constants, 1);
+}
+
+TEST(TraceErrors, RandomNumbersFromAnUnboundStreamAreRefused) {
+  NoGradGuard no_grad;
+  graph::StepFn fn = [](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+    return {dropout(in[0], 0.5, true, /*seed=*/1, /*stream=*/2, /*offset=*/0)};
+  };
+  trireme::testing::expect_error([&] { graph::trace(fn, {random_tensor({4}, 1)}); },
+                                 {"op 'dropout'", "not an input of the trace", "the same ones"});
+}
