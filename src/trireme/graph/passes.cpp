@@ -4,7 +4,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <tuple>
+
+#include "trireme/kernels/elementwise.h"
 #include <string>
 
 namespace trireme::graph {
@@ -19,6 +22,34 @@ bool whole_buffer(const Graph& g, int value) {
   const Value& v = g.values[size_t(value)];
   return v.offset == 0 && v.strides == contiguous_strides(v.sizes) &&
          size_t(shape_numel(v.sizes)) * dtype_size(v.dtype) == g.buffers[size_t(v.buffer)].nbytes;
+}
+
+// Note [in-place reuse]
+// An elementwise kernel (kernels/cpu/elementwise.cpp and its CUDA twin: unary, binary, where, a
+// copy to one dtype) reads element k of its inputs and then writes element k of its output, in
+// every loop of both backends, so its output may take the bytes of an input whose last use it is:
+// same shape and dtype, both whole contiguous buffers. The eager engine cannot do this (it does
+// not know the input's last use); the plan can, which is what puts its arena below the eager
+// peak. Kernels are recognised by op name: signature types do not tell them apart (a matmul's
+// signature is where's), and an op missing from the list is only never reused in place.
+bool elementwise(const Node& n) {
+  static const std::set<std::string> ops = {
+      "neg", "exp", "log", "sqrt", "rsqrt", "abs", "tanh", "sigmoid", "relu", "silu", "gelu_erf", "gelu_tanh",
+      "pow_scalar", "rsub_scalar", "rdiv_scalar", "add_scalar", "mul_scalar", "add", "sub", "mul", "div", "pow",
+      "maximum", "tanh_backward", "sigmoid_backward", "relu_backward", "silu_backward", "gelu_erf_backward",
+      "gelu_tanh_backward", "where", "copy"};
+  const bool signature = n.kernel_type == std::type_index(typeid(UnaryKernel)) ||
+                         n.kernel_type == std::type_index(typeid(BinaryKernel)) ||
+                         n.kernel_type == std::type_index(typeid(WhereKernel)) ||
+                         n.kernel_type == std::type_index(typeid(CopyKernel));
+  return signature && ops.count(n.op) > 0;
+}
+
+bool written_by(const Graph& g, const Node& n, int buffer) {
+  for (size_t a = 0; a < n.args.size(); ++a) {
+    if (n.written[a] && buffer_of(g, n.args[a]) == buffer) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -155,9 +186,47 @@ MemoryPlan plan_memory(const Graph& g, size_t alignment) {
       p.last[b] = int(i);
     }
   }
+  // See Note [in-place reuse]: which buffers take over an input's bytes, and the chains they form.
+  p.reuses.assign(nb, -1);
+  std::vector<bool> reused(nb, false);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (!elementwise(n)) continue;
+    for (size_t w = 0; w < n.args.size(); ++w) {
+      if (!n.written[w] || n.args[w] < 0) continue;
+      const int out = buffer_of(g, n.args[w]);
+      if (g.buffers[size_t(out)].kind != BufferKind::intermediate || p.first[size_t(out)] != int(i) ||
+          !whole_buffer(g, n.args[w]) || p.reuses[size_t(out)] >= 0)
+        continue;
+      for (size_t r = 0; r < n.args.size(); ++r) {
+        if (n.written[r] || n.args[r] < 0) continue;
+        const int in = buffer_of(g, n.args[r]);
+        const Value &vi = g.values[size_t(n.args[r])], &vo = g.values[size_t(n.args[w])];
+        if (in == out || g.buffers[size_t(in)].kind != BufferKind::intermediate || p.last[size_t(in)] != int(i) ||
+            reused[size_t(in)] || !whole_buffer(g, n.args[r]) || vi.sizes != vo.sizes || vi.dtype != vo.dtype ||
+            written_by(g, n, in))
+          continue;
+        p.reuses[size_t(out)] = in;
+        reused[size_t(in)] = true;
+        break;
+      }
+    }
+  }
+  std::vector<int> root(nb);
+  for (size_t b = 0; b < nb; ++b) {
+    int r = int(b);
+    while (p.reuses[size_t(r)] >= 0) r = p.reuses[size_t(r)];
+    root[b] = r;
+  }
+  // A chain is placed as one slot, live from its first buffer's first use to its last one's last.
+  std::vector<int> sfirst(nb, -1), slast(nb, -1);
   std::vector<int> planned;
   for (size_t b = 0; b < nb; ++b) {
-    if (g.buffers[b].kind == BufferKind::intermediate && p.first[b] >= 0) planned.push_back(int(b));
+    if (g.buffers[b].kind != BufferKind::intermediate || p.first[b] < 0) continue;
+    const size_t r = size_t(root[b]);
+    if (sfirst[r] < 0) planned.push_back(int(r));
+    sfirst[r] = sfirst[r] < 0 ? p.first[b] : std::min(sfirst[r], p.first[b]);
+    slast[r] = std::max(slast[r], p.last[b]);
   }
   auto rounded = [&](size_t n) { return (n + alignment - 1) / alignment * alignment; };
   auto size_of = [&](int b) { return rounded(std::max<size_t>(g.buffers[size_t(b)].nbytes, 1)); };
@@ -170,7 +239,7 @@ MemoryPlan plan_memory(const Graph& g, size_t alignment) {
       const size_t size = size_of(b);
       std::vector<std::pair<size_t, size_t>> busy;  // [begin, end) of placed buffers live at the same time
       for (int o : placed) {
-        if (p.last[size_t(o)] < p.first[size_t(b)] || p.last[size_t(b)] < p.first[size_t(o)]) continue;
+        if (slast[size_t(o)] < sfirst[size_t(b)] || slast[size_t(b)] < sfirst[size_t(o)]) continue;
         busy.emplace_back(size_t(offset[size_t(o)]), size_t(offset[size_t(o)]) + size_of(o));
       }
       std::sort(busy.begin(), busy.end());
@@ -198,11 +267,11 @@ MemoryPlan plan_memory(const Graph& g, size_t alignment) {
   auto bytes = [&](int b) { return g.buffers[size_t(b)].nbytes; };
   std::stable_sort(orders[0].begin(), orders[0].end(), [&](int a, int b) { return bytes(a) > bytes(b); });
   std::stable_sort(orders[1].begin(), orders[1].end(), [&](int a, int b) {
-    return bytes(a) * size_t(p.last[size_t(a)] - p.first[size_t(a)] + 1) >
-           bytes(b) * size_t(p.last[size_t(b)] - p.first[size_t(b)] + 1);
+    return bytes(a) * size_t(slast[size_t(a)] - sfirst[size_t(a)] + 1) >
+           bytes(b) * size_t(slast[size_t(b)] - sfirst[size_t(b)] + 1);
   });
   std::stable_sort(orders[2].begin(), orders[2].end(),
-                   [&](int a, int b) { return p.first[size_t(a)] < p.first[size_t(b)]; });
+                   [&](int a, int b) { return sfirst[size_t(a)] < sfirst[size_t(b)]; });
   p.arena_bytes = SIZE_MAX;
   for (const auto& order : orders) {
     for (bool best_fit : {false, true}) {
@@ -212,8 +281,12 @@ MemoryPlan plan_memory(const Graph& g, size_t alignment) {
     }
   }
   if (planned.empty()) p.arena_bytes = 0;
-  for (int b : planned) p.intermediate_bytes += g.buffers[size_t(b)].nbytes;
-  p.planned_buffers = int64_t(planned.size());
+  for (size_t b = 0; b < nb; ++b) {
+    if (g.buffers[b].kind != BufferKind::intermediate || p.first[b] < 0) continue;
+    p.offset[b] = p.offset[size_t(root[b])];
+    p.intermediate_bytes += g.buffers[b].nbytes;
+    ++p.planned_buffers;
+  }
   return p;
 }
 
@@ -226,7 +299,9 @@ std::vector<std::pair<int, int>> plan_conflicts(const Graph& g, const MemoryPlan
       const bool live_together = !(plan.last[a] < plan.first[b] || plan.last[b] < plan.first[a]);
       const size_t a0 = size_t(plan.offset[a]), a1 = a0 + g.buffers[a].nbytes;
       const size_t b0 = size_t(plan.offset[b]), b1 = b0 + g.buffers[b].nbytes;
-      if (live_together && a0 < b1 && b0 < a1) out.emplace_back(int(a), int(b));
+      const bool in_place = (plan.reuses[b] == int(a) && plan.last[a] == plan.first[b]) ||
+                            (plan.reuses[a] == int(b) && plan.last[b] == plan.first[a]);
+      if (live_together && a0 < b1 && b0 < a1 && !in_place) out.emplace_back(int(a), int(b));
     }
   }
   return out;

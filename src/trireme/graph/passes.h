@@ -21,19 +21,24 @@ Graph eliminate_dead_code(const Graph& g);
 Graph eliminate_common_subexpressions(const Graph& g);
 
 // Liveness of every intermediate buffer (first to last call that touches it) and its offset in
-// one arena, so that two buffers live at once never overlap. Greedy by size, largest first,
-// lowest fitting offset.
+// one arena, so that two buffers live at once never overlap, except an elementwise call's output
+// taking over the bytes of an input that dies there. Greedy placement in a few orders (by size,
+// by size times lifetime, by first use; first or best fit), the smallest arena kept.
 struct MemoryPlan {
   std::vector<int64_t> offset;       // per buffer: bytes into the arena, -1 if not in it
   std::vector<int> first, last;      // per buffer: the first and last node touching it, -1 if none
+  // per buffer: the buffer whose bytes it takes over at its first node, an elementwise call that
+  // is that buffer's last use (Note [in-place reuse], passes.cpp); -1 if none
+  std::vector<int> reuses;
   size_t arena_bytes = 0;
   size_t intermediate_bytes = 0;     // the planned buffers' sizes summed (what no reuse would take)
   int64_t planned_buffers = 0;
 };
 MemoryPlan plan_memory(const Graph& g, size_t alignment = 16);
 
-// The pairs of planned buffers that are live at once and overlap in the arena (empty for a plan
-// from plan_memory): the check a test runs over every pair.
+// The pairs of planned buffers that are live at once and overlap in the arena, other than an
+// in-place takeover at its one shared call (empty for a plan from plan_memory): the check a test
+// runs over every pair.
 std::vector<std::pair<int, int>> plan_conflicts(const Graph& g, const MemoryPlan& plan);
 
 }  // namespace trireme::graph
