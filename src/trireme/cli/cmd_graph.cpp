@@ -43,6 +43,9 @@ int run_graph(const Options& opt, const io::TrainConfig& tc) {
   const graph::Graph cse = graph::eliminate_common_subexpressions(dce);
   const graph::Graph final_graph = graph::optimize(traced);
   const graph::MemoryPlan plan = graph::plan_memory(final_graph);
+  graph::StaticOptions unscheduled;
+  unscheduled.schedule_for_memory = false;
+  const graph::MemoryPlan plan_unscheduled = graph::plan_memory(graph::optimize(traced, unscheduled));
 
   std::printf("step: GPT d_model=%lld n_layer=%lld, batch %lld x %lld tokens, vocabulary %lld, precision %s\n",
               (long long)tc.model.d_model, (long long)tc.model.n_layer, (long long)shape[0], (long long)shape[1],
@@ -50,7 +53,9 @@ int run_graph(const Options& opt, const io::TrainConfig& tc) {
   std::printf("\nkernel calls per step:\n  traced                          %6zu\n", traced.nodes.size());
   std::printf("  after dead-code elimination     %6zu\n", dce.nodes.size());
   std::printf("  after common subexpressions     %6zu\n", cse.nodes.size());
-  std::printf("  after dead-code elimination     %6zu  (replayed)\n", final_graph.nodes.size());
+  std::printf("  after dead-code elimination     %6zu\n", final_graph.nodes.size());
+  std::printf("  scheduled for memory            %6zu  (replayed; updates moved next to their gradient's last write)\n",
+              final_graph.nodes.size());
   std::printf("\nby op (replayed):\n");
   for (const auto& [op, n] : graph::op_counts(final_graph)) std::printf("  %-40s %6lld\n", op.c_str(), (long long)n);
   int64_t dynamic = 0;
@@ -59,6 +64,7 @@ int run_graph(const Options& opt, const io::TrainConfig& tc) {
               "host arguments are recomputed (learning rate, bias corrections, dropout streams)\n",
               final_graph.host_steps.size(), (long long)dynamic);
   std::printf("\nmemory:\n%s", graph::describe_memory(final_graph, plan).c_str());
+  std::printf("  arena without the scheduling pass: %s\n", train::format_bytes(double(plan_unscheduled.arena_bytes)).c_str());
   std::printf("  arena / eager peak: %.2f (%s against %s)\n",
               double(plan.arena_bytes) / double(std::max<size_t>(final_graph.eager_peak_bytes, 1)),
               train::format_bytes(double(plan.arena_bytes)).c_str(),

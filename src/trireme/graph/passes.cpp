@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "trireme/kernels/elementwise.h"
+#include "trireme/kernels/nn.h"
 #include <string>
 
 namespace trireme::graph {
@@ -26,7 +27,8 @@ bool whole_buffer(const Graph& g, int value) {
 
 // Note [in-place reuse]
 // An elementwise kernel (kernels/cpu/elementwise.cpp and its CUDA twin: unary, binary, where, a
-// copy to one dtype) reads element k of its inputs and then writes element k of its output, in
+// copy to one dtype; and cross_entropy_backward, whose gradient element is a function of the logit
+// at its position) reads element k of its inputs before it writes element k of its output, in
 // every loop of both backends, so its output may take the bytes of an input whose last use it is:
 // same shape and dtype, both whole contiguous buffers. The eager engine cannot do this (it does
 // not know the input's last use); the plan can, which is what puts its arena below the eager
@@ -42,6 +44,7 @@ bool elementwise(const Node& n) {
                          n.kernel_type == std::type_index(typeid(BinaryKernel)) ||
                          n.kernel_type == std::type_index(typeid(WhereKernel)) ||
                          n.kernel_type == std::type_index(typeid(CopyKernel));
+  if (n.op == "cross_entropy_backward") return n.kernel_type == std::type_index(typeid(CrossEntropyBackwardKernel));
   return signature && ops.count(n.op) > 0;
 }
 
@@ -169,6 +172,61 @@ Graph eliminate_common_subexpressions(const Graph& g) {
     }
   }
   for (int& v : out.outputs) v = mapped(v);
+  return out;
+}
+
+Graph schedule_for_memory(const Graph& g) {
+  const size_t nb = g.buffers.size();
+  std::vector<int> first(nb, -1), last(nb, -1);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    for (int v : g.nodes[i].args) {
+      if (v < 0) continue;
+      const size_t b = size_t(buffer_of(g, v));
+      if (first[b] < 0) first[b] = int(i);
+      last[b] = int(i);
+    }
+  }
+  // Per node: the buffers it touches, and whether it writes each.
+  auto touches = [&](const Node& n) {
+    std::map<int, bool> out;
+    for (size_t a = 0; a < n.args.size(); ++a) {
+      if (n.args[a] < 0) continue;
+      bool& w = out[buffer_of(g, n.args[a])];
+      w = w || n.written[a];
+    }
+    return out;
+  };
+  std::vector<Node> order;
+  std::vector<std::map<int, bool>> touched;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    std::map<int, bool> mine = touches(n);
+    bool frees = false, takes = false;
+    for (const auto& [b, w] : mine) {
+      if (g.buffers[size_t(b)].kind != BufferKind::intermediate) continue;
+      frees = frees || last[size_t(b)] == int(i);
+      takes = takes || first[size_t(b)] == int(i);
+    }
+    size_t at = order.size();
+    if (frees && !takes) {
+      while (at > 0) {
+        bool depends = false;
+        for (const auto& [b, w] : touched[at - 1]) {
+          auto it = mine.find(b);
+          if (it != mine.end() && (w || it->second)) {
+            depends = true;
+            break;
+          }
+        }
+        if (depends) break;
+        --at;
+      }
+    }
+    order.insert(order.begin() + std::ptrdiff_t(at), n);
+    touched.insert(touched.begin() + std::ptrdiff_t(at), std::move(mine));
+  }
+  Graph out = g;
+  out.nodes = std::move(order);
   return out;
 }
 

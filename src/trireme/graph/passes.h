@@ -20,6 +20,13 @@ Graph eliminate_dead_code(const Graph& g);
 // Later uses of the merged call's outputs read the earlier call's.
 Graph eliminate_common_subexpressions(const Graph& g);
 
+// Moves each call that frees memory without taking any (it is the last use of an intermediate
+// buffer and writes no buffer it is the first to touch: an optimizer update reading its gradient)
+// to just after the last earlier call it depends on: one touching a buffer it touches, where
+// either writes. The same kernels run on the same values, so results are the same bits; the freed
+// buffers die sooner (without clipping, each gradient right after its last accumulation).
+Graph schedule_for_memory(const Graph& g);
+
 // Liveness of every intermediate buffer (first to last call that touches it) and its offset in
 // one arena, so that two buffers live at once never overlap, except an elementwise call's output
 // taking over the bytes of an input that dies there. Greedy placement in a few orders (by size,

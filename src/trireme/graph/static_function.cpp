@@ -7,6 +7,7 @@ Graph optimize(const Graph& g, const StaticOptions& o) {
   Graph out = o.dead_code ? eliminate_dead_code(g) : g;
   if (o.common_subexpressions) out = eliminate_common_subexpressions(out);
   if (o.dead_code && o.common_subexpressions) out = eliminate_dead_code(out);  // what CSE left unused
+  if (o.schedule_for_memory) out = schedule_for_memory(out);
   return out;
 }
 

@@ -20,6 +20,7 @@ struct StaticOptions {
   int max_graphs = 8;
   bool dead_code = true;
   bool common_subexpressions = true;
+  bool schedule_for_memory = true;
   TraceOptions trace;
 };
 
