@@ -6,6 +6,7 @@
 #include "graph_test_util.h"
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/core/trace_hook.h"
+#include "trireme/graph/executable.h"
 #include "trireme/graph/trace.h"
 #include "trireme/kernels/kernel_tape.h"
 #include "trireme/ops/elementwise.h"
@@ -51,4 +52,13 @@ TEST(TraceErrors, RandomNumbersFromAnUnboundStreamAreRefused) {
   };
   trireme::testing::expect_error([&] { graph::trace(fn, {random_tensor({4}, 1)}); },
                                  {"op 'dropout'", "not an input of the trace", "the same ones"});
+}
+
+TEST(TraceErrors, AReplayInsideATraceIsRefused) {
+  NoGradGuard no_grad;
+  graph::Executable inner(graph::trace([](const std::vector<Tensor>& in) -> std::vector<Tensor> { return {exp(in[0])}; },
+                                       {random_tensor({4}, 1)})
+                              .graph);
+  graph::StepFn outer = [&](const std::vector<Tensor>& in) { return inner.run(in); };
+  trireme::testing::expect_error([&] { graph::trace(outer, {random_tensor({4}, 2)}); }, {"cannot be replayed inside a trace"});
 }

@@ -2,6 +2,7 @@
 #include "trireme/graph/executable.h"
 
 #include "trireme/core/storage.h"
+#include "trireme/kernels/kernel_tape.h"
 
 namespace trireme::graph {
 
@@ -93,6 +94,9 @@ bool Executable::matches(const std::vector<Tensor>& inputs) const {
 }
 
 std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs) {
+  // A replay calls its kernels directly, so a trace around it would not see them.
+  TRIREME_CHECK(active_kernel_tape() == nullptr, "graph: a graph cannot be replayed inside a trace; call the "
+                "traced function itself there");
   TRIREME_CHECK(inputs.size() == specs_.size(), "graph: replay with ", inputs.size(), " inputs, traced with ",
                 specs_.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
