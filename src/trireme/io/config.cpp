@@ -367,10 +367,11 @@ const std::vector<CrossCheck>& cross_checks() {
       // What a traced step cannot hold yet (docs/STATIC_GRAPH.md): each says how to run instead.
       [](const Config& c) -> std::string {
         if (c.get_string("train.mode") != "static") return "";
-        const int64_t world = c.get_int("parallel.dp") * c.get_int("parallel.tp") * c.get_int("parallel.pp");
-        if (world != 1 || c.get_bool("parallel.auto"))
-          return "train.mode: \"static\" runs one process for now (its collectives are not recorded yet); "
-                 "set parallel.dp, parallel.tp and parallel.pp to 1, or train.mode = \"eager\"";
+        if (c.get_int("parallel.tp") != 1 || c.get_int("parallel.pp") != 1 || c.get_int("parallel.zero") != 0 ||
+            c.get_bool("parallel.auto"))
+          return "train.mode: \"static\" runs one process or data parallelism (parallel.dp) for now: tensor and "
+                 "pipeline parallelism, ZeRO and parallel.auto are not recorded yet; set parallel.tp and "
+                 "parallel.pp to 1 and parallel.zero to 0, or train.mode = \"eager\"";
         if (c.get_string("train.precision") == "f16")
           return "train.mode: \"static\" cannot replay f16's loss scaling (it reads the gradients' inf check on "
                  "the host every step); use train.precision = \"bf16\" or \"f32\", or train.mode = \"eager\"";

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "trireme/autograd/grad_mode.h"
+#include "trireme/dist/recorded_collective.h"
 #ifdef TRIREME_WITH_CUDA
 #include "trireme/cuda/device.h"
 #endif
@@ -232,7 +233,11 @@ struct Reducer::State {
     launched[b] = Clock::now();
     NoGradGuard no_grad;
     if (zero == 0) {
-      if (communicating()) works[b] = dp->all_reduce(buffers[b], {.op = dist::ReduceOp::avg});
+      if (communicating()) {
+        works[b] = dist::record_collective("all_reduce", {buffers[b]}, [group = dp](Tensor* const* t) {
+          return group->all_reduce(*t[0], {.op = dist::ReduceOp::avg});
+        });
+      }
     } else {
       // Note [ZeRO-2 buckets]: into the shard while it holds nothing of this step, else beside it.
       const bool beside = frees_buckets() && !shard_fresh[b];

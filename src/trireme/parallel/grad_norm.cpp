@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "trireme/autograd/grad_mode.h"
+#include "trireme/dist/recorded_collective.h"
 #include "trireme/ops/copy.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/factory.h"
@@ -33,7 +34,8 @@ Tensor sum_of_squares(const Tensor& g) {
 }
 
 void all_reduce_sum(Tensor& t, dist::ProcessGroup* group) {
-  if (group && group->size() > 1) group->all_reduce(t)->wait();
+  if (!group || group->size() <= 1) return;
+  dist::record_collective("all_reduce", {t}, [group](Tensor* const* x) { return group->all_reduce(*x[0]); })->wait();
 }
 }  // namespace
 

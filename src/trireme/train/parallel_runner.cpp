@@ -203,7 +203,7 @@ class ParallelRunner : public StepRunner {
   StepResult train_step(int64_t step, const io::DataLoader& train) override {
     model_->set_rng(uint64_t(cfg_.train.seed), uint64_t(step));
     io::Batch b = local_batch_of(train, step);
-    if (cfg_.train.mode == "static") return static_step(b);
+    if (cfg_.train.mode == "static") return static_step(step, b);
     StepResult r{.loss = mean_over(ctx().dp_group(), pipe_ ? pipeline_step(b) : accumulated_step(b), job_->device),
                  .grad_norm = NAN};
     // The gradients whole: averaged over dp (ZeRO: this rank's shard of them), summed over tp.
@@ -366,17 +366,18 @@ class ParallelRunner : public StepRunner {
     return losses;
   }
 
-  // train.mode = "static" (one process; io/config.cpp refuses the rest): the step of train_step
+  // train.mode = "static" (one process or dp; io/config.cpp refuses the rest): the step of train_step
   // with nothing read on the host inside it, so that it can be traced (docs/STATIC_GRAPH.md).
   // Returns {the gradient norm, each micro-batch's loss}.
   std::vector<Tensor> device_step(const io::Batch& b) {
     std::vector<Tensor> out = micro_batch_losses(b);
+    if (reducer_) reducer_->finish();  // its all-reduces are nodes of the graph (dist/recorded_collective.h)
     model_->sum_deferred_grads();
     auto pieces =
         parallel::optimizer_grad_pieces(*optimizer_, model_->named_parameters(), model_->shard_specs(), second_tied_copy());
     out.insert(out.begin(), parallel::clip_global_grad_norm_on_device(pieces, cfg_.optim.grad_clip, ctx()));
     optimizer_->step();
-    optimizer_->zero_grad(/*set_to_none=*/true);
+    optimizer_->zero_grad(/*set_to_none=*/reducer_ == nullptr);  // as train_step
     return out;
   }
 
@@ -390,7 +391,7 @@ class ParallelRunner : public StepRunner {
   // The first step runs eagerly (it creates the optimizer's state, which must exist before a
   // trace), the second is traced (it runs eagerly while recording), later ones replay the graph;
   // a batch of another shape traces another graph.
-  StepResult static_step(const io::Batch& b) {
+  StepResult static_step(int64_t step, const io::Batch& b) {
     std::vector<Tensor> out;
     if (!static_graph_) {
       out = device_step(b);
@@ -400,8 +401,11 @@ class ParallelRunner : public StepRunner {
       out = (*static_graph_)({b.inputs, b.targets});
     }
     StepResult r{.grad_norm = host_value(out[0])};
-    for (size_t i = 1; i < out.size(); ++i) r.loss += host_value(out[i]);
+    double loss_sum = 0;
+    for (size_t i = 1; i < out.size(); ++i) loss_sum += host_value(out[i]);
+    r.loss = mean_over(ctx().dp_group(), loss_sum, job_->device);
     r.graph_traces = static_graph_->traces();
+    check_replicas(step);
     return r;
   }
 
