@@ -34,6 +34,12 @@ TEST(GraphCommand, PrintsThePassesAndTheMemoryPlanAndWritesDot) {
   fs::remove(dot);
 }
 
+TEST(GraphCommand, DataParallelIsTracedAsOneRankSaysHow) {
+  auto r = run("graph " + kTiny + " --set parallel.dp=2");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--set parallel.dp=1 --set train.batch_size=1"), std::string::npos) << r.out;
+}
+
 TEST(GraphCommand, ALayoutStaticModeCannotRunIsExit2) {
   auto r = run("graph " + kTiny + " --set parallel.tp=2");
   EXPECT_EQ(r.status, 2) << r.out;

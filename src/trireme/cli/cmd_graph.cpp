@@ -29,6 +29,11 @@ struct Options {
 };
 
 int run_graph(const Options& opt, const io::TrainConfig& tc) {
+  if (tc.parallel.world_size() != 1) {
+    throw io::ConfigError(str_cat("parallel.dp: trireme graph traces one process; each of the ", tc.parallel.dp,
+                                  " ranks of this run traces the step of --set parallel.dp=1 --set train.batch_size=",
+                                  tc.train.batch_size / tc.parallel.dp, " plus the gradient all-reduces"));
+  }
   const int64_t vocab = opt.vocab > 0 ? opt.vocab : prepared_vocab(tc).value_or(256);
   TRIREME_CHECK(tc.train.device == "cpu", "trireme graph: traces on the CPU for now; train.device is \"",
                 tc.train.device, "\" (use --set train.device=cpu)");

@@ -381,11 +381,13 @@ class ParallelRunner : public StepRunner {
     return out;
   }
 
+  // device_step as a function of the traced inputs {inputs, targets}.
+  std::vector<Tensor> device_step_of(const std::vector<Tensor>& in) { return device_step({.inputs = in[0], .targets = in[1]}); }
+
   graph::TraceResult trace_step(const io::Batch& b) override {
     TRIREME_CHECK(cfg_.train.mode == "static", "trace_step: train.mode is \"", cfg_.train.mode, "\", not \"static\"");
     device_step(b);
-    return graph::trace([this](const std::vector<Tensor>& in) { return device_step({.inputs = in[0], .targets = in[1]}); },
-                        {b.inputs, b.targets});
+    return graph::trace([this](const std::vector<Tensor>& in) { return device_step_of(in); }, {b.inputs, b.targets});
   }
 
   // The first step runs eagerly (it creates the optimizer's state, which must exist before a
@@ -395,8 +397,8 @@ class ParallelRunner : public StepRunner {
     std::vector<Tensor> out;
     if (!static_graph_) {
       out = device_step(b);
-      static_graph_ = std::make_unique<graph::StaticFunction>(
-          [this](const std::vector<Tensor>& in) { return device_step({.inputs = in[0], .targets = in[1]}); });
+      static_graph_ =
+          std::make_unique<graph::StaticFunction>([this](const std::vector<Tensor>& in) { return device_step_of(in); });
     } else {
       out = (*static_graph_)({b.inputs, b.targets});
     }
