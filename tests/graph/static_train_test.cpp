@@ -75,8 +75,9 @@ TEST(StaticTrain, WhatStaticCannotRunYetIsRefusedByKey) {
     std::vector<std::string> set;
     std::string expect;
   };
-  for (const Case& c : {Case{{"train.mode=static", "parallel.tp=2"}, "tensor and pipeline parallelism"},
+  for (const Case& c : {Case{{"train.mode=static", "parallel.pp=2"}, "pipelines"},
                         Case{{"train.mode=static", "parallel.dp=2", "parallel.zero=1"}, "ZeRO"},
+                        Case{{"train.mode=static", "parallel.tp=2", "parallel.sequence_parallel=true"}, "sequence parallelism"},
                         Case{{"train.mode=static", "train.precision=f16"}, "f16's loss scaling"},
                         Case{{"train.mode=static", "optim.name=sgd"}, "optim.name = \"adamw\""},
                         Case{{"train.mode=static", "memory.recompute=full"}, "memory.recompute"},

@@ -29,7 +29,11 @@ struct Options {
 };
 
 int run_graph(const Options& opt, const io::TrainConfig& tc) {
-  if (tc.parallel.world_size() != 1) {
+  if (tc.parallel.tp != 1) {
+    throw io::ConfigError("parallel.tp: trireme graph traces one process; its step with the whole model is that of "
+                          "--set parallel.tp=1 (each tp rank's adds its collectives)");
+  }
+  if (tc.parallel.dp != 1) {
     throw io::ConfigError(str_cat("parallel.dp: trireme graph traces one process; each of the ", tc.parallel.dp,
                                   " ranks of this run traces the step of --set parallel.dp=1 --set train.batch_size=",
                                   tc.train.batch_size / tc.parallel.dp, " plus the gradient all-reduces"));

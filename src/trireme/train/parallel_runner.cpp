@@ -366,7 +366,7 @@ class ParallelRunner : public StepRunner {
     return losses;
   }
 
-  // train.mode = "static" (one process or dp; io/config.cpp refuses the rest): the step of train_step
+  // train.mode = "static" (dp and tp; io/config.cpp refuses the rest): the step of train_step
   // with nothing read on the host inside it, so that it can be traced (docs/STATIC_GRAPH.md).
   // Returns {the gradient norm, each micro-batch's loss}.
   std::vector<Tensor> device_step(const io::Batch& b) {
