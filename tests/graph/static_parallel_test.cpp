@@ -1,6 +1,7 @@
-// train.mode = "static" with data and tensor parallelism over Gloo (`trireme train --nproc N`):
-// each rank traces its step with its collectives as nodes (the reducer's all-reduces, the tensor-
-// parallel mappings, the gradient norm's sums) and replays it; the run is the eager run of the
+// train.mode = "static" with data and tensor parallelism and ZeRO-1 over Gloo (`trireme train
+// --nproc N`): each rank traces its step with its collectives as nodes (the reducer's all-reduces or
+// reduce-scatters, the tensor-parallel mappings, ZeRO's all-gathers, the gradient norm's sums) and
+// replays it; the run is the eager run of the
 // same layout bit for bit (metrics, model and every rank's optimizer file), dropout and clipping on.
 #include <gtest/gtest.h>
 
@@ -80,5 +81,6 @@ TEST_P(StaticParallel, TwentyStepsEqualEagerBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, StaticParallel,
                          ::testing::Values(Layout{"dp2", 2, "--set parallel.dp=2"}, Layout{"tp2", 2, "--set parallel.tp=2"},
-                                           Layout{"dp2_tp2", 4, "--set parallel.dp=2 --set parallel.tp=2"}),
+                                           Layout{"dp2_tp2", 4, "--set parallel.dp=2 --set parallel.tp=2"},
+                                           Layout{"dp2_zero1", 2, "--set parallel.dp=2 --set parallel.zero=1"}),
                          [](const auto& info) { return std::string(info.param.name); });

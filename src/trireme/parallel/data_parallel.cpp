@@ -244,7 +244,9 @@ struct Reducer::State {
       if (beside) scratch[b] = empty_like(shard_grads[b]);
       Tensor& out = beside ? scratch[b] : shard_grads[b];
       if (communicating()) {
-        works[b] = dp->reduce_scatter(out, buffer(b), {.op = dist::ReduceOp::avg});
+        works[b] = dist::record_collective("reduce_scatter", {out, buffer(b)}, [group = dp](Tensor* const* t) {
+          return group->reduce_scatter(*t[0], *t[1], {.op = dist::ReduceOp::avg});
+        });
       } else {
         copy_(out, buffer(b));
       }
