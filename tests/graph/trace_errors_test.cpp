@@ -12,6 +12,7 @@
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/nn_functional.h"
 #include "trireme/ops/reduce.h"
+#include "trireme/optim/adamw.h"
 
 using namespace trireme;
 using trireme::testing::random_tensor;
@@ -61,4 +62,22 @@ TEST(TraceErrors, AReplayInsideATraceIsRefused) {
                               .graph);
   graph::StepFn outer = [&](const std::vector<Tensor>& in) { return inner.run(in); };
   trireme::testing::expect_error([&] { graph::trace(outer, {random_tensor({4}, 2)}); }, {"cannot be replayed inside a trace"});
+}
+
+TEST(TraceErrors, StateCreatedInsideTheStepIsRefusedByShapeAndOp) {
+  // An optimizer's first step creates its moments: traced, every replay would zero them again.
+  Tensor w = random_tensor({3, 5}, 1).set_requires_grad(true);
+  optim::AdamW opt({{"w", w}}, {.lr = 1e-2});
+  graph::StepFn step = [&](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+    Tensor loss = sum(mul(w, in[0]));
+    loss.backward();
+    opt.step();
+    opt.zero_grad();
+    return {loss.detach()};
+  };
+  trireme::testing::expect_error([&] { graph::trace(step, {random_tensor({3, 5}, 2)}); },
+                                 {"f32 tensor of shape [3, 5] created inside the traced step", "op 'fill'",
+                                  "run the step once eagerly first"});
+  step({random_tensor({3, 5}, 3)});  // the moments exist now: the step traces
+  EXPECT_NO_THROW(graph::trace(step, {random_tensor({3, 5}, 2)}));
 }

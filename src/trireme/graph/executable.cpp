@@ -17,7 +17,6 @@ const char* buffer_kind_name(BufferKind k) {
     case BufferKind::input: return "input";
     case BufferKind::captured: return "captured";
     case BufferKind::constant: return "constant";
-    case BufferKind::persistent: return "persistent";
     case BufferKind::output: return "output";
     case BufferKind::intermediate: return "intermediate";
   }

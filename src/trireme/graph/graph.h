@@ -10,10 +10,9 @@
 // offset, dtype). Buffers are bound by identity: inputs (replaced by the caller's tensors at each
 // replay), captured (storages that existed before the trace and that the step reads or updates
 // in place: parameters, gradients, optimizer state; kept by the graph), constants (allocated and
-// filled by host code during the trace, never written by a kernel), persistent (allocated during
-// the trace and still alive after it: the graph keeps them and replays write them in place),
-// outputs (returned by the step; fresh storage at each replay) and intermediates (everything
-// else: placed in one arena by the memory plan).
+// filled by host code during the trace, never written by a kernel), outputs (returned by the
+// step; fresh storage at each replay) and intermediates (everything else: placed in one arena by
+// the memory plan). A tensor allocated during the trace that outlives it is an error (trace.h).
 #pragma once
 
 #include <cstdint>
@@ -27,14 +26,14 @@
 
 namespace trireme::graph {
 
-enum class BufferKind { input, captured, constant, persistent, output, intermediate };
+enum class BufferKind { input, captured, constant, output, intermediate };
 const char* buffer_kind_name(BufferKind k);
 
 struct Buffer {
   BufferKind kind = BufferKind::intermediate;
   size_t nbytes = 0;
   Device device;
-  StoragePtr storage;  // captured, constant, persistent: the storage itself
+  StoragePtr storage;  // captured, constant: the storage itself
   int input = -1;      // input: which input binds it
 };
 

@@ -10,7 +10,7 @@
 namespace trireme::graph {
 
 // Drops the kernel calls whose results nothing observes: a call is kept when it writes a buffer
-// that outlives the step (an input, captured, persistent or output buffer) or one a kept call
+// that outlives the step (an input, captured or output buffer) or one a kept call
 // reads later. Buffers count as a whole: a write into part of a needed buffer is kept.
 Graph eliminate_dead_code(const Graph& g);
 

@@ -2,6 +2,8 @@
 #include "trireme/graph/trace.h"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <map>
 #include <tuple>
 #include <unordered_map>
@@ -17,7 +19,8 @@ namespace {
 struct BufferState {
   std::weak_ptr<Storage> weak;
   uint64_t writes = 0;
-  int last_writer = -1;
+  int first_writer = -1, last_writer = -1;
+  int first_value = -1;
 };
 
 class Tracer final : public KernelTape, public StorageObserver {
@@ -68,6 +71,7 @@ class Tracer final : public KernelTape, public StorageObserver {
       if (!n.written[i] || n.args[i] < 0) continue;
       BufferState& s = state_[size_t(graph.values[size_t(n.args[i])].buffer)];
       ++s.writes;
+      if (s.first_writer < 0) s.first_writer = index;
       s.last_writer = index;
     }
     if (pending_refresh_) {
@@ -144,13 +148,31 @@ class Tracer final : public KernelTape, public StorageObserver {
       if (b.kind == BufferKind::intermediate) b.kind = BufferKind::output;
       graph.outputs.push_back(v);
     }
-    for (size_t i = 0; i < graph.buffers.size(); ++i) {
-      Buffer& b = graph.buffers[i];
-      if (b.kind != BufferKind::intermediate) continue;
-      if (StoragePtr alive = state_[i].weak.lock()) {  // outlives the step: state the step created
-        b.kind = BufferKind::persistent;
-        b.storage = std::move(alive);
+    // A tensor the step created that outlives it is state the step created: a replay would create
+    // it again (zero an optimizer's moments every step, say), so it is refused, by name.
+    std::vector<bool> collective_arg(graph.buffers.size(), false);
+    for (const Node& n : graph.nodes) {
+      if (n.kernel != nullptr) continue;  // a collective (dist/recorded_collective.h) has no kernel
+      for (int v : n.args) {
+        if (v >= 0) collective_arg[size_t(graph.values[size_t(v)].buffer)] = true;
       }
+    }
+    for (size_t i = 0; i < graph.buffers.size(); ++i) {
+      if (graph.buffers[i].kind != BufferKind::intermediate || state_[i].weak.expired()) continue;
+      // A collective's worker thread lets go of its tensors a moment after the collective ended.
+      if (collective_arg[i]) {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (!state_[i].weak.expired() && std::chrono::steady_clock::now() < deadline)
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        if (state_[i].weak.expired()) continue;
+      }
+      const BufferState& s = state_[i];
+      const Value& v = graph.values[size_t(s.first_value)];
+      TRIREME_FAIL("graph::trace: a ", dtype_name(v.dtype), " tensor of shape ", v.sizes, " created inside the traced "
+                   "step", s.first_writer >= 0 ? str_cat(" (by op '", graph.nodes[size_t(s.first_writer)].op, "')") : "",
+                   " is still alive after it, so every replay would create it again; create such state before "
+                   "tracing (run the step once eagerly first), return the tensor as an output, or release it inside "
+                   "the step (an output's autograd graph holds tensors too: return loss.detach())");
     }
     graph.eager_peak_bytes = peak_;
   }
@@ -187,6 +209,7 @@ class Tracer final : public KernelTape, public StorageObserver {
     if (it != value_ids_.end()) return it->second;
     const int id = int(graph.values.size());
     graph.values.push_back({b, t.sizes(), t.strides(), t.offset(), t.dtype()});
+    if (state_[size_t(b)].first_value < 0) state_[size_t(b)].first_value = id;
     value_ids_.emplace(std::move(key), id);
     return id;
   }

@@ -7,6 +7,9 @@
 //     kernel): the value would be baked into the graph. Return it as an output instead.
 //   - an op that draws random numbers (TraceOptions::random_ops) from a stream that is not an
 //     input of the trace (KernelTape::bind_u64): its mask would repeat at every replay.
+//   - a tensor created inside the step that is still alive after it (state the step creates, e.g.
+//     an optimizer's moments on its first step: a replay would create it again). Run the step
+//     once eagerly before tracing it.
 //   - an output that is undefined, or two inputs sharing memory.
 #pragma once
 
