@@ -5,11 +5,11 @@
 #include <cstdint>
 #include <map>
 #include <set>
+#include <string>
 #include <tuple>
 
 #include "trireme/kernels/elementwise.h"
 #include "trireme/kernels/nn.h"
-#include <string>
 
 namespace trireme::graph {
 namespace {
@@ -26,11 +26,12 @@ bool whole_buffer(const Graph& g, int value) {
 }
 
 // Note [in-place reuse]
-// An elementwise kernel (kernels/cpu/elementwise.cpp and its CUDA twin: unary, binary, where, a
-// copy to one dtype; and cross_entropy_backward, whose gradient element is a function of the logit
-// at its position) reads element k of its inputs before it writes element k of its output, in
-// every loop of both backends, so its output may take the bytes of an input whose last use it is:
-// same shape and dtype, both whole contiguous buffers. The eager engine cannot do this (it does
+// An elementwise kernel (kernels/cpu/elementwise.cpp and its CUDA twin: unary, binary, where; and
+// cross_entropy_backward, whose gradient element is a function of the logit at its position)
+// reads element k of its inputs before it writes element k of its output, in every loop of both
+// backends, so its output may take the bytes of an input whose last use it is: same shape and
+// dtype, both whole contiguous buffers. Not copy: a contiguous copy is a memcpy, whose source
+// and destination must not overlap. The eager engine cannot do this (it does
 // not know the input's last use); the plan can, which is what puts its arena below the eager
 // peak. Kernels are recognised by op name: signature types do not tell them apart (a matmul's
 // signature is where's), and an op missing from the list is only never reused in place.
@@ -39,11 +40,10 @@ bool elementwise(const Node& n) {
       "neg", "exp", "log", "sqrt", "rsqrt", "abs", "tanh", "sigmoid", "relu", "silu", "gelu_erf", "gelu_tanh",
       "pow_scalar", "rsub_scalar", "rdiv_scalar", "add_scalar", "mul_scalar", "add", "sub", "mul", "div", "pow",
       "maximum", "tanh_backward", "sigmoid_backward", "relu_backward", "silu_backward", "gelu_erf_backward",
-      "gelu_tanh_backward", "where", "copy"};
+      "gelu_tanh_backward", "where"};
   const bool signature = n.kernel_type == std::type_index(typeid(UnaryKernel)) ||
                          n.kernel_type == std::type_index(typeid(BinaryKernel)) ||
-                         n.kernel_type == std::type_index(typeid(WhereKernel)) ||
-                         n.kernel_type == std::type_index(typeid(CopyKernel));
+                         n.kernel_type == std::type_index(typeid(WhereKernel));
   if (n.op == "cross_entropy_backward") return n.kernel_type == std::type_index(typeid(CrossEntropyBackwardKernel));
   return signature && ops.count(n.op) > 0;
 }
