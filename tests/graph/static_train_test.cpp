@@ -91,3 +91,20 @@ TEST(StaticTrain, WhatStaticCannotRunYetIsRefusedByKey) {
     }
   }
 }
+
+TEST(StaticTrain, MicroBatchesUnderBf16AutocastEqualEager) {
+  const std::string e = trireme::testing::fresh_run_dir("trireme_static_mb_eager");
+  const std::string s = trireme::testing::fresh_run_dir("trireme_static_mb_static");
+  const std::vector<std::string> common = {"parallel.micro_batches=2", "train.precision=bf16", "optim.grad_clip=0.5"};
+  std::vector<std::string> static_set = common;
+  static_set.push_back("train.mode=static");
+  train::TrainSummary eager =
+      train::Trainer(trireme::testing::tiny_trainer_config(e, 10, 0.1, common), {.quiet = true}).run();
+  train::TrainSummary stat =
+      train::Trainer(trireme::testing::tiny_trainer_config(s, 10, 0.1, static_set), {.quiet = true}).run();
+  ASSERT_EQ(stat.losses.size(), 10u);
+  for (size_t i = 0; i < 10; ++i) EXPECT_EQ(stat.losses[i], eager.losses[i]) << "step " << i + 1;
+  EXPECT_EQ(stat.final_val_loss, eager.final_val_loss);
+  fs::remove_all(e);
+  fs::remove_all(s);
+}
