@@ -1,4 +1,4 @@
-// train.mode = "static" with data and tensor parallelism and ZeRO-1 over Gloo (`trireme train
+// train.mode = "static" with data and tensor parallelism and ZeRO-1/2 over Gloo (`trireme train
 // --nproc N`): each rank traces its step with its collectives as nodes (the reducer's all-reduces or
 // reduce-scatters, the tensor-parallel mappings, ZeRO's all-gathers, the gradient norm's sums) and
 // replays it; the run is the eager run of the
@@ -82,5 +82,7 @@ TEST_P(StaticParallel, TwentyStepsEqualEagerBitForBit) {
 INSTANTIATE_TEST_SUITE_P(Layouts, StaticParallel,
                          ::testing::Values(Layout{"dp2", 2, "--set parallel.dp=2"}, Layout{"tp2", 2, "--set parallel.tp=2"},
                                            Layout{"dp2_tp2", 4, "--set parallel.dp=2 --set parallel.tp=2"},
-                                           Layout{"dp2_zero1", 2, "--set parallel.dp=2 --set parallel.zero=1"}),
+                                           Layout{"dp2_zero1", 2, "--set parallel.dp=2 --set parallel.zero=1"},
+                                           // small buckets: several in flight, settled as they finish
+                                           Layout{"dp2_zero2", 2, "--set parallel.dp=2 --set parallel.zero=2 --set parallel.bucket_mb=0.05"}),
                          [](const auto& info) { return std::string(info.param.name); });
