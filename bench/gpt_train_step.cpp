@@ -6,6 +6,7 @@
 // MFU uses the peer's formula: tokens/s · (6·N + 12·L·d·T) / 989 TFLOP/s (H100/H200 dense bf16).
 //
 //   build/bench/gpt_train_step --model tiny --batch 8 --threads 1
+//   build/bench/gpt_train_step --model tiny --batch 8 --threads 1 --mode static   (docs/STATIC_GRAPH.md)
 //   build/bench/gpt_train_step --model gpt2-124m --batch 16 --device cuda --dtype f32
 //   build/bench/gpt_train_step --model gpt2-124m --batch 16 --device cuda --dtype amp-bf16
 //   build/bench/gpt_train_step --model gpt-1.3b --batch 8 --device cuda --dtype bf16 --recompute full
@@ -25,6 +26,7 @@
 #include "trireme/amp/autocast.h"
 #include "trireme/core/allocator.h"
 #include "trireme/cuda/device.h"
+#include "trireme/graph/static_function.h"
 #include "trireme/models/gpt.h"
 #include "trireme/optim/adamw.h"
 #include "trireme/runtime/cpu_setup.h"
@@ -34,6 +36,7 @@ using namespace trireme;
 int main(int argc, char** argv) {
   runtime::configure_cpu_runtime(argv);  // as a library user would: the CPU's kernels, passive waiting
   std::string model = "tiny";
+  std::string mode = "eager";
   std::string device_name = "cpu", dtype_name_arg = "f32", recompute = "none";
   int64_t batch = 8, threads = 0, warmup = 3, iters = 10;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -46,6 +49,7 @@ int main(int argc, char** argv) {
     else if (k == "--device") device_name = argv[i + 1];
     else if (k == "--dtype") dtype_name_arg = argv[i + 1];
     else if (k == "--recompute") recompute = argv[i + 1];
+    else if (k == "--mode") mode = argv[i + 1];
     else {
       std::fprintf(stderr, "gpt_train_step: unknown flag %s\n", k.c_str());
       return 2;
@@ -73,6 +77,10 @@ int main(int argc, char** argv) {
   }
   if (dtype_name_arg != "f32" && dtype_name_arg != "bf16" && dtype_name_arg != "amp-bf16") {
     std::fprintf(stderr, "gpt_train_step: unknown dtype %s (f32, bf16, amp-bf16)\n", dtype_name_arg.c_str());
+    return 2;
+  }
+  if (mode != "eager" && mode != "static") {
+    std::fprintf(stderr, "gpt_train_step: unknown mode %s (eager, static)\n", mode.c_str());
     return 2;
   }
   const bool on_gpu = device_name == "cuda";
@@ -105,16 +113,25 @@ int main(int argc, char** argv) {
     if (on_gpu) cuda::synchronize(0);
   };
   const bool autocast = dtype_name_arg == "amp-bf16";
-  auto step = [&] {
+  auto eager_step = [&](const std::vector<Tensor>& in) -> std::vector<Tensor> {
     Tensor loss;
     {
       amp::AutocastGuard guard(device.type, DType::bf16, autocast);
-      loss = gpt.loss(x, y);
+      loss = gpt.loss(in[0], in[1]);
     }
     loss.backward();
     opt.step();
     opt.zero_grad(true);
+    return {loss.detach()};
   };
+  // Static: the first call runs eagerly (the optimizer's state), the second traces, the rest replay.
+  graph::StaticFunction static_step(eager_step);
+  int64_t calls = 0;
+  auto step = [&] {
+    if (mode == "static" && calls++ > 0) static_step({x, y});
+    else eager_step({x, y});
+  };
+  if (mode == "static") warmup = std::max<int64_t>(warmup, 2);
   for (int64_t i = 0; i < warmup; ++i) step();
   sync();
   reset_peak_memory(device);
@@ -137,10 +154,10 @@ int main(int argc, char** argv) {
   struct rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   std::printf(
-      "{\"impl\": \"trireme-%s\", \"model\": \"%s\", \"device\": \"%s\", \"dtype\": \"%s\", \"recompute\": \"%s\", "
+      "{\"impl\": \"trireme-%s\", \"mode\": \"%s\", \"model\": \"%s\", \"device\": \"%s\", \"dtype\": \"%s\", \"recompute\": \"%s\", "
       "\"batch\": %lld, \"seq\": %lld, \"params\": %lld, \"step_ms\": %.3f, \"host_ms\": %.3f, \"tokens_per_s\": %.1f, \"mfu\": %.4f, \"threads\": %d, \"openblas_core\": \"%s\", "
       "\"peak_tensor_MiB\": %.1f, \"peak_mem_GiB\": %.3f, \"max_rss_MiB\": %.1f}\n",
-      TRIREME_VERSION, s->name, device_name.c_str(), dtype_name_arg.c_str(), recompute.c_str(), (long long)batch,
+      TRIREME_VERSION, mode.c_str(), s->name, device_name.c_str(), dtype_name_arg.c_str(), recompute.c_str(), (long long)batch,
       (long long)s->T,
       (long long)gpt.num_parameters(), t * 1e3, hosts[hosts.size() / 2] * 1e3, tokens_per_s, tokens_per_s * flops_per_token / 989e12,
       omp_get_max_threads(), openblas_get_corename(), peak_mib, peak_mib / 1024.0, double(ru.ru_maxrss) / 1024.0);

@@ -29,6 +29,7 @@ Command add_estimate_command(CLI::App& root);
 Command add_plan_command(CLI::App& root);
 Command add_import_command(CLI::App& root);
 Command add_export_command(CLI::App& root);
+Command add_graph_command(CLI::App& root);
 
 // --device for the commands that run a trained model: cpu, cuda or cuda:N, checked when parsed.
 void add_device_option(CLI::App* app, std::string& device);

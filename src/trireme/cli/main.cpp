@@ -20,7 +20,8 @@ int main(int argc, char** argv) {
   std::vector<Command> commands = {add_train_command(app),    add_generate_command(app), add_prepare_command(app),
                                    add_launch_command(app),   add_plot_command(app),     add_env_command(app),
                                    add_eval_command(app),     add_estimate_command(app),
-                                   add_plan_command(app),     add_import_command(app),   add_export_command(app)};
+                                   add_plan_command(app),     add_import_command(app),   add_export_command(app),
+                                   add_graph_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -2,11 +2,23 @@
 #include "trireme/core/storage.h"
 
 #include "trireme/core/error.h"
+#include "trireme/core/trace_hook.h"
 
 namespace trireme {
 
 Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
   data_ = allocator_for(device.type).allocate(nbytes, device);
+  if (StorageObserver* o = storage_observer()) o->on_alloc(*this);
+}
+
+Storage::Storage(Borrowed, void* data, size_t nbytes, Device device)
+    : data_(data), nbytes_(nbytes), device_(device), owned_(false) {
+  if (StorageObserver* o = storage_observer()) o->on_alloc(*this);
+}
+
+StorageObserver*& storage_observer() {
+  thread_local StorageObserver* observer = nullptr;
+  return observer;
 }
 
 void Storage::release() {
@@ -21,6 +33,7 @@ void Storage::reacquire() {
 }
 
 Storage::~Storage() {
+  if (StorageObserver* o = storage_observer()) o->on_free(*this);
   if (data_ && owned_) allocator_for(device_.type).deallocate(data_, nbytes_, device_);
 }
 

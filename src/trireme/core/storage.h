@@ -16,7 +16,7 @@ class Storage {
   // Memory someone else allocated and frees: this storage never frees it, and the owner must keep
   // it alive (and unchanged) for as long as any tensor on it is used (Tensor::borrowed).
   struct Borrowed {};
-  Storage(Borrowed, void* data, size_t nbytes, Device device) : data_(data), nbytes_(nbytes), device_(device), owned_(false) {}
+  Storage(Borrowed, void* data, size_t nbytes, Device device);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;

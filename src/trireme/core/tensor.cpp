@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "trireme/core/checked.h"
+#include "trireme/core/trace_hook.h"
 
 namespace trireme {
 
@@ -101,10 +102,12 @@ void* Tensor::data_ptr() const {
   TRIREME_REQUIRE_DEFINED("data_ptr");
   TRIREME_CHECK(!impl_->storage->released(), "Tensor::data_ptr: the memory of this ", str(),
                 " was released (a ZeRO-3 parameter used outside its all-gather; Note [released storage])");
+  if (StorageObserver* o = storage_observer()) o->on_host_access(*impl_->storage, "Tensor::data_ptr()");
   return static_cast<char*>(impl_->storage->data()) + impl_->offset * int64_t(element_size());
 }
 
 double Tensor::at(const Shape& index) const {
+  if (StorageObserver* o = storage_observer(); o && defined()) o->on_host_access(*impl_->storage, "Tensor::at()");
   TRIREME_CHECK(device().is_cpu(), "Tensor::at: the tensor is on ", device(), "; copy it to the CPU first");
   TRIREME_CHECK(int64_t(index.size()) == dim(), "Tensor::at: index ", index, " has ", index.size(),
                 " entries for a tensor of shape ", sizes());
@@ -123,6 +126,7 @@ double Tensor::at(const Shape& index) const {
 }
 
 double Tensor::item() const {
+  if (StorageObserver* o = storage_observer(); o && defined()) o->on_host_access(*impl_->storage, "Tensor::item()");
   TRIREME_CHECK(numel() == 1, "Tensor::item: expected one element, got shape ", sizes());
   return at(Shape(size_t(dim()), 0));
 }

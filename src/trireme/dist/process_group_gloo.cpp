@@ -24,6 +24,8 @@
 #include <gloo/transport/unbound_buffer.h>
 #include <gloo/types.h>
 
+#include "trireme/kernels/kernel_tape.h"
+
 namespace trireme::dist {
 
 namespace {
@@ -187,6 +189,11 @@ struct ProcessGroupGloo::Impl {
 
   // Runs fn on the worker thread; the Work reports its error.
   WorkPtr enqueue(std::string what, std::vector<Tensor> keep, std::function<void()> fn) {
+    // A collective issued while a step is traced must be one of its nodes, or replays would skip it.
+    if (KernelTape* tape = active_kernel_tape(); tape && !tape->in_kernel()) {
+      TRIREME_FAIL("graph::trace: gloo ", what, " is not recorded in the traced step (dist/recorded_collective.h), "
+                   "so a replay would skip it; train.mode = \"eager\" runs this layout");
+    }
     auto work = std::make_shared<QueuedWork>();
     work->what_ = std::move(what);
     work->keep_alive_ = std::move(keep);

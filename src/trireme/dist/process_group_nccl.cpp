@@ -2,6 +2,8 @@
 // and lost peers into errors naming the op and the rank.
 #include "trireme/dist/process_group_nccl.h"
 
+#include "trireme/kernels/kernel_tape.h"
+
 #ifdef TRIREME_WITH_NCCL
 
 #include <chrono>
@@ -249,6 +251,11 @@ struct ProcessGroupNccl::Impl {
   template <class Call>
   std::shared_ptr<OpState> issue_on(bool caller_stream, const std::string& what, milliseconds timeout,
                                     std::vector<Tensor> tensors, Call&& call) {
+    // A collective issued while a step is traced must be one of its nodes, or replays would skip it.
+    if (KernelTape* tape = active_kernel_tape(); tape && !tape->in_kernel()) {
+      TRIREME_FAIL("graph::trace: nccl ", what, " is not recorded in the traced step (dist/recorded_collective.h), "
+                   "so a replay would skip it; train.mode = \"eager\" runs this layout");
+    }
     std::lock_guard lock(mutex);
     check_usable_locked(what);
     flush_locked();  // queued sends/recvs go first, as they were issued first

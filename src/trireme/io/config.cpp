@@ -305,6 +305,9 @@ std::vector<ConfigKey> build_schema() {
       choice_key("train.precision", "f32", {"f32", "bf16", "f16"},
                  "f32, or f32 master weights with bf16/f16 autocast (f16 adds dynamic loss scaling)",
                  field(&T::train, &TrainLoopConfig::precision)),
+      choice_key("train.mode", "eager", {"eager", "static"},
+                 "eager, or static: trace one training step into a graph and replay it (docs/STATIC_GRAPH.md)",
+                 field(&T::train, &TrainLoopConfig::mode)),
       float_key("train.loss_scale_init", 65536.0, above(0), "f16: the initial loss scale",
                 field(&T::train, &TrainLoopConfig::loss_scale_init)),
       integer_key("train.loss_scale_interval", 2000, closed(1, kMaxSteps), "f16: clean steps before the loss scale doubles",
@@ -472,6 +475,29 @@ using CrossCheck = std::function<std::string(const Config&)>;
 const std::vector<CrossCheck>& cross_checks() {
   static const std::vector<CrossCheck> checks = {
       data_dir_conflicts,
+      // What a traced step cannot hold yet (docs/STATIC_GRAPH.md): each says how to run instead.
+      [](const Config& c) -> std::string {
+        if (c.get_string("train.mode") != "static") return "";
+        if (c.get_int("parallel.pp") != 1 || c.get_int("parallel.zero") > 2 || c.get_bool("parallel.sequence_parallel") ||
+            c.get_bool("parallel.auto"))
+          return "train.mode: \"static\" runs data and tensor parallelism and ZeRO-1/2 for now: pipelines, ZeRO-3, "
+                 "sequence parallelism and parallel.auto are not recorded yet; set parallel.pp to 1, parallel.zero to at "
+                 "most 2 and parallel.sequence_parallel to false, or train.mode = \"eager\"";
+        if (c.get_string("train.precision") == "f16")
+          return "train.mode: \"static\" cannot replay f16's loss scaling (it reads the gradients' inf check on "
+                 "the host every step); use train.precision = \"bf16\" or \"f32\", or train.mode = \"eager\"";
+        if (c.get_string("optim.name") != "adamw")
+          return "train.mode: \"static\" needs optim.name = \"adamw\" (SGD's learning rate is not yet an input "
+                 "of the graph), or train.mode = \"eager\"";
+        if (c.get_string("memory.recompute") != "none")
+          return "train.mode: \"static\" does not replay recomputation yet; set memory.recompute = \"none\", or "
+                 "train.mode = \"eager\"";
+        if (c.get_string("finetune.task") != "lm" || c.get_int("lora.rank") > 0)
+          return "train.mode: \"static\" traces pretraining's step only for now (SFT weighs each batch by its "
+                 "counted targets on the host, classification and LoRA have steps of their own); set "
+                 "finetune.task = \"lm\" and lora.rank = 0, or train.mode = \"eager\"";
+        return "";
+      },
       [](const Config& c) -> std::string {
         int64_t d = c.get_int("model.d_model"), h = c.get_int("model.n_head");
         return d % h == 0 ? "" : str_cat("model.n_head: expected a divisor of model.d_model = ", d, ", got ", h);

@@ -75,6 +75,7 @@ struct TrainLoopConfig {
           log_interval = 0, seed = 0, threads = 0;
   std::string out_dir, device;
   std::string precision;             // "f32" | "bf16" | "f16" (docs/MIXED_PRECISION.md)
+  std::string mode;                  // "eager" | "static" (docs/STATIC_GRAPH.md)
   double loss_scale_init = 0;        // f16 only: GradScaler's initial scale
   int64_t loss_scale_interval = 0;   // f16 only: GradScaler's growth_interval
   bool memory_check = true;          // refuse a run whose memory estimate exceeds what the device has

@@ -45,6 +45,8 @@ using CrossEntropyKernel = void (*)(const Tensor& logits, const Tensor& targets,
 // grad_logits[r, c] = (softmax[r, c] - [c == target_r]) * grad[r]; zero rows where ignored (or out
 // of range). grad (N) is in the stat dtype (the mean's 1/count is folded in without rounding to a
 // 16-bit logits dtype) and may have any stride (stride 0 broadcasts a scalar gradient).
+// Element by element (each output element from the logit at its position), so grad_logits may be
+// the memory of logits (graph/passes.cpp, Note [in-place reuse]).
 using CrossEntropyBackwardKernel = void (*)(const Tensor& logits, const Tensor& targets, const Tensor& lse,
                                             const Tensor& grad, int64_t ignore_index, Tensor& grad_logits);
 

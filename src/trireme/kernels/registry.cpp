@@ -26,3 +26,12 @@ std::string KernelRegistry::missing_hint(std::string_view op, DeviceType device)
 }
 
 }  // namespace trireme
+
+namespace trireme {
+
+KernelTape*& active_kernel_tape() {
+  thread_local KernelTape* tape = nullptr;
+  return tape;
+}
+
+}  // namespace trireme

@@ -9,7 +9,8 @@
 //         "exp", DeviceType::cpu, []<class T>() { return &unary_cpu<T, ExpOp>; });
 //   }
 //
-// Ops look kernels up with find<Sig>(op, device, dtype); a missing one is an error naming all three.
+// Ops look kernels up with find_kernel<Sig>(op, device, dtype) and call the result; a missing one is
+// an error naming all three.
 #pragma once
 
 #include <array>
@@ -21,6 +22,7 @@
 #include "trireme/core/device.h"
 #include "trireme/core/dtype.h"
 #include "trireme/core/error.h"
+#include "trireme/kernels/kernel_tape.h"
 
 namespace trireme {
 
@@ -73,9 +75,10 @@ struct KernelRegistration {
   explicit KernelRegistration(void (*fn)(KernelRegistry&)) { fn(kernel_registry()); }
 };
 
+// The kernel as a callable (kernels/kernel_tape.h: a tape records the calls while tracing).
 template <class Fn>
-Fn find_kernel(std::string_view op, Device device, DType dtype) {
-  return kernel_registry().find<Fn>(op, device.type, dtype);
+KernelCall<Fn> find_kernel(std::string_view op, Device device, DType dtype) {
+  return KernelCall<Fn>(kernel_registry().find<Fn>(op, device.type, dtype), op, device, dtype);
 }
 
 }  // namespace trireme

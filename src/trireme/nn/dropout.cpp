@@ -3,6 +3,7 @@
 #include "trireme/nn/dropout.h"
 
 #include "trireme/core/rng.h"
+#include "trireme/kernels/kernel_tape.h"
 #include "trireme/ops/nn_functional.h"
 
 namespace trireme::nn {
@@ -42,7 +43,16 @@ Tensor Dropout::forward(const Tensor& x) {
   const uint64_t counter = first_row ? peek_rng_counter() : next_rng_counter();
   const int64_t row_numel = x.dim() > 0 && x.size(0) > 0 ? x.numel() / x.size(0) : 0;
   const uint64_t offset = uint64_t(first_row.value_or(0)) * uint64_t(row_numel);
-  return dropout(x, p, true, rng_seed(), dropout_stream(qualified_name(), counter), offset);
+  const uint64_t stream = dropout_stream(qualified_name(), counter);
+  if (KernelTape* tape = active_kernel_tape(); tape && !tape->in_kernel()) {
+    // A traced step (graph/trace.h): each replay takes the counter as this forward does, and the
+    // stream of the recorded masks (forward and backward) follows it, so masks differ per step.
+    auto counter_now = std::make_shared<uint64_t>(counter);
+    const bool advances = !first_row;
+    tape->on_replay([this, counter_now, advances] { *counter_now = advances ? next_rng_counter() : peek_rng_counter(); });
+    tape->bind_u64(stream, [this, counter_now] { return dropout_stream(qualified_name(), *counter_now); });
+  }
+  return dropout(x, p, true, rng_seed(), stream, offset);
 }
 
 }  // namespace trireme::nn

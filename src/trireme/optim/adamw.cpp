@@ -25,20 +25,29 @@ void AdamW::update(const std::string& name, Tensor& param, const Tensor& grad, i
   const DType state_dtype = (param.dtype() == DType::bf16 || param.dtype() == DType::f16) ? DType::f32 : param.dtype();
   Tensor& m = state_or_init(name, "exp_avg", [&] { return zeros(param.sizes(), state_dtype, param.device()); });
   Tensor& v = state_or_init(name, "exp_avg_sq", [&] { return zeros(param.sizes(), state_dtype, param.device()); });
-  AdamWHyper h;
-  h.lr = lr();
-  h.beta1 = options_.betas.first;
-  h.beta2 = options_.betas.second;
-  h.eps = options_.eps;
-  h.weight_decay = options_.weight_decay;
-  h.bias_correction1 = 1.0 - std::pow(h.beta1, double(step));
-  h.bias_correction2 = 1.0 - std::pow(h.beta2, double(step));
+  auto hyper = [this](int64_t at_step) {
+    AdamWHyper h;
+    h.lr = lr();
+    h.beta1 = options_.betas.first;
+    h.beta2 = options_.betas.second;
+    h.eps = options_.eps;
+    h.weight_decay = options_.weight_decay;
+    h.bias_correction1 = 1.0 - std::pow(h.beta1, double(at_step));
+    h.bias_correction2 = 1.0 - std::pow(h.beta2, double(at_step));
+    return h;
+  };
+  const AdamWHyper h = hyper(step);
   auto kernel = find_kernel<AdamWKernel>("adamw", param.device(), param.dtype());
+  // In a traced step the learning rate and the bias corrections are inputs: recomputed from the
+  // optimizer's state before every replay (graph/trace.h).
+  auto refresh = [this, hyper](KernelArgs<AdamWKernel>& a) { std::get<4>(a) = hyper(step_count()); };
   Tensor g = contiguous(grad);
   if (param.is_contiguous()) {
+    refresh_next_kernel_call<AdamWKernel>(refresh);
     kernel(param, g, m, v, h);
   } else {  // update a contiguous copy, then write it back through the view
     Tensor p = clone(param.detach());
+    refresh_next_kernel_call<AdamWKernel>(refresh);
     kernel(p, g, m, v, h);
     Tensor dst = param;
     copy_(dst, p);

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "trireme/autograd/grad_mode.h"
+#include "trireme/kernels/kernel_tape.h"
 #include "trireme/ops/copy.h"
 #include "trireme/ops/elementwise.h"
 
@@ -26,6 +27,8 @@ Optimizer::Optimizer(NamedParams params, double lr, std::string type_name)
 void Optimizer::step() {
   NoGradGuard no_grad;
   ++step_count_;
+  // A traced step's replays count their steps too (the updates' bias corrections read the count).
+  if (KernelTape* tape = active_kernel_tape(); tape && !tape->in_kernel()) tape->on_replay([this] { ++step_count_; });
   for (auto& [name, p] : params_) {
     const Tensor& g = p.grad();
     if (!g.defined()) continue;

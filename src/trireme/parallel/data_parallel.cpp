@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "trireme/autograd/grad_mode.h"
+#include "trireme/dist/recorded_collective.h"
 #ifdef TRIREME_WITH_CUDA
 #include "trireme/cuda/device.h"
 #endif
@@ -232,14 +233,20 @@ struct Reducer::State {
     launched[b] = Clock::now();
     NoGradGuard no_grad;
     if (zero == 0) {
-      if (communicating()) works[b] = dp->all_reduce(buffers[b], {.op = dist::ReduceOp::avg});
+      if (communicating()) {
+        works[b] = dist::record_collective("all_reduce", {buffers[b]}, [group = dp](Tensor* const* t) {
+          return group->all_reduce(*t[0], {.op = dist::ReduceOp::avg});
+        });
+      }
     } else {
       // Note [ZeRO-2 buckets]: into the shard while it holds nothing of this step, else beside it.
       const bool beside = frees_buckets() && !shard_fresh[b];
       if (beside) scratch[b] = empty_like(shard_grads[b]);
       Tensor& out = beside ? scratch[b] : shard_grads[b];
       if (communicating()) {
-        works[b] = dp->reduce_scatter(out, buffer(b), {.op = dist::ReduceOp::avg});
+        works[b] = dist::record_collective("reduce_scatter", {out, buffer(b)}, [group = dp](Tensor* const* t) {
+          return group->reduce_scatter(*t[0], *t[1], {.op = dist::ReduceOp::avg});
+        });
       } else {
         copy_(out, buffer(b));
       }

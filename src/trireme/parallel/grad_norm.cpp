@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "trireme/autograd/grad_mode.h"
+#include "trireme/dist/recorded_collective.h"
 #include "trireme/ops/copy.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/factory.h"
@@ -33,11 +34,16 @@ Tensor sum_of_squares(const Tensor& g) {
 }
 
 void all_reduce_sum(Tensor& t, dist::ProcessGroup* group) {
-  if (group && group->size() > 1) group->all_reduce(t)->wait();
+  if (!group || group->size() <= 1) return;
+  dist::record_collective("all_reduce", {t}, [group](Tensor* const* x) { return group->all_reduce(*x[0]); })->wait();
 }
 }  // namespace
 
-double global_grad_norm(const std::vector<GradPiece>& pieces, const ParallelContext& ctx) {
+namespace {
+
+// The summed squares as two f64 elements on the gradients' device: [0] the dp-replicated pieces
+// (summed over tp and pp), [1] the ZeRO shards (summed over the whole world).
+std::pair<Tensor, Tensor> squared_sums(const std::vector<GradPiece>& pieces, const ParallelContext& ctx) {
   // [0]: dp-replicated pieces, [1]: dp-sharded (ZeRO) pieces; in f64, fixed order. They live on
   // the gradients' device, so that NCCL groups (GPU tensors only) can reduce them.
   NoGradGuard no_grad;
@@ -61,8 +67,35 @@ double global_grad_norm(const std::vector<GradPiece>& pieces, const ParallelCont
   // ZeRO shards are disjoint over dp; replicated gradients are identical there (add them once).
   Tensor z = contiguous(narrow(sums, 0, 1, 1));
   all_reduce_sum(z, ctx.dp_group());
+  return {sums, z};
+}
+
+}  // namespace
+
+double global_grad_norm(const std::vector<GradPiece>& pieces, const ParallelContext& ctx) {
+  const auto [sums, z] = squared_sums(pieces, ctx);
   const Tensor host_sums = to_device(sums, Device::cpu()), host_z = to_device(z, Device::cpu());
   return std::sqrt(host_sums.at({0}) + host_z.at({0}));
+}
+
+Tensor clip_global_grad_norm_on_device(const std::vector<GradPiece>& pieces, double max_norm,
+                                       const ParallelContext& ctx) {
+  const auto [sums, z] = squared_sums(pieces, ctx);
+  NoGradGuard no_grad;
+  Tensor norm = sqrt(narrow(sums, 0, 0, 1) + z);  // (1): the f64 sum and root the host takes
+  if (max_norm <= 0) return norm;
+  // max_norm / (norm + 1e-6) where the norm exceeds max_norm, else 1 (x * 1 is x exactly).
+  Tensor factor = where(gt(norm, max_norm), rdiv(add(norm, 1e-6), max_norm), ones({1}, DType::f64, norm.device()));
+  for (const GradPiece& p : pieces) {
+    if (!p.grad.defined()) continue;
+    TRIREME_CHECK(p.grad.dtype() == DType::f32 || p.grad.dtype() == DType::f64,
+                  "clip_global_grad_norm_on_device: gradients of dtype ", p.grad.dtype(),
+                  " are not supported (f32 or f64: the eager clip scales in f32)");
+    Tensor g = p.grad;
+    const Tensor f = to_dtype(factor, g.dtype());
+    mul_(g, f.alias({}, {}, f.offset()));  // the scalar kernel's product: x * float(factor)
+  }
+  return norm;
 }
 
 double clip_global_grad_norm(const std::vector<GradPiece>& pieces, double max_norm, const ParallelContext& ctx) {

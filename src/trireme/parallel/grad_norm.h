@@ -45,5 +45,11 @@ double global_grad_norm(const std::vector<GradPiece>& pieces, const ParallelCont
 // Computes the global norm and, when it exceeds max_norm (> 0), scales every piece by
 // max_norm / (norm + 1e-6) as optim::clip_grad_norm. Returns the norm before clipping.
 double clip_global_grad_norm(const std::vector<GradPiece>& pieces, double max_norm, const ParallelContext& ctx);
+// The same norm and clipping, bit for bit, with nothing read on the host: the norm is returned as
+// a one-element f64 tensor on the gradients' device and the clip is applied by kernels (a factor
+// of 1 when the norm is within max_norm), so that a traced step (graph/trace.h) can hold it.
+// f32 and f64 gradients (a 16-bit gradient would round the factor where the eager clip does not).
+Tensor clip_global_grad_norm_on_device(const std::vector<GradPiece>& pieces, double max_norm,
+                                       const ParallelContext& ctx);
 
 }  // namespace trireme::parallel

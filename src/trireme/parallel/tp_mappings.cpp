@@ -3,6 +3,7 @@
 
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/autograd/node.h"
+#include "trireme/dist/recorded_collective.h"
 #include "trireme/ops/copy.h"
 #include "trireme/ops/factory.h"
 #include "trireme/ops/view.h"
@@ -29,11 +30,27 @@ dist::ProcessGroup& group_of(const TpGroup& tp, const char* op) {
   return *tp.group;
 }
 
+// The group's collectives, each one node of a traced step (dist/recorded_collective.h).
+dist::WorkPtr all_reduce_of(const TpGroup& tp, const char* op, const Tensor& t,
+                            dist::ReduceOp reduce = dist::ReduceOp::sum) {
+  return dist::record_collective("all_reduce", {t}, [g = &group_of(tp, op), reduce](Tensor* const* x) {
+    return g->all_reduce(*x[0], {.op = reduce});
+  });
+}
+dist::WorkPtr all_gather_of(const TpGroup& tp, const char* op, const Tensor& out, const Tensor& in) {
+  return dist::record_collective("all_gather", {out, in},
+                                 [g = &group_of(tp, op)](Tensor* const* x) { return g->all_gather(*x[0], *x[1]); });
+}
+dist::WorkPtr reduce_scatter_of(const TpGroup& tp, const char* op, const Tensor& out, const Tensor& in) {
+  return dist::record_collective("reduce_scatter", {out, in},
+                                 [g = &group_of(tp, op)](Tensor* const* x) { return g->reduce_scatter(*x[0], *x[1]); });
+}
+
 // A fresh contiguous copy reduced over the group (the input may be a view or shared by autograd).
 Tensor all_reduced(const Tensor& x, const TpGroup& tp, const char* op) {
   NoGradGuard no_grad;
   Tensor y = clone(x.detach());
-  group_of(tp, op).all_reduce(y)->wait();
+  all_reduce_of(tp, op, y)->wait();
   return y;
 }
 
@@ -43,7 +60,7 @@ Tensor all_gathered_last_dim(const Tensor& x, const TpGroup& tp, const char* op)
   Tensor in = contiguous(x.detach());
   const int64_t m = in.dim() ? in.size(-1) : 1;
   Tensor all = Tensor::empty({int64_t(tp.size) * in.numel()}, in.dtype(), in.device());
-  group_of(tp, op).all_gather(all, in)->wait();
+  all_gather_of(tp, op, all, in)->wait();
   // all holds the ranks' chunks one after another; rank k's goes to columns [k m, (k+1) m).
   Shape out_shape = in.sizes();
   out_shape.back() = m * tp.size;
@@ -60,7 +77,7 @@ Tensor all_gathered_last_dim(const Tensor& x, const TpGroup& tp, const char* op)
 void tp_all_reduce_(const Tensor& t, const TpGroup& tp, dist::ReduceOp op) {
   if (!active(tp)) return;
   TRIREME_CHECK(t.is_contiguous(), "tp_all_reduce_: the tensor ", t.sizes(), " must be contiguous");
-  group_of(tp, "tp_all_reduce_").all_reduce(t, {.op = op})->wait();
+  all_reduce_of(tp, "tp_all_reduce_", t, op)->wait();
 }
 
 Tensor copy_to_tp_region(const Tensor& x, const TpGroup& tp) {
@@ -90,7 +107,7 @@ Tensor start_reduce_from_tp_region_owned(const Tensor& x, const TpGroup& tp, dis
   Tensor y = x.detach();  // shares x's storage: the all-reduce below is x's last use
   {
     NoGradGuard no_grad;
-    work = group_of(tp, "reduce_from_tp_region").all_reduce(y);
+    work = all_reduce_of(tp, "reduce_from_tp_region", y);
   }
   if (any_requires_grad({&x})) {
     record("reduce_from_tp_region", {&x}, {&y}, [](const TensorList& g) -> TensorList { return {g[0]}; });
@@ -151,7 +168,7 @@ Tensor gathered_rows(const Tensor& x, const TpGroup& tp, const char* op) {
   NoGradGuard no_grad;
   Tensor in = contiguous(x.detach());
   Tensor out = Tensor::empty(with_rows(in.sizes(), in.size(0) * tp.size), in.dtype(), in.device());
-  group_of(tp, op).all_gather(out, in)->wait();
+  all_gather_of(tp, op, out, in)->wait();
   return out;
 }
 
@@ -163,7 +180,7 @@ Tensor scattered_rows(const Tensor& x, const TpGroup& tp, const char* op, dist::
                 " rows are not divisible by the tensor-parallel size ", tp.size);
   Tensor in = contiguous(x.detach());
   Tensor out = Tensor::empty(with_rows(in.sizes(), in.size(0) / tp.size), in.dtype(), in.device());
-  work = group_of(tp, op).reduce_scatter(out, in);
+  work = reduce_scatter_of(tp, op, out, in);
   return out;
 }
 
@@ -211,7 +228,7 @@ std::vector<Tensor> summed_over_tp(const std::vector<Tensor>& g, const std::vect
   for (size_t k = 0; k < g.size(); ++k)
     flat.push_back(reshape(g[k].defined() ? contiguous(g[k]) : zeros(shapes[k], any->dtype(), any->device()), {-1}));
   Tensor packed = cat(flat, 0);
-  group_of(tp, op).all_reduce(packed)->wait();
+  all_reduce_of(tp, op, packed)->wait();
   std::vector<Tensor> result;
   int64_t at = 0;
   for (size_t k = 0; k < g.size(); ++k) {
@@ -273,7 +290,7 @@ std::function<std::function<void()>(Tensor&)> tp_grad_input_all_reduce(const TpG
   return [tp](Tensor& grad_input) -> std::function<void()> {
     if (!active(tp)) return nullptr;
     // grad_input is the linear backward's own fresh result: reducing it in place is safe.
-    dist::WorkPtr work = group_of(tp, "column-parallel linear backward").all_reduce(grad_input);
+    dist::WorkPtr work = all_reduce_of(tp, "column-parallel linear backward", grad_input);
     return [work] { work->wait(); };
   };
 }

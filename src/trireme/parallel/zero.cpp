@@ -4,6 +4,7 @@
 #include <deque>
 
 #include "trireme/autograd/grad_mode.h"
+#include "trireme/dist/recorded_collective.h"
 #include "trireme/ops/copy.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/factory.h"
@@ -94,7 +95,8 @@ void ZeroOptimizer::step() {
       copy_(dst, narrow(reshape(params[slot.param].second.detach(), {slot.numel}), 0, a - slot.offset, e - a));
     }
     if (flight.size() == window) land();
-    flight.push_back({b, out, mine, reducer_.dp_group()->all_gather(out, mine)});
+    flight.push_back({b, out, mine, dist::record_collective("all_gather", {out, mine}, [group = reducer_.dp_group()](
+                                                                Tensor* const* t) { return group->all_gather(*t[0], *t[1]); })});
   }
   while (!flight.empty()) land();
 }

@@ -15,6 +15,7 @@ nlohmann::json StepMetrics::to_json() const {
   if (val_loss) j["val_loss"] = *val_loss;
   if (loss_scale) j["loss_scale"] = *loss_scale;
   if (skipped_steps) j["skipped_steps"] = *skipped_steps;
+  if (graph_traces) j["graph_traces"] = *graph_traces;
   return j;
 }
 

@@ -28,6 +28,7 @@ struct StepMetrics {
   int64_t peak_memory_bytes = 0;
   std::optional<double> loss_scale;      // train.precision = "f16" only
   std::optional<int64_t> skipped_steps;  // f16: steps skipped for inf/NaN gradients so far
+  std::optional<int64_t> graph_traces;   // train.mode = "static": graphs traced so far (1 + retraces)
   nlohmann::json to_json() const;
 };
 

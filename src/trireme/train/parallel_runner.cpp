@@ -8,6 +8,7 @@
 #include "trireme/models/gpt.h"
 #include "trireme/models/lora.h"
 #include "trireme/cuda/device.h"
+#include "trireme/graph/static_function.h"
 #include "trireme/dist/process_group_factory.h"
 #include "trireme/nn/dropout.h"
 #include "trireme/ops/copy.h"
@@ -212,6 +213,7 @@ class ParallelRunner : public StepRunner {
   StepResult train_step(int64_t step, const io::DataLoader& train) override {
     model_->set_rng(uint64_t(cfg_.train.seed), uint64_t(step));
     io::Batch b = local_batch_of(train, step);
+    if (cfg_.train.mode == "static") return static_step(step, b);
     // Packed sequences (SFT): each micro-batch's mean over its counted targets is weighted by its
     // share of the global batch's, so the step's loss is the mean over all of them, in every layout.
     const int64_t counted = train.packed() ? train.counted_targets(step * cfg_.train.batch_size, cfg_.train.batch_size) : 0;
@@ -365,9 +367,17 @@ class ParallelRunner : public StepRunner {
   // global_counted > 0 (packed sequences): the targets that count in the whole global batch, by
   // which each micro-batch's loss is weighted (see train_step).
   double accumulated_step(const io::Batch& b, int64_t global_counted = 0) {
+    double loss_sum = 0;
+    for (const Tensor& loss : micro_batch_losses(b, global_counted)) loss_sum += host_value(loss);
+    return loss_sum;
+  }
+
+  // The forwards and backwards of accumulated_step; each micro-batch's loss (its share of the
+  // batch's mean), detached.
+  std::vector<Tensor> micro_batch_losses(const io::Batch& b, int64_t global_counted = 0) {
     const int m = ctx().layout().micro_batches;
     const int64_t rows = local_batch() / m;
-    double loss_sum = 0;
+    std::vector<Tensor> losses;
     for (int i = 0; i < m; ++i) {
       Tensor x = m == 1 ? b.inputs : contiguous(narrow(b.inputs, 0, i * rows, rows));
       Tensor y = m == 1 ? b.targets : contiguous(narrow(b.targets, 0, i * rows, rows));
@@ -383,9 +393,54 @@ class ParallelRunner : public StepRunner {
       }
       if (m > 1) loss = loss / double(m);  // the micro-batches' mean losses add up to the batch's
       precision_.scale_loss(loss).backward();
-      loss_sum += host_value(loss);
+      losses.push_back(loss.detach());
     }
-    return loss_sum;
+    return losses;
+  }
+
+  // train.mode = "static" (dp and tp; io/config.cpp refuses the rest): the step of train_step
+  // with nothing read on the host inside it, so that it can be traced (docs/STATIC_GRAPH.md).
+  // Returns {the gradient norm, each micro-batch's loss}.
+  std::vector<Tensor> device_step(const io::Batch& b) {
+    std::vector<Tensor> out = micro_batch_losses(b);
+    if (reducer_) reducer_->finish();  // its all-reduces are nodes of the graph (dist/recorded_collective.h)
+    model_->sum_deferred_grads();
+    auto pieces =
+        parallel::optimizer_grad_pieces(*optimizer_, trainable(), model_->shard_specs(), second_tied_copy());
+    out.insert(out.begin(), parallel::clip_global_grad_norm_on_device(pieces, cfg_.optim.grad_clip, ctx()));
+    optimizer_->step();
+    optimizer_->zero_grad(/*set_to_none=*/reducer_ == nullptr);  // as train_step
+    return out;
+  }
+
+  // device_step as a function of the traced inputs {inputs, targets}.
+  std::vector<Tensor> device_step_of(const std::vector<Tensor>& in) { return device_step({.inputs = in[0], .targets = in[1]}); }
+
+  graph::TraceResult trace_step(const io::Batch& b) override {
+    TRIREME_CHECK(cfg_.train.mode == "static", "trace_step: train.mode is \"", cfg_.train.mode, "\", not \"static\"");
+    device_step(b);
+    return graph::trace([this](const std::vector<Tensor>& in) { return device_step_of(in); }, {b.inputs, b.targets});
+  }
+
+  // The first step runs eagerly (it creates the optimizer's state, which must exist before a
+  // trace), the second is traced (it runs eagerly while recording), later ones replay the graph;
+  // a batch of another shape traces another graph.
+  StepResult static_step(int64_t step, const io::Batch& b) {
+    std::vector<Tensor> out;
+    if (!static_graph_) {
+      out = device_step(b);
+      static_graph_ =
+          std::make_unique<graph::StaticFunction>([this](const std::vector<Tensor>& in) { return device_step_of(in); });
+    } else {
+      out = (*static_graph_)({b.inputs, b.targets});
+    }
+    StepResult r{.grad_norm = host_value(out[0])};
+    double loss_sum = 0;
+    for (size_t i = 1; i < out.size(); ++i) loss_sum += host_value(out[i]);
+    r.loss = mean_over(ctx().dp_group(), loss_sum, job_->device);
+    r.graph_traces = static_graph_->traces();
+    check_replicas(step);
+    return r;
   }
 
   // Several stages: the executor's schedule (its micro-batches, transfers and the tied weight's
@@ -490,6 +545,7 @@ class ParallelRunner : public StepRunner {
   std::unique_ptr<parallel::FullyShardedParams> sharded_;  // ZeRO-3
   NamedTensors replicated_;  // the parameters every dp replica holds whole (all but ZeRO-3's blocks)
   std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<graph::StaticFunction> static_graph_;  // train.mode = "static"
 };
 
 }  // namespace

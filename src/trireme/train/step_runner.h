@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "trireme/graph/trace.h"
 #include "trireme/io/config.h"
 #include "trireme/io/data_loader.h"
 #include "trireme/models/gpt.h"
@@ -33,6 +34,8 @@ struct StepResult {
   // train.precision = "f16": the loss scale after this step and the steps skipped so far.
   std::optional<double> loss_scale;
   std::optional<int64_t> skipped_steps;
+  // train.mode = "static": the graphs traced so far (1, plus one per retrace).
+  std::optional<int64_t> graph_traces;
 };
 
 class StepRunner {
@@ -64,6 +67,10 @@ class StepRunner {
   virtual void load_model(const std::map<std::string, Tensor>& full, const std::string& source) = 0;
   // Waits for every rank (no-op in one process).
   virtual void barrier() {}
+  // train.mode = "static": runs one step on `b` eagerly (the optimizer's state comes to exist),
+  // then traces the next on `b` and returns its graph as traced, before any pass (`trireme graph`).
+  // Both steps train the model.
+  virtual graph::TraceResult trace_step(const io::Batch& b) = 0;
 };
 
 models::GPTConfig gpt_config(const io::TrainConfig& cfg, int64_t vocab);

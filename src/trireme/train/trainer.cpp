@@ -432,6 +432,10 @@ TrainSummary Trainer::run() {
                               sum.num_parameters, " parameters; layout: ", s.runner->describe_layout(), ", ", s.device.str(), ", precision ",
                               precision_description(cfg), ", ",
                               cpu::num_threads(), " CPU threads", s.job ? " per process" : ""));
+  if (cfg.train.mode == "static") {
+    log_line(s.options, "mode: static (docs/STATIC_GRAPH.md): the first step runs eagerly, the second is traced into "
+                        "a graph, later steps replay it; evaluation runs eagerly");
+  }
   log_line(s.options, peak ? str_cat("MFU: of ", devices, " x ", peak->device_name, " at ", peak->flops / 1e12, " TFLOP/s (bf16 dense peak)")
                            : str_cat("MFU: not shown (the peak FLOP/s of ", s.device.str(), " is not known)"));
 
@@ -470,6 +474,7 @@ TrainSummary Trainer::run() {
     sum.peak_memory_bytes = std::max(sum.peak_memory_bytes, m.peak_memory_bytes);
     m.loss_scale = r.loss_scale;
     m.skipped_steps = r.skipped_steps;
+    m.graph_traces = r.graph_traces;
     const bool eval_now = (cfg.train.eval_interval > 0 && done % cfg.train.eval_interval == 0) || done == cfg.train.steps;
     if (eval_now) {
       m.val_loss = evaluate(s, val_loader);

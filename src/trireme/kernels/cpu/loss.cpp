@@ -84,8 +84,9 @@ void cross_entropy_backward_cpu(const Tensor& logits, const Tensor& targets, con
       }
       const T* xr = px + r * c;
       const A l = plse[r], g = pg[r * gs];
+      const A xt = A(xr[t]);  // read before the row is written: grad_logits may be logits' memory
       for (int64_t j = 0; j < c; ++j) orow[j] = T(exp_acc(A(xr[j]) - l) * g);
-      orow[t] = T((exp_acc(A(xr[t]) - l) - A(1)) * g);  // in A: p - 1 loses bits once rounded to T
+      orow[t] = T((exp_acc(xt - l) - A(1)) * g);  // in A: p - 1 loses bits once rounded to T
     }
   });
 }

@@ -1,0 +1,42 @@
+// The cache of graphs by input signature.
+#include "trireme/graph/static_function.h"
+
+namespace trireme::graph {
+
+Graph optimize(const Graph& g, const StaticOptions& o) {
+  Graph out = o.dead_code ? eliminate_dead_code(g) : g;
+  if (o.common_subexpressions) out = eliminate_common_subexpressions(out);
+  if (o.dead_code && o.common_subexpressions) out = eliminate_dead_code(out);  // what CSE left unused
+  if (o.schedule_for_memory) out = schedule_for_memory(out);
+  return out;
+}
+
+StaticFunction::StaticFunction(StepFn fn, StaticOptions options) : fn_(std::move(fn)), options_(std::move(options)) {}
+
+std::vector<Tensor> StaticFunction::operator()(const std::vector<Tensor>& inputs) {
+  for (auto& exe : graphs_) {
+    if (exe->matches(inputs)) {
+      last_ = exe.get();
+      ++replays_;
+      return exe->run(inputs);
+    }
+  }
+  if (int(graphs_.size()) >= options_.max_graphs) {
+    std::string seen;
+    for (auto& exe : graphs_) {
+      seen += "\n  ";
+      for (const InputSpec& s : exe->input_specs()) seen += describe(s) + "; ";
+    }
+    std::string now;
+    for (const Tensor& t : inputs) now += (t.defined() ? describe(input_spec(t)) : std::string("undefined")) + "; ";
+    TRIREME_FAIL("graph: the inputs changed signature ", graphs_.size() + 1, " times (limit ", options_.max_graphs,
+                 "): now ", now, "traced before:", seen, "\nkeep the shapes fixed (pad the last batch) or run eagerly");
+  }
+  TraceResult r = trace(fn_, inputs, options_.trace);
+  ++traces_;
+  graphs_.push_back(std::make_unique<Executable>(optimize(r.graph, options_)));
+  last_ = graphs_.back().get();
+  return r.outputs;
+}
+
+}  // namespace trireme::graph

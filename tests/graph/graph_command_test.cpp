@@ -1,0 +1,48 @@
+// `trireme graph`: the traced step's calls before and after each pass, the memory plan beside the
+// eager peak, the dot file; a config static mode cannot run is exit 2 naming the key.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "cli/run_command.h"
+#include "tiny_trainer_config.h"
+
+namespace fs = std::filesystem;
+using trireme::cli_testing::run;
+
+namespace {
+const std::string kTiny =
+    "--vocab 50 --set model.d_model=32 --set model.n_layer=1 --set model.n_head=2 --set model.block_size=16 "
+    "--set train.batch_size=2 --set model.dropout=0.1";
+}
+
+TEST(GraphCommand, PrintsThePassesAndTheMemoryPlanAndWritesDot) {
+  const fs::path dot = fs::path(trireme::testing::fresh_run_dir("trireme_graph_cmd")) += ".dot";
+  auto r = run("graph " + kTiny + " --dot " + dot.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (const char* part : {"kernel calls per step:", "traced", "after dead-code elimination", "after common subexpressions",
+                           "scheduled for memory", "adamw", "dropout", "arena:", "eager peak", "arena / eager peak"}) {
+    EXPECT_NE(r.out.find(part), std::string::npos) << part << " not in:\n" << r.out;
+  }
+  std::ifstream in(dot);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(text.str().rfind("digraph step {", 0), 0u);
+  EXPECT_NE(text.str().find("-> n"), std::string::npos);
+  fs::remove(dot);
+}
+
+TEST(GraphCommand, DataParallelIsTracedAsOneRankSaysHow) {
+  auto r = run("graph " + kTiny + " --set parallel.dp=2");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--set parallel.dp=1 --set train.batch_size=1"), std::string::npos) << r.out;
+}
+
+TEST(GraphCommand, ALayoutStaticModeCannotRunIsExit2) {
+  auto r = run("graph " + kTiny + " --set parallel.pp=2");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("train.mode"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("pipelines"), std::string::npos) << r.out;
+}
