@@ -97,6 +97,9 @@ nlohmann::json runtime_info() {
     }
     j["gpus"] = list;
   }
+#else
+  j["gpus"] = "none usable: " + cuda::unavailable_reason();
+#endif
   const nlohmann::json topology = gpu_topology();
   if (topology.contains("unavailable")) {
     j["gpu_links"] = topology["unavailable"];
@@ -104,9 +107,6 @@ nlohmann::json runtime_info() {
     j["gpu_links"] = topology["links"];
     j["gpu_pairs"] = topology["pairs"].empty() ? nlohmann::json("none: one GPU") : topology["pairs"];
   }
-#else
-  j["gpus"] = "none usable: " + cuda::unavailable_reason();
-#endif
 #ifdef TRIREME_WITH_NCCL
   int nccl = 0;
   j["nccl"] =
