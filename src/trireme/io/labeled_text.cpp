@@ -1,13 +1,11 @@
 // Sequence-classification examples (see labeled_text.h).
 #include "trireme/io/labeled_text.h"
 
-#include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "trireme/core/error.h"
 #include "trireme/io/config.h"
-#include "trireme/io/utf8.h"
+#include "trireme/io/example_lines.h"
 
 namespace trireme::io {
 
@@ -73,31 +71,17 @@ LabeledText parse_line(const std::string& line, bool csv, const std::string& whe
 }  // namespace
 
 LabeledFile read_labeled_file(const std::string& path, bool skip_bad_lines) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(str_cat("finetune: cannot open '", path, "'"));
   const bool csv = path.size() >= 4 && path.compare(path.size() - 4, 4, ".csv") == 0;
   LabeledFile out;
-  std::string line;
   bool first = true;
-  for (int64_t n = 1; std::getline(in, line); ++n) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (first && line.rfind("\xEF\xBB\xBF", 0) == 0) line = line.substr(3);
-    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+  out.skipped = read_example_lines(path, skip_bad_lines, [&](const std::string& line, const std::string& where, int64_t n) {
     const bool header = first && csv && line == "text,label";
     first = false;
-    if (header) continue;
-    const std::string where = str_cat(path, " line ", n);
-    try {
-      if (!utf8_is_valid(line)) throw ConfigError(str_cat(where, ": not valid UTF-8"));
-      LabeledText ex = parse_line(line, csv, where);
-      ex.line = n;
-      out.examples.push_back(std::move(ex));
-    } catch (const ConfigError& e) {
-      if (!skip_bad_lines)
-        throw ConfigError(str_cat(e.what(), " (fix or remove the line, or set finetune.bad_lines = \"skip\")"));
-      ++out.skipped;
-    }
-  }
+    if (header) return;
+    LabeledText ex = parse_line(line, csv, where);
+    ex.line = n;
+    out.examples.push_back(std::move(ex));
+  });
   if (out.examples.empty()) throw ConfigError(str_cat("finetune: '", path, "' has no examples"));
   return out;
 }

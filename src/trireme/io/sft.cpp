@@ -1,14 +1,12 @@
 // Supervised fine-tuning data (see sft.h).
 #include "trireme/io/sft.h"
 
-#include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "trireme/core/error.h"
 #include "trireme/io/config.h"
+#include "trireme/io/example_lines.h"
 #include "trireme/io/tokenizer_hf.h"
-#include "trireme/io/utf8.h"
 
 namespace trireme::io {
 
@@ -54,25 +52,12 @@ SftExample parse_sft_line(const std::string& line, const std::string& where) {
 }
 
 SftFile read_sft_file(const std::string& path, bool skip_bad_lines) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(str_cat("finetune: cannot open '", path, "'"));
   SftFile out;
-  std::string line;
-  for (int64_t n = 1; std::getline(in, line); ++n) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos) continue;
-    const std::string where = str_cat(path, " line ", n);
-    try {
-      if (!utf8_is_valid(line)) throw ConfigError(str_cat(where, ": not valid UTF-8"));
-      SftExample ex = parse_sft_line(line, where);
-      ex.line = n;
-      out.examples.push_back(std::move(ex));
-    } catch (const ConfigError& e) {
-      if (!skip_bad_lines)
-        throw ConfigError(str_cat(e.what(), " (fix or remove the line, or set finetune.bad_lines = \"skip\")"));
-      ++out.skipped;
-    }
-  }
+  out.skipped = read_example_lines(path, skip_bad_lines, [&](const std::string& line, const std::string& where, int64_t n) {
+    SftExample ex = parse_sft_line(line, where);
+    ex.line = n;
+    out.examples.push_back(std::move(ex));
+  });
   if (out.examples.empty()) throw ConfigError(str_cat("finetune: '", path, "' has no examples"));
   return out;
 }
