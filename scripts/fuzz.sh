@@ -8,6 +8,8 @@
 #       priority; the corpus grows in WORK_DIR/<harness>/corpus (default ~/.cache/trireme-fuzz,
 #       outside the repository) and crash inputs land in WORK_DIR/<harness>/artifacts/. A run
 #       goes on past a crash (libFuzzer's fork mode) and lists every artifact at the end.
+#       FUZZ_FORKS=N runs N processes per harness; FUZZ_CONCURRENT=1 runs the harnesses at once
+#       (on a machine with cores for them all: harnesses x FUZZ_FORKS).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${TRIREME_FUZZ_BUILD_DIR:-build-fuzz}
@@ -36,13 +38,19 @@ case "${1:-}" in
     (($#)) && harnesses=("$@")
     build
     mkdir -p "$work"
+    fuzz_one() {
+      nice -n 19 tests/fuzz/run_harness.sh "$build_dir/tests/fuzz/fuzz_$1" "$1" "$work" \
+        -max_total_time="$seconds" -fork="${FUZZ_FORKS:-1}" -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 \
+        -print_funcs=0 >"$work/$1.log" 2>&1 || true
+    }
     for h in "${harnesses[@]}"; do
-      echo "fuzz: $h for ${seconds}s (corpus $work/$h/corpus)"
-      nice -n 19 tests/fuzz/run_harness.sh "$build_dir/tests/fuzz/fuzz_$h" "$h" "$work" \
-        -max_total_time="$seconds" -fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 -print_funcs=0 \
-        >"$work/$h.log" 2>&1 || true
+      echo "fuzz: $h for ${seconds}s, ${FUZZ_FORKS:-1} process(es) (corpus $work/$h/corpus)"
+      if [ -n "${FUZZ_CONCURRENT:-}" ]; then fuzz_one "$h" & else fuzz_one "$h"; fi
+    done
+    wait
+    for h in "${harnesses[@]}"; do
       # fork mode's status lines: "#EXECS: cov: .. corp: .. exec/s N oom/timeout/crash: a/b/c time: Ts"
-      grep -E '^#[0-9]+: cov' "$work/$h.log" | tail -1 || true
+      echo "$h: $(grep -E '^#[0-9]+: cov' "$work/$h.log" | tail -1 || true)"
     done
     findings=$(find "$work" -path '*/artifacts/*' -type f | sort)
     if [ -n "$findings" ]; then
