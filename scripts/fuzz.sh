@@ -23,13 +23,38 @@ build() {
   test -x "$build_dir/tests/fuzz/fuzz_safetensors"
 }
 
+# After a failed smoke, what each failing harness said and the inputs it left, last in the
+# output (where a log's tail shows it): the inputs in base64, so a failure seen only in a log
+# can be replayed (base64 -d > input; build-fuzz/tests/fuzz/fuzz_<harness> input).
+report_smoke_failures() {
+  local smoke=$1 h log f
+  echo "fuzz smoke failed; what the harnesses reported:"
+  for h in "${harnesses[@]}"; do
+    for log in "$smoke/$h/fuzz.log" "$smoke/$h/replay.log"; do
+      [ -f "$log" ] || continue
+      grep -qE 'ERROR: |runtime error|SUMMARY: |fuzz property broken|out-of-memory|deadly signal|ALARM: ' "$log" || continue
+      echo "== $h ($(basename "$log")):"
+      grep -E 'ERROR: |runtime error|SUMMARY: |fuzz property broken|out-of-memory|deadly signal|ALARM: |^    #[0-9]+ ' "$log" | head -40
+    done
+    for f in "$smoke/$h"/artifacts/*; do
+      [ -f "$f" ] || continue
+      echo "== $h input $(basename "$f") ($(stat -c %s "$f") bytes, base64 of its first 8 KiB):"
+      head -c 8192 "$f" | base64 -w 0
+      echo
+    done
+  done
+}
+
 case "${1:-}" in
   build)
     build
     ;;
   smoke)
     build
-    ctest --test-dir "$build_dir" -L fuzz --output-on-failure -j2
+    if ! ctest --test-dir "$build_dir" -L fuzz --output-on-failure -j2; then
+      report_smoke_failures "$build_dir/tests/fuzz/smoke"
+      exit 1
+    fi
     ;;
   run)
     seconds=${2:?usage: scripts/fuzz.sh run SECONDS [WORK_DIR] [HARNESS...]}

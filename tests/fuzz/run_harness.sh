@@ -23,7 +23,14 @@ options=() files=()
 for a in "$@"; do
   if [[ $a == -* ]]; then options+=("$a"); else files+=("$a"); fi
 done
-if ((${#files[@]})); then
-  exec "$binary" "${flags[@]}" "${options[@]}" "${files[@]}"
+# A fixed seed asks for a repeatable run: it starts from the committed seeds alone (the corpus
+# folder emptied) with address randomisation off, as libFuzzer places the values it saw compared
+# by the address of the comparing code (with randomisation the same seed tries other inputs).
+launch=()
+if [[ " ${options[*]} " == *" -seed="* ]] && ((${#files[@]} == 0)); then
+  find "$work/$name/corpus" -mindepth 1 -delete
+  if setarch -R true 2>/dev/null; then launch=(setarch -R); fi
 fi
-exec "$binary" "${flags[@]}" "${options[@]}" "$work/$name/corpus" "$here/corpus/$name"
+inputs=("$work/$name/corpus" "$here/corpus/$name") log=fuzz.log
+if ((${#files[@]})); then inputs=("${files[@]}") log=replay.log; fi
+"${launch[@]}" "$binary" "${flags[@]}" "${options[@]}" "${inputs[@]}" 2>&1 | tee "$work/$name/$log"
