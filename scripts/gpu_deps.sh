@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs what the build needs and the GPU machine lacks into .gpu_deps/deps.tar.xz, taken from
 # this (Debian 12) machine's packages: headers of nlohmann-json, CLI11, toml++, xxHash and Gloo,
-# the shared libraries of OpenBLAS (OpenMP flavour) and Gloo with the libraries they pull in that
+# oneDNN, the shared libraries of OpenBLAS (OpenMP flavour), oneDNN and Gloo with the libraries they pull in that
 # Ubuntu 24.04 may lack, GoogleTest (prebuilt, plus its sources as a fallback), and the CMake
 # package files. Laid out like /usr, so after `tar -xJf .gpu_deps/deps.tar.xz -C .gpu_deps` the
 # build takes -DTRIREME_DEPS_PREFIX=$PWD/.gpu_deps/usr and LD_LIBRARY_PATH=.gpu_deps/usr/lib/...
@@ -28,13 +28,14 @@ copy /usr/include/nlohmann /usr/share/cmake/nlohmann_json \
      /usr/include/gloo /usr/lib/libgloo.so* \
      /usr/include/x86_64-linux-gnu/openblas-openmp \
      $ml/openblas-openmp/libopenblas.so $ml/openblas-openmp/libopenblas.so.0 \
+     /usr/include/oneapi/dnnl $ml/libdnnl.so* \
      /usr/include/gtest /usr/include/gmock $ml/cmake/GTest $ml/libgtest.a $ml/libgtest_main.a \
      $ml/libgmock.a $ml/libgmock_main.a \
      /usr/src/googletest
 # Gloo's own CMake package names /usr/lib absolutely, so it is left out: the build finds the
 # header and library by path under the prefix instead.
 # Libraries the copied ones load that a plain Ubuntu may lack (glibc, libstdc++ and libgcc_s it has).
-for lib in $ml/openblas-openmp/libopenblas.so.0 /usr/lib/libgloo.so.0; do
+for lib in $ml/openblas-openmp/libopenblas.so.0 $ml/libdnnl.so.2 /usr/lib/libgloo.so.0; do
   ldd "$lib" | awk '/=> \// {print $3}' | while read -r dep; do
     case "$(basename "$dep")" in
       libc.so*|libm.so*|libgomp.so*|libstdc++.so*|libgcc_s.so*|ld-linux*|libpthread.so*|libdl.so*) ;;

@@ -9,7 +9,8 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
-  libopenblas-openmp-dev     # CPU GEMMs (OpenMP flavour: one thread pool with our kernels)
+  libopenblas-openmp-dev     # CPU f64 GEMMs (OpenMP flavour: one thread pool with our kernels)
+  libdnnl-dev                # CPU f32/bf16 GEMMs (oneDNN: kernels for the CPU at hand, AMX bf16)
   libgtest-dev libgmock-dev  # tests
   libbenchmark-dev           # bench/
   libgloo-dev                # CPU collectives

@@ -78,3 +78,12 @@ TEST(Env, AnInheritedMarkerStopsTheReexec) {
   EXPECT_EQ(status, 0) << out;
   EXPECT_NE(line_of(out, "runtime.openmp_wait_policy").find("OpenMP's default"), std::string::npos) << out;
 }
+
+TEST(Env, NamesTheGemmKernelsAndTheInstructionSetTheyUse) {
+  const std::string line = line_of(env_output(""), "runtime.gemm_kernels");
+  EXPECT_NE(line.find("oneDNN "), std::string::npos) << line;
+  if (line.find("AVX-512") == std::string::npos) GTEST_SKIP() << "no AVX-512 here: " << line;
+  // oneDNN's own cap on its instruction set shows in the report.
+  const std::string capped = line_of(env_output("ONEDNN_MAX_CPU_ISA=AVX2"), "runtime.gemm_kernels");
+  EXPECT_NE(capped.find(", AVX2; bf16 GEMMs convert their inputs to f32"), std::string::npos) << capped;
+}

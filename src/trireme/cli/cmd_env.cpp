@@ -10,6 +10,7 @@
 #include "trireme/cli/commands.h"
 #include "trireme/core/container_image.h"
 #include "trireme/kernels/cpu/loops.h"
+#include "trireme/kernels/cpu/onednn_gemm.h"
 #include "trireme/runtime/build_info.h"
 #include "trireme/runtime/cpu_features.h"
 
@@ -50,6 +51,8 @@ Command add_env_command(CLI::App& root) {
             j["cpu_cores_online"] = ::sysconf(_SC_NPROCESSORS_ONLN);
             j["cpu_threads_used"] = cpu::num_threads();
             j["runtime"] = runtime::runtime_info();
+            j["runtime"]["gemm_kernels"] =
+                cpu::describe_gemm_kernels() + "; f64 and attention's small GEMMs: OpenBLAS";
             if (*as_json) {
               std::printf("%s\n", j.dump(2).c_str());
               return kExitOk;

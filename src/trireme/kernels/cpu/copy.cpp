@@ -20,6 +20,10 @@ void copy_cpu(const Tensor& src, Tensor& dst) {
           return;
         }
       }
+      if (s[0] == int64_t(sizeof(Dst)) && s[1] == int64_t(sizeof(Src))) {  // unit strides: a vectorised loop
+        for (int64_t i = 0; i < n; ++i) o[i] = Dst(acc_t<Src>(x[i]));
+        return;
+      }
       const int64_t so = s[0] / int64_t(sizeof(Dst)), sx = s[1] / int64_t(sizeof(Src));
       for (int64_t i = 0; i < n; ++i) {
         // Through the wider type: bf16 -> f16 goes via float, i64 -> bf16 via float.

@@ -14,10 +14,11 @@ namespace trireme::cpu {
 
 // e^x in float, relative error below 2e-7 (a few ulp); 0 below -86.9 (where e^x < 2e-38, the
 // bottom of the normal range) and inf above 88.7;
-// NaN stays NaN. Branch-free so that loops over it vectorise.
+// NaN stays NaN. Branch-free and always inlined, so that loops over it vectorise (an out-of-line
+// call per element keeps a loop scalar).
 // Method: x = n ln2 + r with n = round(x / ln2) and |r| <= ln2 / 2; e^r by its Taylor
 // polynomial of degree 7 (truncation error r^8/8! < 1e-9); 2^n built in the exponent bits.
-inline float exp_fast(float x) {
+[[gnu::always_inline]] inline float exp_fast(float x) {
   const float lo = -86.9f, hi = 88.7f;
   float xc = x < lo ? lo : (x > hi ? hi : x);  // NaN passes through: both comparisons are false
   // Adding 1.5 * 2^23 rounds x/ln2 to an integer held in the low mantissa bits (no float->int UB).
@@ -46,8 +47,8 @@ inline float exp_fast(float x) {
 }
 
 // exp in the accumulation type: the fast float version, std::exp for double.
-inline float exp_acc(float x) { return exp_fast(x); }
-inline double exp_acc(double x) { return std::exp(x); }
+[[gnu::always_inline]] inline float exp_acc(float x) { return exp_fast(x); }
+[[gnu::always_inline]] inline double exp_acc(double x) { return std::exp(x); }
 
 // Row max. NaN is skipped here, but it still reaches the result through exp(NaN - max).
 template <class A, class T>
