@@ -1,8 +1,9 @@
-// Strided loops for CPU kernels: coalesce dimensions, then hand rows to an inner function,
-// in parallel over rows (OpenMP) when the tensor is large. Each output element is computed by
-// exactly one thread, so results do not depend on the thread count.
+// Strided loops for CPU kernels: coalesce dimensions, then hand rows (or stretches of rows) to an
+// inner function, in parallel (OpenMP) when the tensor is large. Each output element is computed
+// by exactly one thread, so results do not depend on the thread count.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <vector>
@@ -65,21 +66,46 @@ void for_each_row(const Shape& shape, const std::array<LoopOperand, N>& ops, Row
   std::array<int64_t, N> inner_bytes;
   for (size_t k = 0; k < N; ++k) inner_bytes[k] = strides[k][nd - 1] * ops[k].elem_size;
 
-  auto run_rows = [&](int64_t begin, int64_t end) {
+  // The pointers to row r's first element, one per operand.
+  auto row_ptrs = [&](int64_t r) {
     std::array<char*, N> ptrs;
+    for (size_t k = 0; k < N; ++k) ptrs[k] = ops[k].base;
+    for (size_t d = nd - 1; d-- > 0;) {
+      int64_t i = r % sizes[d];
+      r /= sizes[d];
+      for (size_t k = 0; k < N; ++k) ptrs[k] += i * strides[k][d] * ops[k].elem_size;
+    }
+    return ptrs;
+  };
+  auto run_rows = [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      int64_t rem = r;
-      for (size_t k = 0; k < N; ++k) ptrs[k] = ops[k].base;
-      for (size_t d = nd - 1; d-- > 0;) {
-        int64_t i = rem % sizes[d];
-        rem /= sizes[d];
-        for (size_t k = 0; k < N; ++k) ptrs[k] += i * strides[k][d] * ops[k].elem_size;
-      }
+      std::array<char*, N> ptrs = row_ptrs(r);
       row(ptrs, inner_bytes, inner);
     }
   };
-  if (rows * inner < kParallelGrain || rows == 1 || num_threads() == 1) {
+  const int threads = num_threads();
+  if (rows * inner < kParallelGrain || threads == 1) {
     run_rows(0, rows);
+    return;
+  }
+  if (rows < threads) {
+    // Fewer rows than threads (a contiguous tensor is one row): each thread takes the same
+    // stretch of every row, in pieces of whole cache lines.
+#pragma omp parallel
+    {
+      int tid = 0, nt = 1;
+#ifdef _OPENMP
+      tid = omp_get_thread_num();
+      nt = omp_get_num_threads();
+#endif
+      const int64_t piece = ((inner + nt - 1) / nt + 15) / 16 * 16;
+      const int64_t b = std::min(inner, tid * piece), e = std::min(inner, b + piece);
+      for (int64_t r = 0; r < rows && b < e; ++r) {
+        std::array<char*, N> ptrs = row_ptrs(r);
+        for (size_t k = 0; k < N; ++k) ptrs[k] += b * inner_bytes[k];
+        row(ptrs, inner_bytes, e - b);
+      }
+    }
     return;
   }
 #pragma omp parallel
