@@ -3,6 +3,10 @@
 
 #include <cmath>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include "op_harness.h"
 #include "trireme/ops/elementwise.h"
 
@@ -168,4 +172,32 @@ TEST(Elementwise, ErrorsNameOpAndShapes) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("no kernel for op 'exp' on device cpu for dtype i64"), std::string::npos) << e.what();
   }
+}
+
+// A contiguous tensor is one row for the CPU loops, which then split it among the threads; a
+// tensor with fewer rows than threads is split along its rows. Every thread count gives the same
+// bits, and every element is written (the tail of an uneven split included).
+TEST(ElementwiseThreads, LongRowsSplitAmongThreadsGiveTheSameBits) {
+#ifdef _OPENMP
+  Generator gen(5);
+  const int saved_threads = omp_get_max_threads();
+  for (const Shape& shape : {Shape{100003}, Shape{3, 40001}, Shape{2, 3, 9001}}) {
+    Tensor x = randn(shape, gen), y = randn(shape, gen);
+    auto run = [&](int threads) {
+      const int saved = omp_get_max_threads();
+      omp_set_num_threads(threads);
+      Tensor out = add(gelu(x), mul(x, y));
+      omp_set_num_threads(saved);
+      return out.to_vector<float>();
+    };
+    const auto one = run(1);
+    for (int threads : {2, 3, 4}) EXPECT_EQ(run(threads), one) << "threads " << threads << ", shape " << str_cat(shape);
+    // Every element written, the tail of an uneven split included: one product each, exact in float.
+    omp_set_num_threads(4);
+    const auto product = mul(x, y).to_vector<float>();
+    omp_set_num_threads(saved_threads);
+    const auto xs = x.to_vector<float>(), ys = y.to_vector<float>();
+    for (size_t i = 0; i < xs.size(); ++i) ASSERT_EQ(product[i], xs[i] * ys[i]) << "element " << i << ", shape " << str_cat(shape);
+  }
+#endif
 }

@@ -33,6 +33,20 @@ inline LoopOperand loop_operand(const Tensor& t) {
   return {static_cast<char*>(t.data_ptr()), t.strides(), int64_t(t.element_size())};
 }
 
+// Runs body(thread, threads) once on every thread of an OpenMP team (once, as 0 of 1, without OpenMP).
+template <class Body>
+void on_each_thread(Body&& body) {
+#pragma omp parallel
+  {
+    int tid = 0, nt = 1;
+#ifdef _OPENMP
+    tid = omp_get_thread_num();
+    nt = omp_get_num_threads();
+#endif
+    body(tid, nt);
+  }
+}
+
 // Calls row(ptrs, byte_strides, n) for every row of `shape` after coalescing: ptrs[k] points at
 // the row's first element of operand k, byte_strides[k] steps along the row.
 template <size_t N, class Row>
@@ -91,13 +105,7 @@ void for_each_row(const Shape& shape, const std::array<LoopOperand, N>& ops, Row
   if (rows < threads) {
     // Fewer rows than threads (a contiguous tensor is one row): each thread takes the same
     // stretch of every row, in pieces of whole cache lines.
-#pragma omp parallel
-    {
-      int tid = 0, nt = 1;
-#ifdef _OPENMP
-      tid = omp_get_thread_num();
-      nt = omp_get_num_threads();
-#endif
+    on_each_thread([&](int tid, int nt) {
       const int64_t piece = ((inner + nt - 1) / nt + 15) / 16 * 16;
       const int64_t b = std::min(inner, tid * piece), e = std::min(inner, b + piece);
       for (int64_t r = 0; r < rows && b < e; ++r) {
@@ -105,20 +113,14 @@ void for_each_row(const Shape& shape, const std::array<LoopOperand, N>& ops, Row
         for (size_t k = 0; k < N; ++k) ptrs[k] += b * inner_bytes[k];
         row(ptrs, inner_bytes, e - b);
       }
-    }
+    });
     return;
   }
-#pragma omp parallel
-  {
-    int tid = 0, nt = 1;
-#ifdef _OPENMP
-    tid = omp_get_thread_num();
-    nt = omp_get_num_threads();
-#endif
-    int64_t chunk = (rows + nt - 1) / nt;
-    int64_t b = tid * chunk, e = std::min(rows, b + chunk);
+  on_each_thread([&](int tid, int nt) {
+    const int64_t chunk = (rows + nt - 1) / nt;
+    const int64_t b = tid * chunk, e = std::min(rows, b + chunk);
     if (b < e) run_rows(b, e);
-  }
+  });
 }
 
 // Runs body(begin, end) over [0, n) split among threads when n * cost_per_item is large.
@@ -130,17 +132,11 @@ void parallel_for(int64_t n, int64_t cost_per_item, Body&& body) {
     body(int64_t(0), n);
     return;
   }
-#pragma omp parallel
-  {
-    int tid = 0, nt = 1;
-#ifdef _OPENMP
-    tid = omp_get_thread_num();
-    nt = omp_get_num_threads();
-#endif
-    int64_t chunk = (n + nt - 1) / nt;
-    int64_t b = tid * chunk, e = std::min(n, b + chunk);
+  on_each_thread([&](int tid, int nt) {
+    const int64_t chunk = (n + nt - 1) / nt;
+    const int64_t b = tid * chunk, e = std::min(n, b + chunk);
     if (b < e) body(b, e);
-  }
+  });
 }
 
 }  // namespace trireme::cpu
