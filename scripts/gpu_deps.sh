@@ -28,10 +28,11 @@ copy /usr/include/nlohmann /usr/share/cmake/nlohmann_json \
      /usr/include/gloo /usr/lib/libgloo.so* \
      /usr/include/x86_64-linux-gnu/openblas-openmp \
      $ml/openblas-openmp/libopenblas.so $ml/openblas-openmp/libopenblas.so.0 \
-     /usr/include/oneapi/dnnl $ml/libdnnl.so* \
+     /usr/include/oneapi/dnnl $ml/libdnnl.so.2 \
      /usr/include/gtest /usr/include/gmock $ml/cmake/GTest $ml/libgtest.a $ml/libgtest_main.a \
      $ml/libgmock.a $ml/libgmock_main.a \
      /usr/src/googletest
+ln -s libdnnl.so.2 "$stage$ml/libdnnl.so"  # one copy of oneDNN's 38 MB library, found by its link name
 # Gloo's own CMake package names /usr/lib absolutely, so it is left out: the build finds the
 # header and library by path under the prefix instead.
 # Libraries the copied ones load that a plain Ubuntu may lack (glibc, libstdc++ and libgcc_s it has).

@@ -3,7 +3,7 @@
 // makes rebuilding cheap).
 #include "trireme/kernels/cpu/onednn_gemm.h"
 
-#include <dnnl.hpp>
+#include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
 #include <map>
