@@ -2,7 +2,8 @@
 // micro-batch's mean over its response tokens is weighted by its share of the global batch's
 // response tokens, so two micro-batches (one process), dp = 2 and tp = 2 log the one-process
 // per-step training and validation losses and gradient norms (1e-4 relative), with examples
-// whose response lengths differ (unequal counts per micro-batch). Pipelines are refused.
+// whose response lengths differ (unequal counts per micro-batch); so does a two-stage pipeline
+// of two micro-batches.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -74,8 +75,6 @@ TEST_F(SftLayouts, DataParallelMatchesOneProcess) { expect_same("dp2", "--nproc 
 
 TEST_F(SftLayouts, TensorParallelMatchesOneProcess) { expect_same("tp2", "--nproc 2 --set parallel.tp=2"); }
 
-TEST_F(SftLayouts, PipelinesAreRefused) {
-  Result r = sft("pp2", "--set parallel.pp=2");
-  EXPECT_EQ(r.status, 2) << r.output;
-  EXPECT_NE(r.output.find("parallel.pp = 1"), std::string::npos) << r.output;
+TEST_F(SftLayouts, PipelineMatchesOneProcess) {
+  expect_same("pp2", "--nproc 2 --set parallel.pp=2 --set parallel.micro_batches=2");
 }

@@ -134,7 +134,8 @@ int PipelineExecutor::tag_of(int direction, int micro_batch, int sender_virtual_
   return (sender_virtual_stage * options_.micro_batches + micro_batch) * 2 + direction;
 }
 
-double PipelineExecutor::step(const Tensor& ids, const Tensor& targets, int64_t first_row) {
+double PipelineExecutor::step(const Tensor& ids, const Tensor& targets, int64_t first_row,
+                              const std::vector<double>& weights) {
   const auto step_start = Clock::now();
   stats_ = {};
   const int m = options_.micro_batches;
@@ -145,6 +146,8 @@ double PipelineExecutor::step(const Tensor& ids, const Tensor& targets, int64_t 
   const int64_t b = B / m;
   const DType act_dtype = stage_->activation_dtype();
   TRIREME_CHECK(first_row >= 0, "PipelineExecutor.step: first_row must be >= 0, got ", first_row);
+  TRIREME_CHECK(weights.empty() || int(weights.size()) == m, "PipelineExecutor.step: ", weights.size(),
+                " micro-batch weights for ", m, " micro-batches");
 
   // State of one (micro-batch, chunk) between its actions.
   struct Slot {
@@ -196,6 +199,7 @@ double PipelineExecutor::step(const Tensor& ids, const Tensor& targets, int64_t 
         Tensor out = stage_->forward_chunk(a.chunk, input);
         if (stage_->pipeline().is_last(a.chunk)) {
           Tensor loss = stage_->loss_of(out, narrow(targets, 0, a.micro_batch * b, b));
+          if (!weights.empty()) loss = mul(loss, weights[size_t(a.micro_batch)]);
           loss_sum += host_scalar(loss);
           out = mul(loss, loss_scale_ / m);  // every micro-batch weighs 1/m of the batch's mean (x the f16 loss scale)
         }

@@ -59,6 +59,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "trireme/dist/process_group.h"
 #include "trireme/parallel/context.h"
@@ -95,7 +96,9 @@ class PipelineExecutor {
   // row of the step's global batch that ids' row 0 is (a dp rank's slice starts at
   // dp_rank x B); each micro-batch's forward runs in a GlobalRowScope of its global rows, so
   // dropout draws the single process's masks (Note [dropout keyed by global sample]).
-  double step(const Tensor& ids, const Tensor& targets, int64_t first_row = 0);
+  // `weights` (one per micro-batch, or empty for all 1) multiply each micro-batch's mean loss:
+  // packed SFT batches weigh a micro-batch by its share of the batch's counted targets.
+  double step(const Tensor& ids, const Tensor& targets, int64_t first_row = 0, const std::vector<double>& weights = {});
 
   // The global L2 norm of the gradients over every stage and tp rank (each element once: tp
   // shards summed over tp, tp-replicated parameters counted by tp rank 0, the tied weight

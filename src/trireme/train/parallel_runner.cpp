@@ -217,7 +217,8 @@ class ParallelRunner : public StepRunner {
     // Packed sequences (SFT): each micro-batch's mean over its counted targets is weighted by its
     // share of the global batch's, so the step's loss is the mean over all of them, in every layout.
     const int64_t counted = train.packed() ? train.counted_targets(step * cfg_.train.batch_size, cfg_.train.batch_size) : 0;
-    StepResult r{.loss = mean_over(ctx().dp_group(), pipe_ ? pipeline_step(b) : accumulated_step(b, counted), job_->device),
+    StepResult r{.loss = mean_over(ctx().dp_group(), pipe_ ? pipeline_step(b, counted) : accumulated_step(b, counted),
+                                   job_->device),
                  .grad_norm = NAN};
     // The gradients whole: averaged over dp (ZeRO: this rank's shard of them), summed over tp.
     if (pipe_) {
@@ -444,12 +445,22 @@ class ParallelRunner : public StepRunner {
   }
 
   // Several stages: the executor's schedule (its micro-batches, transfers and the tied weight's
-  // sum). Returns the batch's mean loss.
-  double pipeline_step(const io::Batch& b) {
+  // sum). Returns the batch's mean loss. global_counted > 0: packed sequences, each micro-batch
+  // weighted as in micro_batch_losses.
+  double pipeline_step(const io::Batch& b, int64_t global_counted = 0) {
+    std::vector<double> weights;
+    if (global_counted > 0) {
+      const int m = ctx().layout().micro_batches;
+      const int64_t rows = local_batch() / m;
+      for (int i = 0; i < m; ++i) {
+        weights.push_back(double(counted_targets(narrow(b.targets, 0, i * rows, rows))) *
+                          double(m * ctx().layout().dp) / double(global_counted));
+      }
+    }
     // The executor's forwards run under autocast; backward ignores it (autograd/engine.cpp).
     auto autocast = precision_.autocast_guard(job_->device);
     pipe_->set_loss_scale(precision_.has_scaler() ? precision_.loss_scale() : 1.0);
-    return pipe_->step(b.inputs, b.targets, first_global_row());
+    return pipe_->step(b.inputs, b.targets, first_global_row(), weights);
   }
 
   // The targets of a batch that count (not the ignore index -100).
