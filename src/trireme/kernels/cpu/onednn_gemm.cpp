@@ -13,12 +13,15 @@
 #include <unordered_map>
 
 #include "trireme/core/error.h"
+#include "trireme/kernels/cpu/loops.h"
 
 namespace trireme::cpu {
 namespace {
 
-using Key = std::tuple<GemmType, GemmType, int64_t, int64_t, int64_t, bool, int64_t, bool, int64_t, int64_t, bool, int64_t,
-                       bool>;
+// A primitive also keeps the number of OpenMP threads it was built for (its work split), so the
+// thread count is part of the key: a run that changes it gets primitives for the new count.
+using Key = std::tuple<int, GemmType, GemmType, int64_t, int64_t, int64_t, bool, int64_t, bool, int64_t, int64_t, bool,
+                       int64_t, bool>;
 
 constexpr size_t kMaxKept = 1024;
 
@@ -46,7 +49,7 @@ std::shared_ptr<const Gemm> gemm_for(GemmType input, GemmOperand a, GemmOperand 
                                      int64_t m, int64_t n, int64_t k, bool bias, int64_t bias_stride, bool accumulate) {
   static std::mutex mutex;
   static std::map<Key, std::shared_ptr<const Gemm>> cache;
-  const Key key{input, output, m, n, k, a.trans, a.ld, b.trans, b.ld, ldc, bias, bias_stride, accumulate};
+  const Key key{num_threads(), input, output, m, n, k, a.trans, a.ld, b.trans, b.ld, ldc, bias, bias_stride, accumulate};
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   const auto type = data_type(input);

@@ -22,7 +22,7 @@ struct GemmOperand {
 // c (m x n of type `output`, leading dimension ldc) = a (m x k) · b (k x n) of type `input`
 // [+ bias (n values of type `output`, `bias_stride` apart) on every row], or, when
 // `accumulate`, c += a · b. Accumulates in f32 and rounds to `output` once. k > 0.
-// Primitives are built once per type, shape and layout and kept.
+// Primitives are built once per type, shape, layout and OpenMP thread count, and kept.
 void onednn_gemm(GemmType input, GemmOperand a, GemmOperand b, GemmType output, void* c, int64_t ldc, int64_t m,
                  int64_t n, int64_t k, const void* bias, int64_t bias_stride, bool accumulate);
 
