@@ -1,6 +1,6 @@
-// oneDNN matmul primitives, one per (input type, shape, layout, accumulate), built on first use
-// and kept (up to kMaxKept; then the set starts over, and oneDNN's own cache of generated code
-// makes rebuilding cheap).
+// oneDNN matmul primitives, one per key (thread count, types, shape, layouts, bias, accumulate),
+// built on first use and kept (up to kMaxKept; then the set starts over, and oneDNN's own cache
+// of generated code makes rebuilding cheap).
 #include "trireme/kernels/cpu/onednn_gemm.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
