@@ -28,13 +28,15 @@ build() {
 # can be replayed (base64 -d > input; build-fuzz/tests/fuzz/fuzz_<harness> input).
 report_smoke_failures() {
   local smoke=$1 h log f
+  # The lines of a finding: sanitizer and libFuzzer reports, broken properties, hangs.
+  local finding='ERROR: |runtime error|SUMMARY: |fuzz property broken|out-of-memory|deadly signal|ALARM: '
   echo "fuzz smoke failed; what the harnesses reported:"
   for h in "${harnesses[@]}"; do
     for log in "$smoke/$h/fuzz.log" "$smoke/$h/replay.log"; do
       [ -f "$log" ] || continue
-      grep -qE 'ERROR: |runtime error|SUMMARY: |fuzz property broken|out-of-memory|deadly signal|ALARM: ' "$log" || continue
+      grep -qE "$finding" "$log" || continue
       echo "== $h ($(basename "$log")):"
-      grep -E 'ERROR: |runtime error|SUMMARY: |fuzz property broken|out-of-memory|deadly signal|ALARM: |^    #[0-9]+ ' "$log" | head -40
+      grep -E "$finding|^    #[0-9]+ " "$log" | head -40  # and the stack frames
     done
     for f in "$smoke/$h"/artifacts/*; do
       [ -f "$f" ] || continue

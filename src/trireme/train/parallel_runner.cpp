@@ -389,9 +389,7 @@ class ParallelRunner : public StepRunner {
         auto autocast = precision_.autocast_guard(job_->device);
         loss = model_->loss(x, y);
       }
-      if (global_counted > 0) {
-        loss = loss * (double(counted_targets(y)) * double(m * ctx().layout().dp) / double(global_counted));
-      }
+      if (global_counted > 0) loss = loss * micro_batch_weight(y, global_counted);
       if (m > 1) loss = loss / double(m);  // the micro-batches' mean losses add up to the batch's
       precision_.scale_loss(loss).backward();
       losses.push_back(loss.detach());
@@ -453,14 +451,21 @@ class ParallelRunner : public StepRunner {
       const int m = ctx().layout().micro_batches;
       const int64_t rows = local_batch() / m;
       for (int i = 0; i < m; ++i) {
-        weights.push_back(double(counted_targets(narrow(b.targets, 0, i * rows, rows))) *
-                          double(m * ctx().layout().dp) / double(global_counted));
+        weights.push_back(micro_batch_weight(narrow(b.targets, 0, i * rows, rows), global_counted));
       }
     }
     // The executor's forwards run under autocast; backward ignores it (autograd/engine.cpp).
     auto autocast = precision_.autocast_guard(job_->device);
     pipe_->set_loss_scale(precision_.has_scaler() ? precision_.loss_scale() : 1.0);
     return pipe_->step(b.inputs, b.targets, first_global_row(), weights);
+  }
+
+  // Packed sequences: the factor on a micro-batch's mean loss (targets y) that makes the step's
+  // loss the mean over the global batch's counted targets (global_counted of them), given that
+  // the micro-batches' losses are averaged over m and then over dp.
+  double micro_batch_weight(const Tensor& y, int64_t global_counted) const {
+    return double(counted_targets(y)) * double(ctx().layout().micro_batches * ctx().layout().dp) /
+           double(global_counted);
   }
 
   // The targets of a batch that count (not the ignore index -100).
