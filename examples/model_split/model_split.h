@@ -213,10 +213,17 @@ class SplitRunner {
 
   // The hand-off at the split: the activation moves from A to B.
   Tensor hand_over(const Tensor& h) {
-    if (p_.first == p_.second) return h;
     if (!streams_) {
+      if (p_.first == p_.second) return h;
       wait_for_devices();  // the plain version: B starts once A is done
       return to_device(h, p_.second);
+    }
+    if (p_.first == p_.second) {
+      // Both halves on one device, each on its own stream: no copy, but B's stream must still
+      // wait for A's work on h (1. in Note [the three orderings]); `received` keeps h alive
+      // until B has read it (2.).
+      join(streams_->a, streams_->b);
+      return h;
     }
     // Queued on B's copy stream after A's work on h (device_copy orders it after A's current
     // stream); B's compute stream waits for the copy, not the host.

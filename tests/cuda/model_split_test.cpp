@@ -158,19 +158,21 @@ TEST(CudaPinned, NonBlockingFromPageableMemoryIsSafe) {
   EXPECT_EQ(std::memcmp(back.data_ptr(), expect.data_ptr(), size_t(expect.numel()) * 4), 0);
 }
 
-// The example's core, as the program runs it: cuda:0 / cuda:1 against everything on cuda:0.
-void check_split(DType dtype, const model_split::Schedule& schedule, double tol) {
-  model_split::ModelConfig c{.layers = 8, .d_model = 128, .heads = 4, .seq = 32, .batch = 4, .dtype = dtype};
-  auto ref = model_split::train(c, {Device::cuda(0), Device::cuda(0), 8}, {}, 2);
-  auto run = model_split::train(c, {Device::cuda(0), Device::cuda(1), 4}, schedule, 2);
+// The example's core, as the program runs it: cuda:0 / `second` against everything on cuda:0.
+void check_split(DType dtype, const model_split::Schedule& schedule, double tol, Device second = Device::cuda(1),
+                 const model_split::ModelConfig& c_in = {.layers = 8, .d_model = 128, .heads = 4, .seq = 32, .batch = 4}) {
+  model_split::ModelConfig c = c_in;
+  c.dtype = dtype;
+  auto ref = model_split::train(c, {Device::cuda(0), Device::cuda(0), size_t(c.layers)}, {}, 2);
+  auto run = model_split::train(c, {Device::cuda(0), second, size_t(c.layers / 2)}, schedule, 2);
   for (size_t s = 0; s < ref.losses.size(); ++s) {
     EXPECT_LE(std::abs(run.losses[s] - ref.losses[s]), tol * std::abs(ref.losses[s])) << "loss of step " << s;
   }
-  EXPECT_EQ(run.output.device(), Device::cuda(1));
+  EXPECT_EQ(run.output.device(), second);
   EXPECT_LE(model_split::max_rel_diff(run.output, ref.output), tol) << "output";
   ASSERT_EQ(run.grads.size(), ref.grads.size());
   for (size_t i = 0; i < ref.grads.size(); ++i) {
-    EXPECT_EQ(run.grads[i].second.device(), Device::cuda(i < ref.grads.size() / 2 ? 0 : 1)) << run.grads[i].first;
+    EXPECT_EQ(run.grads[i].second.device(), i < ref.grads.size() / 2 ? Device::cuda(0) : second) << run.grads[i].first;
     EXPECT_LE(model_split::max_rel_diff(run.grads[i].second, ref.grads[i].second), tol) << ref.grads[i].first;
   }
 }
@@ -190,6 +192,19 @@ TEST(CudaModelSplit, PipelinedWithStreamsAndEventsEqualsOneGpu) {
   for (DType dt : {DType::f32, DType::bf16}) {
     SCOPED_TRACE(std::string(dtype_name(dt)));
     check_split(dt, {.micro_batches = 4, .non_blocking = true}, model_split::tolerance_for(dt));
+  }
+}
+
+// Both halves on one GPU, each on its own stream (the example's `--devices cuda:0,cuda:0
+// --non-blocking`): no copy at the split, but the second stream must still wait for the first.
+// The model is wide enough that the first half's kernels are still running when the second
+// stream would start without that wait.
+TEST(CudaModelSplit, PipelinedOnOneGpuWithTwoStreamsEqualsOneStream) {
+  TRIREME_REQUIRE_GPU();
+  for (DType dt : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(std::string(dtype_name(dt)));
+    check_split(dt, {.micro_batches = 4, .non_blocking = true}, model_split::tolerance_for(dt), Device::cuda(0),
+                {.layers = 8, .d_model = 512, .heads = 8, .seq = 256, .batch = 8});
   }
 }
 
