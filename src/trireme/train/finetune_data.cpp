@@ -65,6 +65,15 @@ SftData prepare_sft_data(const io::TrainConfig& cfg, const io::Tokenizer& tokeni
   SftData d;
   d.train = io::pack_sft(train_ex, tokenizer, f.template_text, cfg.model.block_size, f.pack);
   d.val = io::pack_sft(val_ex, tokenizer, f.template_text, cfg.model.block_size, f.pack);
+  // A prompt longer than a sequence leaves nothing of its response; when that is every example,
+  // the loss is 0 at every step and the run would train nothing without saying so.
+  for (const auto& [packed, key] : {std::pair{&d.train, "finetune.train_file"}, std::pair{&d.val, "finetune.val_file"}}) {
+    if (packed->examples > 0 && packed->response_tokens == 0)
+      throw io::ConfigError(str_cat(key, ": no response token is left to ", packed == &d.train ? "train on" : "validate on",
+                                    ": ", packed->truncated, " of ", packed->examples,
+                                    " example(s) are longer than a sequence (model.block_size + 1 = ", cfg.model.block_size + 1,
+                                    " tokens) and were cut before their response; raise model.block_size or shorten the prompts"));
+  }
   d.description = str_cat("sft: ", d.train.examples, " training examples in ", d.train.sequences, " sequences (",
                           d.train.response_tokens, " response tokens), ", d.val.examples, " validation examples in ",
                           d.val.sequences, f.pack ? " packed" : "", " sequences of ", cfg.model.block_size + 1,
