@@ -172,6 +172,17 @@ TEST(CudaNn, RotaryEmbedding) {
   check_cuda_op({"rotary_offset", {{1, 2, 6, 16}}, [](const V& x) { return rotary_embedding(x[0], 500.0, 3000); }});
 }
 
+TEST(CudaNn, RotaryTableKeptAcrossLengthsAndOffsets) {
+  TRIREME_REQUIRE_GPU();
+  // One head size and base throughout: the device keeps one table, built by the first call,
+  // grown by longer sequences and later offsets, and read at offsets by short calls (as
+  // generation does, one position at a time).
+  for (const auto& [length, offset] : std::vector<std::pair<int64_t, int64_t>>{{4, 0}, {9, 700}, {3, 2}, {1, 5}, {1, 6}, {12, 0}}) {
+    const int64_t t = length, off = offset;
+    check_cuda_op({"rotary_kept", {{1, 2, t, 12}}, [off](const V& x) { return rotary_embedding(x[0], 777.0, off); }});
+  }
+}
+
 TEST(CudaNn, AdamWStepsMatchTheCpu) {
   TRIREME_REQUIRE_GPU();
   // 37 x 41 elements: the vectorised kernel and its scalar tail; at an offset of one element

@@ -109,6 +109,9 @@ TEST(CudaOps, Reductions) {
       {"sum_cols_tall", {{3001, 1100}}, [](const std::vector<Tensor>& x) { return sum(x[0], {0}); }},
       {"sum_middle", {kOdd}, [](const std::vector<Tensor>& x) { return sum(x[0], {1}); }},
       {"sum_outer_inner", {kOdd}, [](const std::vector<Tensor>& x) { return sum(x[0], {0, 2}); }},
+      // Grouped-query attention's gradient of repeated kv heads: (B, KV, group, T, hd) over group.
+      {"sum_broadcast_group", {{2, 3, 7, 33, 16}}, [](const std::vector<Tensor>& x) { return sum(x[0], {2}); }},
+      {"sum_middle_many_outputs", {{2, 80, 500, 70}}, [](const std::vector<Tensor>& x) { return sum(x[0], {1}); }},
       {"mean", {kOdd}, [](const std::vector<Tensor>& x) { return mean(x[0], {-1}, true); }},
       {"var", {kWide}, [](const std::vector<Tensor>& x) { return var(x[0], {1}); }},
       {"max_dim_last", {kWide}, [](const std::vector<Tensor>& x) { return max(x[0], -1).first; }},
