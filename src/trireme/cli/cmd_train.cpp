@@ -112,6 +112,7 @@ int run_training(const Options& opt, const io::Config& cfg) {
   if (cfg.get_string("finetune.task") == "classify") {
     const train::ClassifierSummary c = train::run_classifier(
         cfg, {.resume = opt.resume || restarted, .overwrite = opt.overwrite && !restarted, .init_from = opt.init_from});
+    if (dist::dist_env_from_environment().rank != 0) return kExitOk;  // rank 0 reports for the job
     std::printf("summary: %lld steps; validation accuracy %.4f, macro-F1 %.4f (majority-class baseline accuracy %.4f)\n"
                 "         metrics %s, checkpoint %s\n",
                 (long long)c.steps, c.val_accuracy, c.val_macro_f1, c.majority_accuracy, c.metrics_path.c_str(),

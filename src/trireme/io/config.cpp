@@ -460,10 +460,6 @@ std::string finetune_checks(const Config& c) {
   }
   if (c.get_string("finetune.train_file").empty())
     return str_cat("finetune.train_file: finetune.task = \"", task, "\" needs a file of examples; set finetune.train_file");
-  if (task == "classify") {
-    if (c.get_int("parallel.dp") * c.get_int("parallel.tp") * c.get_int("parallel.pp") > 1)
-      return "finetune.task: \"classify\" runs in one process for now; set parallel.dp = parallel.tp = parallel.pp = 1";
-  }
   return "";
 }
 
