@@ -5,7 +5,9 @@
 // per-step losses and gradient norms and validation loss (1e-4 relative), accuracy and macro-F1,
 // and end with the one-process classifier head (so its gradient is reduced over dp and not summed
 // over tp); so do LoRA runs (adapters and head) under dp = 2 and pp = 2 against a LoRA run in one
-// process, whose base weights stay the base model's.
+// process, whose base weights stay the base model's. A pipeline run resumed halfway logs the
+// uninterrupted run's metrics bit for bit, and bf16 autocast under tp = 2 starts as one process does
+// (to bf16's precision).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -76,9 +78,11 @@ class ClassifyLayouts : public ::testing::Test {
   }
   static void TearDownTestSuite() { fs::remove_all(root_); }
 
+  // A fresh run from the base model, or with --resume in `extra` the run's continuation.
   static Result classify(const std::string& name, const std::string& extra) {
+    const bool resume = extra.find("--resume") != std::string::npos;
     return run_cli("train -c " + (root_ / "tiny.toml").string() + " --set train.out_dir=" + (root_ / name).string() +
-                   " --init-from " + (root_ / "base").string() + " --set finetune.task=classify" +
+                   (resume ? "" : " --init-from " + (root_ / "base").string()) + " --set finetune.task=classify" +
                    " --set finetune.train_file=" + (root_ / "train.jsonl").string() +
                    " --set finetune.val_file=" + (root_ / "val.jsonl").string() +
                    " --set model.dropout=0.1 " + extra);
@@ -88,21 +92,7 @@ class ClassifyLayouts : public ::testing::Test {
   static void expect_same(const std::string& name, const std::string& extra, const std::string& reference = "single") {
     Result r = classify(name, extra);
     ASSERT_EQ(r.status, 0) << r.output;
-    const auto a = read_metrics(root_ / reference), b = read_metrics(root_ / name);
-    ASSERT_EQ(a.size(), 12u);
-    ASSERT_EQ(b.size(), a.size());
-    for (size_t i = 0; i < a.size(); ++i) {
-      EXPECT_NEAR(b[i].loss, a[i].loss, 1e-4 * std::abs(a[i].loss)) << name << " step " << i + 1;
-      EXPECT_NEAR(b[i].grad_norm, a[i].grad_norm, 1e-4 * std::abs(a[i].grad_norm)) << name << " step " << i + 1;
-    }
-    const auto x = read_evaluations(root_ / reference), y = read_evaluations(root_ / name);
-    ASSERT_EQ(x.size(), 2u);
-    ASSERT_EQ(y.size(), x.size());
-    for (size_t i = 0; i < x.size(); ++i) {
-      EXPECT_NEAR(y[i].loss, x[i].loss, 1e-4 * x[i].loss) << name << " evaluation " << i + 1;
-      EXPECT_EQ(y[i].accuracy, x[i].accuracy) << name << " evaluation " << i + 1;
-      EXPECT_EQ(y[i].macro_f1, x[i].macro_f1) << name << " evaluation " << i + 1;
-    }
+    expect_same_metrics(name, reference, 1e-4);
     // The head ends where one process's does: its gradient was averaged over dp, not summed over tp.
     const auto ours = final_model(root_ / name), theirs = final_model(root_ / reference);
     for (const std::string n : {"classifier.weight", "classifier.bias"}) {
@@ -110,6 +100,26 @@ class ClassifyLayouts : public ::testing::Test {
       const auto u = ours.at(n).to_vector<float>(), v = theirs.at(n).to_vector<float>();
       ASSERT_EQ(u.size(), v.size());
       for (size_t i = 0; i < u.size(); ++i) ASSERT_NEAR(u[i], v[i], 1e-4) << name << " " << n << "[" << i << "]";
+    }
+  }
+
+  // The per-step losses and gradient norms and the validations of runs `name` and `reference`
+  // agree to `tolerance`, relative; accuracy and macro-F1 exactly.
+  static void expect_same_metrics(const std::string& name, const std::string& reference, double tolerance) {
+    const auto a = read_metrics(root_ / reference), b = read_metrics(root_ / name);
+    ASSERT_EQ(a.size(), 12u);
+    ASSERT_EQ(b.size(), a.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_NEAR(b[i].loss, a[i].loss, tolerance * std::abs(a[i].loss)) << name << " step " << i + 1;
+      EXPECT_NEAR(b[i].grad_norm, a[i].grad_norm, tolerance * std::abs(a[i].grad_norm)) << name << " step " << i + 1;
+    }
+    const auto x = read_evaluations(root_ / reference), y = read_evaluations(root_ / name);
+    ASSERT_EQ(x.size(), 2u);
+    ASSERT_EQ(y.size(), x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      EXPECT_NEAR(y[i].loss, x[i].loss, tolerance * x[i].loss) << name << " evaluation " << i + 1;
+      EXPECT_EQ(y[i].accuracy, x[i].accuracy) << name << " evaluation " << i + 1;
+      EXPECT_EQ(y[i].macro_f1, x[i].macro_f1) << name << " evaluation " << i + 1;
     }
   }
 
@@ -155,4 +165,32 @@ TEST_F(ClassifyLayouts, LoraMatchesOneProcess) {
     if (models::is_lora_name(name) || name.rfind("classifier.", 0) == 0) continue;
     ASSERT_EQ(t.to_vector<float>(), base.at(name).to_vector<float>()) << name << " changed";
   }
+}
+
+TEST_F(ClassifyLayouts, ResumeInALayoutIsExact) {
+  // A pipeline run stopped at step 6 and resumed to 12 logs what the uninterrupted run logs, bit for bit.
+  const std::string pp2 = "--nproc 2 --set parallel.pp=2 --set parallel.micro_batches=2 ";
+  Result r = classify("pp2_whole", pp2);
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = classify("pp2_parts", pp2 + "--set train.steps=6");
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = classify("pp2_parts", pp2 + "--resume");
+  ASSERT_EQ(r.status, 0) << r.output;
+  expect_same_metrics("pp2_parts", "pp2_whole", 0.0);
+}
+
+TEST_F(ClassifyLayouts, AutocastMatchesOneProcess) {
+  // bf16 rounds each layout's partial sums differently, and the differences compound over the
+  // steps: the first step (the same weights) agrees to bf16's precision, and every step trains.
+  Result r = classify("bf16_single", "--set train.precision=bf16");
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = classify("bf16_tp2", "--set train.precision=bf16 --nproc 2 --set parallel.tp=2");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto a = read_metrics(root_ / "bf16_single"), b = read_metrics(root_ / "bf16_tp2");
+  ASSERT_EQ(b.size(), 12u);
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_NEAR(b[0].loss, a[0].loss, 1e-2 * a[0].loss);
+  EXPECT_NEAR(b[0].grad_norm, a[0].grad_norm, 1e-2 * a[0].grad_norm);
+  for (const auto& step : b) EXPECT_TRUE(std::isfinite(step.loss) && std::isfinite(step.grad_norm));
+  EXPECT_EQ(read_evaluations(root_ / "bf16_tp2").size(), 2u);
 }
