@@ -6,8 +6,8 @@
 // and end with the one-process classifier head (so its gradient is reduced over dp and not summed
 // over tp); so do LoRA runs (adapters and head) under dp = 2 and pp = 2 against a LoRA run in one
 // process, whose base weights stay the base model's. A pipeline run resumed halfway logs the
-// uninterrupted run's metrics bit for bit, and bf16 autocast under tp = 2 starts as one process does
-// (to bf16's precision).
+// uninterrupted run's metrics bit for bit (resumed under tp = 2 instead, one process's), and bf16
+// autocast under tp = 2 starts as one process does (to bf16's precision).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -167,8 +167,9 @@ TEST_F(ClassifyLayouts, LoraMatchesOneProcess) {
   }
 }
 
-TEST_F(ClassifyLayouts, ResumeInALayoutIsExact) {
-  // A pipeline run stopped at step 6 and resumed to 12 logs what the uninterrupted run logs, bit for bit.
+TEST_F(ClassifyLayouts, ResumesInItsLayoutAndAnother) {
+  // A pipeline run stopped at step 6 and resumed to 12 logs what the uninterrupted run logs, bit
+  // for bit.
   const std::string pp2 = "--nproc 2 --set parallel.pp=2 --set parallel.micro_batches=2 ";
   Result r = classify("pp2_whole", pp2);
   ASSERT_EQ(r.status, 0) << r.output;
@@ -177,6 +178,12 @@ TEST_F(ClassifyLayouts, ResumeInALayoutIsExact) {
   r = classify("pp2_parts", pp2 + "--resume");
   ASSERT_EQ(r.status, 0) << r.output;
   expect_same_metrics("pp2_parts", "pp2_whole", 0.0);
+  // Resumed in another layout, the optimizer state re-cut for it: one process's run to 1e-4.
+  r = classify("pp2_then_tp2", pp2 + "--set train.steps=6");
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = classify("pp2_then_tp2", "--resume --nproc 2 --set parallel.tp=2");
+  ASSERT_EQ(r.status, 0) << r.output;
+  expect_same_metrics("pp2_then_tp2", "single", 1e-4);
 }
 
 TEST_F(ClassifyLayouts, AutocastMatchesOneProcess) {

@@ -486,8 +486,8 @@ const std::vector<CrossCheck>& cross_checks() {
           return "train.mode: \"static\" does not replay recomputation yet; set memory.recompute = \"none\", or "
                  "train.mode = \"eager\"";
         if (c.get_string("finetune.task") != "lm" || c.get_int("lora.rank") > 0)
-          return "train.mode: \"static\" traces pretraining's step only for now (SFT weighs each batch by its "
-                 "counted targets on the host, classification and LoRA have steps of their own); set "
+          return "train.mode: \"static\" traces pretraining's step only for now (SFT and classification weigh "
+                 "each batch by its counted targets on the host, LoRA has a step of its own); set "
                  "finetune.task = \"lm\" and lora.rank = 0, or train.mode = \"eager\"";
         return "";
       },

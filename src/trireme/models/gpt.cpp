@@ -226,9 +226,10 @@ Tensor GPT::forward_chunk(int chunk, const Tensor& input) {
     TRIREME_CHECK(T >= 1 && T <= config_.block_size, "GPT.forward: sequence length ", T,
                   " is outside [1, block_size = ", config_.block_size, "]");
     if (pp.stages == 1) {
-      // Gathered from the sequence-parallel rows, whose backward already sums the head's input
-      // gradient over tp: no copy into the tp region.
-      if (auto hidden = sequence_parallel_hidden(x)) return classifier ? classifier->forward(*hidden) : linear(*hidden, lm_head_weight());
+      // Gathered from the sequence-parallel rows, whose backward already makes the head's input
+      // gradient whole (Note [classifier head] for a classifier's): no copy into the tp region.
+      if (auto hidden = sequence_parallel_hidden(x))
+        return classifier ? classifier->forward(*hidden) : linear(*hidden, lm_head_weight());
     }
     if (defer_grad_sums_ && autograd::grad_enabled()) ++whole_forwards_;  // Note [deferred gradient sums]
     Tensor tokens = transformer->wte->forward(x);

@@ -245,7 +245,7 @@ class ParallelRunner : public StepRunner {
     return r;
   }
 
-  // With one stage, the model's forward and loss; with several, forward_stages.
+  // The loss of forward_stages' output, sent from the last stage to the others.
   double eval_loss(const io::DataLoader& val, int64_t batches) override {
     NoGradGuard no_grad;
     auto autocast = precision_.autocast_guard(job_->device);
