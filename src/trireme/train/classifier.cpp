@@ -18,6 +18,7 @@
 #include "trireme/train/classification_metrics.h"
 #include "trireme/train/finetune_data.h"
 #include "trireme/train/parallel_runner.h"
+#include "trireme/train/resume_choice.h"
 #include "trireme/train/run_dir.h"
 #include "trireme/train/trained_model.h"
 
@@ -104,7 +105,9 @@ ClassifierSummary run_classifier(const io::Config& config, const TrainOptions& o
   const fs::path out = cfg.train.out_dir;
   std::unique_ptr<RunLock> lock;  // held until the run is over
   if (main_rank) lock = claim_out_dir(out, options);
-  std::optional<fs::path> resume_from = options.resume ? find_latest_checkpoint(out / "checkpoints") : std::nullopt;
+  std::shared_ptr<ParallelJob> job = connect_job(cfg, env);
+  const std::optional<fs::path> resume_from =
+      options.resume ? choose_resume_checkpoint(out / "checkpoints", job->world.get(), job->device, log) : std::nullopt;
   if (!resume_from && options.init_from.empty())
     throw io::ConfigError("finetune.task = \"classify\": a classifier starts from a trained model; give --init-from "
                           "CHECKPOINT|RUN|HF_DIR");
@@ -150,7 +153,6 @@ ClassifierSummary run_classifier(const io::Config& config, const TrainOptions& o
 
   // The model, one rank's part of it: the base's weights (or the run's own on resume) and a head
   // over the labels, trained by the runner every layout shares.
-  std::shared_ptr<ParallelJob> job = connect_job(cfg, env);
   std::unique_ptr<StepRunner> runner = make_step_runner(cfg, tok->vocab_size(), job, int64_t(labels.size()));
   int64_t start = 0;
   if (resume_from) {

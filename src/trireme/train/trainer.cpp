@@ -31,6 +31,7 @@
 #include "trireme/train/parallel_runner.h"
 #include "trireme/train/plot.h"
 #include "trireme/train/progress.h"
+#include "trireme/train/resume_choice.h"
 #include "trireme/train/run_dir.h"
 #include "trireme/train/step_runner.h"
 #include "trireme/train/throughput.h"
@@ -248,40 +249,6 @@ void truncate_metrics(const fs::path& path, int64_t step) {
   io::write_file_atomic(path, kept);
 }
 
-// The checkpoint a resume continues from, chosen by rank 0 (the others follow its choice, so a
-// file changing under the job cannot split it). nullopt: no checkpoint at all, start at step 0.
-std::optional<fs::path> choose_resume_checkpoint(Trainer::State& s) {
-  const fs::path root = s.out_dir / "checkpoints";
-  const bool main_rank = !s.job || s.job->env.rank == 0;
-  int64_t chosen = -1;  // -1: none, -2: refused
-  std::string refusal;
-  if (main_rank) {
-    ResumePoint rp = find_resume_checkpoint(root);
-    if (rp.dir) {
-      for (const std::string& n : rp.notes) log_line(s.options, "resume: " + n);
-      chosen = rp.step;
-    } else if (rp.found_any) {
-      chosen = -2;
-      refusal = str_cat("resume: no complete checkpoint under ", root.string(), " (");
-      for (size_t i = 0; i < rp.notes.size(); ++i) refusal += (i ? "; " : "") + rp.notes[i];
-      refusal += "); nothing was changed. Repair or remove the damaged checkpoints, or use --overwrite to start over";
-    }
-  }
-  if (s.job) {
-    Tensor t = Tensor::empty({1}, DType::i64);
-    t.data<int64_t>()[0] = chosen;
-    Tensor on_device = to_device(t, s.device);
-    s.job->world->broadcast(on_device, {.root = 0})->wait();
-    chosen = to_device(on_device, Device::cpu()).data<int64_t>()[0];
-  }
-  if (chosen == -2) {
-    if (main_rank) throw RunRefused(refusal);
-    TRIREME_FAIL("resume: rank 0 found no complete checkpoint under ", root.string());
-  }
-  if (chosen == -1) return std::nullopt;
-  return root / checkpoint_folder_name(chosen);
-}
-
 }  // namespace
 
 Trainer::Trainer(const io::Config& config, TrainOptions options) : s_(std::make_unique<State>()) {
@@ -356,7 +323,8 @@ Trainer::Trainer(const io::Config& config, TrainOptions options) : s_(std::make_
 
   if (!options.init_from.empty()) init_model_from(s, options.init_from);
   if (options.resume) {
-    if (auto latest = choose_resume_checkpoint(s)) {
+    if (auto latest = choose_resume_checkpoint(s.out_dir / "checkpoints", s.job ? s.job->world.get() : nullptr,
+                                                s.device, [&](const std::string& line) { log_line(s.options, line); })) {
       Checkpoint ck = load_checkpoint(*latest);
       // Another layout resumes too: the runner reassembles the per-rank optimizer state
       // (Note [resuming in another layout], parallel/optimizer_reshard.h); batches and dropout
