@@ -73,22 +73,21 @@ ClassifierData prepare_classifier_data(const io::TrainConfig& cfg, const io::Tok
   // A class index is a token of its packed sequence too (an input after the text's last token).
   if (int64_t(labels.size()) > tokenizer.vocab_size())
     throw io::ConfigError(str_cat("finetune.labels: ", labels.size(), " labels, more than the tokenizer's ",
-                                  tokenizer.vocab_size(), " tokens; a classifier takes at most as many labels as tokens"));
+                                  tokenizer.vocab_size(), " tokens; a classifier takes at most as many labels ",
+                                  "as tokens"));
   ClassifierData d;
   d.labels = labels;
   const int64_t T = cfg.model.block_size;
-  const std::vector<int> train_labels = encode(train_ex, tokenizer, labels, T, f.train_file, d.train_tokens, d.train_mask);
+  const std::vector<int> train_labels =
+      encode(train_ex, tokenizer, labels, T, f.train_file, d.train_tokens, d.train_mask);
   d.val_labels = encode(val_ex, tokenizer, labels, T, val_name, d.val_tokens, d.val_mask);
-  if (train_labels.empty() || d.val_labels.empty())
-    throw io::ConfigError(str_cat("finetune.", train_labels.empty() ? "train_file" : "val_file", ": no examples in '",
-                                  train_labels.empty() ? f.train_file : val_name, "'"));
   std::vector<int> counts(labels.size(), 0);
   for (int l : train_labels) ++counts[size_t(l)];
   const int majority = int(std::max_element(counts.begin(), counts.end()) - counts.begin());
   for (int l : d.val_labels) d.majority_accuracy += l == majority;
   d.majority_accuracy /= double(d.val_labels.size());
-  d.description = str_cat("classify: ", train_labels.size(), " training and ", d.val_labels.size(), " validation texts, ",
-                          labels.size(), " labels",
+  d.description = str_cat("classify: ", train_labels.size(), " training and ", d.val_labels.size(),
+                          " validation texts, ", labels.size(), " labels",
                           train_file.skipped ? str_cat("; ", train_file.skipped, " malformed line(s) skipped") : "",
                           "; majority-class baseline (\"", labels[size_t(majority)], "\") ", d.majority_accuracy);
   return d;

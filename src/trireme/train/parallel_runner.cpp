@@ -289,7 +289,8 @@ class ParallelRunner : public StepRunner {
       Tensor out = forward_stages(b.inputs);
       if (!out.defined()) continue;
       const int64_t T = out.size(1);
-      const std::vector<float> logits = contiguous(to_device(to_dtype(out, DType::f32), Device::cpu())).to_vector<float>();
+      const std::vector<float> logits =
+          contiguous(to_device(to_dtype(out, DType::f32), Device::cpu())).to_vector<float>();
       const std::vector<int64_t> targets = contiguous(to_device(b.targets, Device::cpu())).to_vector<int64_t>();
       for (int64_t row = 0; row < mine; ++row) {
         int64_t at = 0;
@@ -303,8 +304,8 @@ class ParallelRunner : public StepRunner {
     if (job_->world) {
       Tensor on_device = to_device(all, job_->device);  // NCCL groups take GPU tensors only
       if (ctx().layout().dp > 1) ctx().dp_group()->all_reduce(on_device)->wait();
-      const int p = ctx().layout().pp;
-      if (p > 1) ctx().pp_group()->broadcast(on_device, {.root = (p * model_->pipeline().virtual_stages - 1) % p})->wait();
+      const int p = ctx().layout().pp, last_stage = (p * model_->pipeline().virtual_stages - 1) % p;
+      if (p > 1) ctx().pp_group()->broadcast(on_device, {.root = last_stage})->wait();
       all = to_device(on_device, Device::cpu());
     }
     return all;
