@@ -1,10 +1,10 @@
 // Sequence classification in every layout against one process, end to end (`trireme train
 // --nproc 2`): from the same base checkpoint, with dropout, texts longer than a block and a
-// validation set that is not a whole number of batches, two micro-batches, dp = 2, ZeRO-1, 2 and 3,
-// tp = 2 (with sequence parallelism, and with recomputation) and pp = 2 log the one-process
-// per-step losses and gradient norms and validation loss (1e-4 relative), accuracy and macro-F1,
-// and end with the one-process classifier head (so its gradient is reduced over dp and not summed
-// over tp); so do LoRA runs (adapters and head) under dp = 2 and pp = 2 against a LoRA run in one
+// validation set that is not a whole number of batches, two micro-batches, dp = 2, ZeRO-1, 2 and
+// 3, tp = 2 (with sequence parallelism, and with recomputation) and pp = 2 (also interleaved) log
+// the one-process per-step losses and gradient norms and validation loss (1e-4 relative),
+// accuracy and macro-F1, and end with the one-process classifier head (so its gradient is reduced
+// over dp and not summed over tp); so do LoRA runs (adapters and head) under dp = 2 and pp = 2 against a LoRA run in one
 // process, whose base weights stay the base model's. A pipeline run resumed halfway logs the
 // uninterrupted run's metrics bit for bit (resumed under tp = 2 instead, one process's), and bf16
 // autocast under tp = 2 starts as one process does (to bf16's precision).
@@ -151,6 +151,9 @@ TEST_F(ClassifyLayouts, RecomputationMatchesOneProcess) {
 
 TEST_F(ClassifyLayouts, PipelineMatchesOneProcess) {
   expect_same("pp2", "--nproc 2 --set parallel.pp=2 --set parallel.micro_batches=2");
+  // Four virtual stages on two ranks: the head on rank 1's second chunk.
+  expect_same("pp2_interleaved", "--nproc 2 --set parallel.pp=2 --set parallel.micro_batches=2 "
+                                 "--set parallel.schedule=interleaved --set parallel.virtual_stages=2");
 }
 
 TEST_F(ClassifyLayouts, LoraMatchesOneProcess) {
