@@ -13,7 +13,6 @@
 #include "trireme/io/labeled_text.h"
 #include "trireme/io/poem_tasks.h"
 #include "trireme/train/classification_metrics.h"
-#include "trireme/train/classifier.h"
 #include "trireme/train/trained_model.h"
 #include "trireme/train/trainer.h"
 
@@ -123,7 +122,7 @@ class Classifier : public ::testing::Test {
 };
 
 TEST_F(Classifier, WritesValidationMetricsAndResumesExactly) {
-  const auto whole = train::run_classifier(config(root_ + "/whole"), {.quiet = true, .init_from = root_ + "/base"});
+  const auto whole = train::Trainer(config(root_ + "/whole"), {.quiet = true, .init_from = root_ + "/base"}).run();
   ASSERT_EQ(whole.losses.size(), 8u);
   EXPECT_DOUBLE_EQ(whole.majority_accuracy, 0.5);  // 唐 is the training majority; half of val
   EXPECT_EQ(whole.labels, (std::vector<std::string>{"唐", "宋"}));  // sorted (UTF-8 byte order)
@@ -137,8 +136,8 @@ TEST_F(Classifier, WritesValidationMetricsAndResumesExactly) {
     EXPECT_TRUE(j.contains("val_macro_f1"));
   }
   EXPECT_EQ(evaluations, 2);
-  train::run_classifier(config(root_ + "/parts"), {.quiet = true, .stop_after = 3, .init_from = root_ + "/base"});
-  const auto rest = train::run_classifier(config(root_ + "/parts"), {.resume = true, .quiet = true});
+  train::Trainer(config(root_ + "/parts"), {.quiet = true, .stop_after = 3, .init_from = root_ + "/base"}).run();
+  const auto rest = train::Trainer(config(root_ + "/parts"), {.resume = true, .quiet = true}).run();
   ASSERT_EQ(rest.losses.size(), 5u);
   for (size_t i = 0; i < 5; ++i) EXPECT_EQ(rest.losses[i], whole.losses[i + 3]) << "step " << i + 4;
   EXPECT_EQ(rest.val_accuracy, whole.val_accuracy);
@@ -153,8 +152,8 @@ TEST_F(Classifier, WritesValidationMetricsAndResumesExactly) {
 
 TEST_F(Classifier, LabelOutsideTheSetIsRefusedNamingTheLine) {
   try {
-    train::run_classifier(config(root_ + "/labels", {"finetune.labels=[\"唐\", \"元\"]"}),
-                          {.quiet = true, .init_from = root_ + "/base"});
+    train::Trainer(config(root_ + "/labels", {"finetune.labels=[\"唐\", \"元\"]"}),
+                   {.quiet = true, .init_from = root_ + "/base"});
     FAIL() << "expected a refusal";
   } catch (const io::ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find(train_ + " line 1: label \"宋\" is not in the label set"), std::string::npos)

@@ -16,7 +16,6 @@
 #include "trireme/dist/launcher.h"
 #include "trireme/io/config.h"
 #include "trireme/plan/planner.h"
-#include "trireme/train/classifier.h"
 #include "trireme/train/memory_check.h"
 #include "trireme/train/progress.h"
 #include "trireme/train/run_dir.h"
@@ -109,15 +108,6 @@ int run_training(const Options& opt, const io::Config& cfg) {
   // A restarted group (--max-restarts, a requeued Slurm job) continues from its latest checkpoint,
   // never removing what the first attempt wrote.
   const bool restarted = dist::dist_env_from_environment().restart_count > 0;
-  if (cfg.get_string("finetune.task") == "classify") {
-    const train::ClassifierSummary c = train::run_classifier(
-        cfg, {.resume = opt.resume || restarted, .overwrite = opt.overwrite && !restarted, .init_from = opt.init_from});
-    std::printf("summary: %lld steps; validation accuracy %.4f, macro-F1 %.4f (majority-class baseline accuracy %.4f)\n"
-                "         metrics %s, checkpoint %s\n",
-                (long long)c.steps, c.val_accuracy, c.val_macro_f1, c.majority_accuracy, c.metrics_path.c_str(),
-                c.checkpoint_path.c_str());
-    return kExitOk;
-  }
   train::Trainer trainer(cfg, {.resume = opt.resume || restarted,
                                .overwrite = opt.overwrite && !restarted,
                                .interactive = train::Progress::stderr_is_terminal(),
@@ -129,6 +119,15 @@ int run_training(const Options& opt, const io::Config& cfg) {
     return kExitOk;
   }
   report_auto_plan(opt, cfg.resolve());
+  if (!s.labels.empty()) {  // a classifier: its validation against the majority-class baseline
+    std::printf("summary: %lld steps in %.1f s; loss %.4f -> %.4f; validation accuracy %.4f, macro-F1 %.4f, loss %.4f "
+                "(majority-class baseline accuracy %.4f; %zu labels, %lld parameters)\n"
+                "         metrics %s, plot %s, checkpoint %s\n",
+                (long long)s.steps, s.seconds, s.first_loss, s.final_loss, s.val_accuracy, s.val_macro_f1,
+                s.final_val_loss, s.majority_accuracy, s.labels.size(), (long long)s.num_parameters,
+                s.metrics_path.c_str(), s.plot_path.c_str(), s.checkpoint_path.c_str());
+    return kExitOk;
+  }
   std::printf(
       "summary: %lld steps, %lld tokens in %.1f s (%.0f tokens/s); loss %.4f -> %.4f; best validation "
       "loss %.4f nats/token vs unigram baseline %.4f (vocabulary %lld, %lld parameters); peak memory %s "

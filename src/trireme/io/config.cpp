@@ -460,10 +460,6 @@ std::string finetune_checks(const Config& c) {
   }
   if (c.get_string("finetune.train_file").empty())
     return str_cat("finetune.train_file: finetune.task = \"", task, "\" needs a file of examples; set finetune.train_file");
-  if (task == "classify") {
-    if (c.get_int("parallel.dp") * c.get_int("parallel.tp") * c.get_int("parallel.pp") > 1)
-      return "finetune.task: \"classify\" runs in one process for now; set parallel.dp = parallel.tp = parallel.pp = 1";
-  }
   return "";
 }
 
@@ -490,8 +486,8 @@ const std::vector<CrossCheck>& cross_checks() {
           return "train.mode: \"static\" does not replay recomputation yet; set memory.recompute = \"none\", or "
                  "train.mode = \"eager\"";
         if (c.get_string("finetune.task") != "lm" || c.get_int("lora.rank") > 0)
-          return "train.mode: \"static\" traces pretraining's step only for now (SFT weighs each batch by its "
-                 "counted targets on the host, classification and LoRA have steps of their own); set "
+          return "train.mode: \"static\" traces pretraining's step only for now (SFT and classification weigh "
+                 "each batch by its counted targets on the host, LoRA has a step of its own); set "
                  "finetune.task = \"lm\" and lora.rank = 0, or train.mode = \"eager\"";
         return "";
       },

@@ -32,6 +32,8 @@ void GPTConfig::validate() const {
   TRIREME_CHECK(dropout >= 0.0 && dropout < 1.0, "GPTConfig: dropout must be in [0, 1), got ", dropout);
   TRIREME_CHECK(ln_eps > 0.0, "GPTConfig: ln_eps must be positive, got ", ln_eps);
   TRIREME_CHECK(ffn >= 0, "GPTConfig: ffn must be non-negative (0: 4 d_model), got ", ffn);
+  TRIREME_CHECK(num_classes >= 0, "GPTConfig: num_classes must be non-negative (0: a language model), got ",
+                num_classes);
   if (arch == GPTArch::llama) {
     TRIREME_CHECK(n_kv_head >= 0 && n_head % kv_heads() == 0, "GPTConfig: n_kv_head (", n_kv_head,
                   ") must divide n_head (", n_head, ")");
@@ -64,7 +66,9 @@ int64_t GPTConfig::num_parameters() const {
   const int64_t mlp = add(add(mul(llama ? 2 * f : f, d), b * f), add(mul(f, d), b * d));
   const int64_t block = add(2 * ln, add(attn, mlp));
   const int64_t embeddings = add(mul(V, d), llama ? 0 : mul(block_size, d));
-  return add(add(embeddings, mul(n_layer, block)), add(ln, tie_embeddings ? 0 : mul(V, d)));
+  // The head: the classifier's (C, d) and bias (Note [classifier head]), or an untied lm_head.
+  const int64_t head = num_classes > 0 ? mul(num_classes, d + 1) : tie_embeddings ? 0 : mul(V, d);
+  return add(add(embeddings, mul(n_layer, block)), add(ln, head));
 }
 
 // ---- placement and structure ----
@@ -100,7 +104,8 @@ GPT::GPT(const GPTConfig& config, const GPTPlacement& placement, uint64_t seed)
   const parallel::TpGroup& tp = placement_.tp;
   const bool first = pp.is_first(0), last = pp.is_last(pp.virtual_stages - 1);
   transformer = register_module("transformer", std::make_shared<GPTTransformer>());
-  if (first || (last && c.tie_embeddings)) {
+  const bool classifies = c.num_classes > 0;  // Note [classifier head]
+  if (first || (last && c.tie_embeddings && !classifies)) {
     transformer->wte = transformer->register_module(
         "wte", std::make_shared<parallel::VocabParallelEmbedding>(c.vocab_size, c.d_model, tp));
   }
@@ -118,7 +123,9 @@ GPT::GPT(const GPTConfig& config, const GPTPlacement& placement, uint64_t seed)
   }
   if (last) {
     transformer->ln_f = transformer->register_module("ln_f", gpt_norm(c));
-    if (!c.tie_embeddings) {
+    if (classifies) {
+      classifier = register_module("classifier", std::make_shared<nn::Linear>(c.d_model, c.num_classes));
+    } else if (!c.tie_embeddings) {
       lm_head = register_module("lm_head", std::make_shared<parallel::ColumnParallelLinear>(
                                                c.d_model, c.vocab_size, tp,
                                                parallel::ColumnParallelOptions{.bias = false, .pad = true}));
@@ -133,6 +140,7 @@ parallel::StageLayers GPT::layers(int chunk) const {
 }
 
 const Tensor& GPT::lm_head_weight() const {
+  TRIREME_CHECK(!classifier, "GPT: a classifier (num_classes = ", config_.num_classes, ") has no language-model head");
   TRIREME_CHECK(lm_head || (transformer->wte && placement_.pipeline.is_last(placement_.pipeline.virtual_stages - 1)),
                 "GPT: pipeline rank ", placement_.pipeline.rank, " does not hold the head");
   return lm_head ? lm_head->weight : transformer->wte->weight;
@@ -148,7 +156,7 @@ DType GPT::activation_dtype() const {
 }
 
 Tensor GPT::tied_weight() const {
-  if (!config_.tie_embeddings || placement_.pipeline.stages == 1) return Tensor();
+  if (!config_.tie_embeddings || config_.num_classes > 0 || placement_.pipeline.stages == 1) return Tensor();
   // Rank 0 (embedding use) or the last rank (head use), never both; with tp, this rank's shard.
   return transformer->wte ? transformer->wte->weight : Tensor();
 }
@@ -206,17 +214,6 @@ Tensor GPT::forward(const Tensor& ids) {
   return forward_chunk(0, ids);
 }
 
-Tensor GPT::hidden(const Tensor& ids) {
-  TRIREME_CHECK(placement_.pipeline.stages == 1 && placement_.tp.size == 1,
-                "GPT.hidden: needs the whole model in this process (one stage, tp = 1)");
-  struct Restore {
-    bool& flag;
-    ~Restore() { flag = false; }
-  } restore{hidden_only_};
-  hidden_only_ = true;
-  return forward_chunk(0, ids);
-}
-
 Tensor GPT::forward_chunk(int chunk, const Tensor& input) {
   const parallel::PipelinePosition& pp = placement_.pipeline;
   TRIREME_CHECK(chunk >= 0 && chunk < pp.virtual_stages, "GPT.forward: chunk ", chunk, " is outside [0, ",
@@ -229,9 +226,10 @@ Tensor GPT::forward_chunk(int chunk, const Tensor& input) {
     TRIREME_CHECK(T >= 1 && T <= config_.block_size, "GPT.forward: sequence length ", T,
                   " is outside [1, block_size = ", config_.block_size, "]");
     if (pp.stages == 1) {
-      // Gathered from the sequence-parallel rows, whose backward already sums the head's input
-      // gradient over tp: no copy into the tp region.
-      if (auto hidden = sequence_parallel_hidden(x)) return linear(*hidden, lm_head_weight());
+      // Gathered from the sequence-parallel rows, whose backward already makes the head's input
+      // gradient whole (Note [classifier head] for a classifier's): no copy into the tp region.
+      if (auto hidden = sequence_parallel_hidden(x))
+        return classifier ? classifier->forward(*hidden) : linear(*hidden, lm_head_weight());
     }
     if (defer_grad_sums_ && autograd::grad_enabled()) ++whole_forwards_;  // Note [deferred gradient sums]
     Tensor tokens = transformer->wte->forward(x);
@@ -246,8 +244,7 @@ Tensor GPT::forward_chunk(int chunk, const Tensor& input) {
     x = run_block(i, held[i], x, [block = held[i].get()](const Tensor& in) { return block->forward(in); });
   }
   if (!pp.is_last(chunk)) return x;
-  const Tensor h = transformer->ln_f->forward(x);
-  return hidden_only_ ? h : head(h);
+  return head(transformer->ln_f->forward(x));
 }
 
 void GPT::set_recompute(Recompute mode, int64_t layers) {
@@ -269,6 +266,7 @@ Tensor GPT::run_block(size_t i, const std::shared_ptr<GPTBlock>& block, const Te
 }
 
 Tensor GPT::head(const Tensor& hidden) const {
+  if (classifier) return classifier->forward(hidden);  // whole on every tp rank (Note [classifier head])
   // The head is column-parallel over the vocabulary: the hidden state enters the tp region here.
   return linear(parallel::copy_to_tp_region(hidden, placement_.tp), lm_head_weight());  // (B, T, V_p / tp)
 }
@@ -311,6 +309,12 @@ std::optional<Tensor> GPT::sequence_parallel_hidden(const Tensor& ids) {
   }
   const std::vector<Tensor> ln_f = partial({transformer->ln_f->weight, transformer->ln_f->bias});
   x = transformer->ln_f->apply(x, ln_f[0], ln_f[1]);
+  if (classifier) {
+    // The classifier's input gradient is whole on every rank (Note [classifier head]): the rows
+    // are gathered as columns of the transpose, whose backward keeps this rank's chunk unsummed.
+    const Tensor columns = parallel::gather_from_tp_region(contiguous(transpose(x, 0, 1)), tp);  // (d, n)
+    return reshape(contiguous(transpose(columns, 0, 1)), {B, T, d});
+  }
   return reshape(parallel::gather_rows_from_sp(x, tp), {B, T, d});
 }
 
@@ -337,6 +341,14 @@ Tensor GPT::loss(const Tensor& ids, const Tensor& targets) {
 }
 
 Tensor GPT::loss_of(const Tensor& logits, const Tensor& targets) const {
+  if (classifier) {  // whole logits on every tp rank (Note [classifier head])
+    const int64_t C = config_.num_classes;
+    TRIREME_CHECK(logits.dim() == 3 && logits.size(2) == C, "GPT.loss: logits ", logits.sizes(),
+                  " are not (b, T, num_classes = ", C, ")");
+    TRIREME_CHECK(targets.dim() == 2 && targets.size(0) == logits.size(0) && targets.size(1) == logits.size(1),
+                  "GPT.loss: targets ", targets.sizes(), " must be (b, T) of logits ", logits.sizes());
+    return cross_entropy(reshape(logits, {-1, C}), reshape(targets, {-1}));
+  }
   const parallel::TpGroup& tp = placement_.tp;
   const int64_t V = parallel::round_up(config_.vocab_size, tp.size) / tp.size;
   TRIREME_CHECK(logits.dim() == 3 && logits.size(2) == V, "GPT.loss: logits ", logits.sizes(), " are not (b, T, ",

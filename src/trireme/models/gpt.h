@@ -53,6 +53,7 @@
 #include "trireme/nn/dropout.h"
 #include "trireme/nn/embedding.h"
 #include "trireme/nn/layer_norm.h"
+#include "trireme/nn/linear.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/parallel/context.h"
 #include "trireme/parallel/fully_sharded.h"
@@ -83,6 +84,9 @@ struct GPTConfig {
   int64_t n_kv_head = 0;        // key/value heads, a divisor of n_head (grouped-query attention); 0: n_head
   double rope_theta = 10000.0;  // the rotary embedding's base
   bool qkv_bias = false;        // biases on q, k and v (Qwen2)
+  // Note [classifier head]: > 0 puts a head over this many classes where the language-model head
+  // was; 0 is the language model.
+  int64_t num_classes = 0;
 
   int64_t kv_heads() const { return arch == GPTArch::llama && n_kv_head > 0 ? n_kv_head : n_head; }
   int64_t ffn_size() const { return ffn > 0 ? ffn : 4 * d_model; }
@@ -149,9 +153,6 @@ class GPT : public parallel::PipelineModel {
   // With one stage held: ids (B, T) integer, T <= block_size -> logits (B, T, V); under tensor
   // parallelism this rank's vocabulary slice (B, T, V_p / tp), padding columns included.
   Tensor forward(const Tensor& ids);
-  // The final norm's output (B, T, d) instead of the logits: what a task head (a classifier)
-  // reads. One stage and one tp rank (the whole model in this process).
-  Tensor hidden(const Tensor& ids);
   // Mean cross-entropy of forward(ids) over the full vocabulary; targets == -100 are ignored.
   // The same value on every tp rank.
   Tensor loss(const Tensor& ids, const Tensor& targets);
@@ -230,6 +231,7 @@ class GPT : public parallel::PipelineModel {
 
   std::shared_ptr<GPTTransformer> transformer;
   std::shared_ptr<parallel::ColumnParallelLinear> lm_head;  // untied head on the last stage, (V_p / tp, d)
+  std::shared_ptr<nn::Linear> classifier;  // Note [classifier head]: on the last stage, (num_classes, d), whole
 
  private:
   // Splitting a forward's rows (batch slices, sequence-parallel tokens) needs dropout's counter
@@ -251,7 +253,6 @@ class GPT : public parallel::PipelineModel {
   PositionCache positions_;
   bool defer_grad_sums_ = false;
   bool has_lora_ = false;
-  bool hidden_only_ = false;  // forward_chunk stops before the head (hidden())
   Recompute recompute_ = Recompute::none;
   int64_t recompute_layers_ = -1;
   BlockWrapper wrap_;
@@ -259,6 +260,20 @@ class GPT : public parallel::PipelineModel {
   // parallel path with deferral) and whose gradients are whole (the replicated path).
   int partial_forwards_ = 0, whole_forwards_ = 0;
 };
+
+// Note [classifier head]
+// With config.num_classes = C > 0 the model is a sequence classifier (finetune.task = "classify"):
+// the last stage holds `classifier` (C, d) with a bias, named "classifier.weight" and
+// "classifier.bias", in place of the language-model head (and, the head not being tied, holds no
+// copy of the token embedding). Its logits are (B, T, C) at every position, and a target is a
+// class index at the one position per text that is classified (its last token) and -100
+// elsewhere, so the loss is the same masked mean cross-entropy as supervised fine-tuning's and a
+// classifier trains through every layout's step as the language model does. The head is small and
+// not split: every tp rank holds it whole, computes the same logits from the same (replicated)
+// final-norm output, and so gets the whole gradient of the head and of its input with no sum over
+// tp; data parallelism averages the head's gradient like any other parameter's. Under sequence
+// parallelism the final norm's rows are gathered with a backward that keeps this rank's rows of
+// that (whole) gradient rather than summing the ranks' copies.
 
 // Note [pipeline tied embeddings]
 // GPT ties the head to transformer.wte.weight. When the first and last virtual stages are on

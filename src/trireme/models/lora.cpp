@@ -82,8 +82,9 @@ void GPT::add_lora(const parallel::LoraOptions& options, const std::vector<std::
       }
     }
   }
+  // The adapters train, and a task head (Note [classifier head]), which starts untrained.
   for (auto& [name, p] : named_parameters())
-    if (!is_lora_name(name)) p.set_requires_grad(false);
+    if (!is_lora_name(name) && name.rfind("classifier.", 0) != 0) p.set_requires_grad(false);
   specs_ = parallel::collect_shard_specs(*this);
   has_lora_ = true;
 }

@@ -13,6 +13,9 @@ nlohmann::json StepMetrics::to_json() const {
                       {"grad_norm", grad_norm}, {"tokens_per_s", tokens_per_s}, {"elapsed_s", elapsed_s},
                       {"peak_memory_bytes", peak_memory_bytes}};
   if (val_loss) j["val_loss"] = *val_loss;
+  if (val_accuracy) j["val_accuracy"] = *val_accuracy;
+  if (val_macro_f1) j["val_macro_f1"] = *val_macro_f1;
+  if (majority_accuracy) j["majority_accuracy"] = *majority_accuracy;
   if (loss_scale) j["loss_scale"] = *loss_scale;
   if (skipped_steps) j["skipped_steps"] = *skipped_steps;
   if (graph_traces) j["graph_traces"] = *graph_traces;

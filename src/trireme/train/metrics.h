@@ -1,6 +1,6 @@
 // Training metrics: one JSON object per line (step, loss, val_loss when measured, lr,
 // grad_norm, tokens_per_s, elapsed_s, peak_memory_bytes; loss_scale and skipped_steps for f16
-// training), each line written whole by one checked write as it comes: a full disk stops the
+// training; val_accuracy, val_macro_f1 and majority_accuracy beside a classifier's val_loss), each line written whole by one checked write as it comes: a full disk stops the
 // run with an error naming the file instead of a silently cut file.
 #pragma once
 
@@ -21,6 +21,9 @@ struct StepMetrics {
   int64_t step = 0;
   double loss = 0;
   std::optional<double> val_loss;
+  // finetune.task = "classify", at evaluations: validation accuracy and macro-F1, and the
+  // accuracy of always predicting the training set's most frequent label.
+  std::optional<double> val_accuracy, val_macro_f1, majority_accuracy;
   double lr = 0;
   double grad_norm = 0;
   double tokens_per_s = 0;

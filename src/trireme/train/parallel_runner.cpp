@@ -1,6 +1,7 @@
 // The trainer's parallel runners (see parallel_runner.h).
 #include "trireme/train/parallel_runner.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -107,10 +108,10 @@ std::map<std::string, Tensor> as_map(const NamedTensors& v) { return {v.begin(),
 // tp (the deferred sums), then one global norm and the optimizer (AdamW, SGD or ZeRO-1's).
 class ParallelRunner : public StepRunner {
  public:
-  ParallelRunner(const io::TrainConfig& cfg, int64_t vocab, std::shared_ptr<ParallelJob> job)
-      : cfg_(cfg), vocab_(vocab), job_(std::move(job)) {
+  ParallelRunner(const io::TrainConfig& cfg, int64_t vocab, std::shared_ptr<ParallelJob> job, int64_t num_classes)
+      : cfg_(cfg), vocab_(vocab), num_classes_(num_classes), job_(std::move(job)) {
     const auto& L = ctx().layout();
-    model_ = std::make_shared<models::GPT>(gpt_config(cfg, vocab), ctx(), uint64_t(cfg.train.seed));
+    model_ = std::make_shared<models::GPT>(gpt_config(cfg, vocab, num_classes), ctx(), uint64_t(cfg.train.seed));
     if (cfg.lora.rank > 0) {
       model_->add_lora({.rank = cfg.lora.rank, .alpha = cfg.lora.alpha, .dropout = cfg.lora.dropout,
                         .seed = uint64_t(cfg.train.seed)},
@@ -244,43 +245,24 @@ class ParallelRunner : public StepRunner {
     return r;
   }
 
-  // Forward only, one virtual stage after another: stage s runs on pipeline rank s mod p (its
-  // chunk s / p), receiving its input from stage s - 1 and sending its output to stage s + 1.
-  // With one stage, the model's forward and loss.
+  // The loss of forward_stages' output, sent from the last stage to the others.
   double eval_loss(const io::DataLoader& val, int64_t batches) override {
     NoGradGuard no_grad;
     auto autocast = precision_.autocast_guard(job_->device);
     model_->eval();
     dist::ProcessGroup* pp = ctx().pp_group();
-    const int p = ctx().layout().pp, r = ctx().pp_rank(), S = p * model_->pipeline().virtual_stages;
+    const int p = ctx().layout().pp, S = p * model_->pipeline().virtual_stages;
     double total = 0;
     for (int64_t i = 0; i < batches; ++i) {
       io::Batch b = local_batch_of(val, i);
-      const int64_t rows = b.inputs.size(0), T = b.inputs.size(1);
-      std::vector<dist::WorkPtr> sends;
-      std::vector<Tensor> keep;  // the sent activations stay alive until their sends finish
       double loss = 0;
-      for (int s = 0; s < S; ++s) {
-        if (s % p != r) continue;
-        Tensor input = b.inputs;
-        if (s > 0) {
-          input = Tensor::empty({rows, T, model_->hidden_size()}, model_->activation_dtype(), job_->device);
-          // Started alone, like the executor's (Note [pipeline transfers start alone]).
-          pp->recv(input, (s - 1) % p, {.tag = kEvalTag + s, .alone = true})->wait();
-        }
-        Tensor out = model_->forward_chunk(s / p, input);
-        if (s == S - 1) {
-          loss = host_value(model_->loss_of(out, b.targets));
-          if (val.packed()) {  // weighted by the batch's share of the counted targets (see train_step)
-            const int64_t all = val.counted_targets(i * cfg_.train.batch_size, cfg_.train.batch_size);
-            loss = all > 0 ? loss * double(counted_targets(b.targets)) * double(ctx().layout().dp) / double(all) : 0.0;
-          }
-        } else {
-          keep.push_back(contiguous(out));
-          sends.push_back(pp->send(keep.back(), (s + 1) % p, {.tag = kEvalTag + s + 1, .alone = true}));
+      if (Tensor out = forward_stages(b.inputs); out.defined()) {
+        loss = host_value(model_->loss_of(out, b.targets));
+        if (val.packed()) {  // weighted by the batch's share of the counted targets (see train_step)
+          const int64_t all = val.counted_targets(i * cfg_.train.batch_size, cfg_.train.batch_size);
+          loss = all > 0 ? loss * double(counted_targets(b.targets)) * double(ctx().layout().dp) / double(all) : 0.0;
         }
       }
-      for (auto& w : sends) w->wait();
       if (p > 1) {
         Tensor l = full({1}, loss, DType::f64, job_->device);  // NCCL groups take GPU tensors only
         pp->broadcast(l, {.root = (S - 1) % p})->wait();
@@ -290,6 +272,43 @@ class ParallelRunner : public StepRunner {
     }
     model_->train();
     return mean_over(ctx().dp_group(), total / double(batches), job_->device);
+  }
+
+  Tensor eval_class_logits(const io::DataLoader& val, int64_t batches) override {
+    TRIREME_CHECK(num_classes_ > 0, "eval_class_logits: this run's model is a language model, not a classifier");
+    NoGradGuard no_grad;
+    auto autocast = precision_.autocast_guard(job_->device);
+    model_->eval();
+    const int64_t B = cfg_.train.batch_size, C = num_classes_, mine = local_batch();
+    // Every rank's rows in place, zeros elsewhere: the sum over dp and the broadcast from the last
+    // stage then give every rank all of them.
+    Tensor all = zeros({batches * B, C}, DType::f32);
+    float* dst = all.data<float>();
+    for (int64_t i = 0; i < batches; ++i) {
+      io::Batch b = local_batch_of(val, i);
+      Tensor out = forward_stages(b.inputs);
+      if (!out.defined()) continue;
+      const int64_t T = out.size(1);
+      const std::vector<float> logits =
+          contiguous(to_device(to_dtype(out, DType::f32), Device::cpu())).to_vector<float>();
+      const std::vector<int64_t> targets = contiguous(to_device(b.targets, Device::cpu())).to_vector<int64_t>();
+      for (int64_t row = 0; row < mine; ++row) {
+        int64_t at = 0;
+        while (at < T && targets[size_t(row * T + at)] == -100) ++at;
+        TRIREME_CHECK(at < T, "eval_class_logits: sample ", i * B + first_global_row() + row,
+                      " has no counted target to classify at");
+        std::copy_n(logits.data() + (row * T + at) * C, C, dst + (i * B + first_global_row() + row) * C);
+      }
+    }
+    model_->train();
+    if (job_->world) {
+      Tensor on_device = to_device(all, job_->device);  // NCCL groups take GPU tensors only
+      if (ctx().layout().dp > 1) ctx().dp_group()->all_reduce(on_device)->wait();
+      const int p = ctx().layout().pp, last_stage = (p * model_->pipeline().virtual_stages - 1) % p;
+      if (p > 1) ctx().pp_group()->broadcast(on_device, {.root = last_stage})->wait();
+      all = to_device(on_device, Device::cpu());
+    }
+    return all;
   }
 
   std::filesystem::path save(const std::filesystem::path& root, Checkpoint ckpt) override {
@@ -311,8 +330,12 @@ class ParallelRunner : public StepRunner {
   }
 
   void load_model(const std::map<std::string, Tensor>& given, const std::string& source) override {
-    // A base model for a LoRA run has no adapters: they keep their initial values.
+    // A base model for a LoRA run has no adapters, nor one for a classifier its head: they keep
+    // their initial values.
     std::map<std::string, Tensor> full = given;
+    if (model_->classifier && !given.count("classifier.weight")) {
+      for (auto& [name, t] : model_->classifier->named_parameters()) full["classifier." + name] = t.detach();
+    }
     if (model_->has_lora() && models::lora_tensors({given.begin(), given.end()}).empty()) {
       WholeParameters whole_now(sharded_.get());
       for (auto& [name, t] : models::lora_tensors(model_->full_state_dict())) full[name] = t;  // collective over tp
@@ -341,7 +364,7 @@ class ParallelRunner : public StepRunner {
       optimizer_->load_state_dict(precision_.take_state(as_map(own)));
       return;
     }
-    auto whole = precision_.take_state(load_whole_optimizer_state(dir, ckpt, gpt_config(cfg_, vocab_)));
+    auto whole = precision_.take_state(load_whole_optimizer_state(dir, ckpt, gpt_config(cfg_, vocab_, num_classes_)));
     optimizer_->load_unsharded_state_dict(
         parallel::shard_optimizer_state(whole, model_->named_parameters(), model_->shard_specs()));
   }
@@ -350,6 +373,37 @@ class ParallelRunner : public StepRunner {
   static constexpr int kEvalTag = 1 << 20;  // far from the executor's tags
 
   const parallel::ParallelContext& ctx() const { return *job_->ctx; }
+
+  // The forward of `inputs` without the loss, one virtual stage after another: stage s runs on
+  // pipeline rank s mod p (its chunk s / p), receiving its input from stage s - 1 and sending its
+  // output to stage s + 1. Returns the last stage's output on the rank that holds it (every rank
+  // with one stage), undefined elsewhere.
+  Tensor forward_stages(const Tensor& inputs) {
+    dist::ProcessGroup* pp = ctx().pp_group();
+    const int p = ctx().layout().pp, r = ctx().pp_rank(), S = p * model_->pipeline().virtual_stages;
+    const int64_t rows = inputs.size(0), T = inputs.size(1);
+    std::vector<dist::WorkPtr> sends;
+    std::vector<Tensor> keep;  // the sent activations stay alive until their sends finish
+    Tensor last;
+    for (int s = 0; s < S; ++s) {
+      if (s % p != r) continue;
+      Tensor input = inputs;
+      if (s > 0) {
+        input = Tensor::empty({rows, T, model_->hidden_size()}, model_->activation_dtype(), job_->device);
+        // Started alone, like the executor's (Note [pipeline transfers start alone]).
+        pp->recv(input, (s - 1) % p, {.tag = kEvalTag + s, .alone = true})->wait();
+      }
+      Tensor out = model_->forward_chunk(s / p, input);
+      if (s == S - 1) {
+        last = out;
+      } else {
+        keep.push_back(contiguous(out));
+        sends.push_back(pp->send(keep.back(), (s + 1) % p, {.tag = kEvalTag + s + 1, .alone = true}));
+      }
+    }
+    for (auto& w : sends) w->wait();
+    return last;
+  }
   int64_t local_batch() const { return cfg_.train.batch_size / ctx().layout().dp; }
   // The row of the step's global batch where this dp rank's slice starts (Note [global sample
   // order]): what dropout keys its masks by (Note [dropout keyed by global sample]).
@@ -553,6 +607,7 @@ class ParallelRunner : public StepRunner {
 
   io::TrainConfig cfg_;
   int64_t vocab_;
+  int64_t num_classes_;  // > 0: a sequence classifier (Note [classifier head])
   std::shared_ptr<ParallelJob> job_;
   TrainPrecision precision_{cfg_};
   std::shared_ptr<models::GPT> model_;
@@ -576,8 +631,9 @@ std::shared_ptr<ParallelJob> ParallelJob::single(const io::ParallelConfig& confi
   return job;
 }
 
-std::unique_ptr<StepRunner> make_step_runner(const io::TrainConfig& cfg, int64_t vocab, std::shared_ptr<ParallelJob> job) {
-  return std::make_unique<ParallelRunner>(cfg, vocab, std::move(job));
+std::unique_ptr<StepRunner> make_step_runner(const io::TrainConfig& cfg, int64_t vocab, std::shared_ptr<ParallelJob> job,
+                                             int64_t num_classes) {
+  return std::make_unique<ParallelRunner>(cfg, vocab, std::move(job), num_classes);
 }
 
 }  // namespace trireme::train

@@ -54,7 +54,10 @@ struct ParallelJob {
 parallel::ParallelLayout parallel_layout(const io::ParallelConfig& config);
 
 // The runner for cfg.parallel's layout on this rank (one process: ParallelJob::single).
-// Collective (all ranks call it together).
-std::unique_ptr<StepRunner> make_step_runner(const io::TrainConfig& cfg, int64_t vocab, std::shared_ptr<ParallelJob> job);
+// Collective (all ranks call it together). num_classes > 0: the model is a sequence classifier
+// over that many classes (Note [classifier head], models/gpt.h), its batches' targets class
+// indices at the classified positions and -100 elsewhere.
+std::unique_ptr<StepRunner> make_step_runner(const io::TrainConfig& cfg, int64_t vocab, std::shared_ptr<ParallelJob> job,
+                                             int64_t num_classes = 0);
 
 }  // namespace trireme::train

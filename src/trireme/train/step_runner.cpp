@@ -12,7 +12,7 @@
 
 namespace trireme::train {
 
-models::GPTConfig gpt_config(const io::TrainConfig& cfg, int64_t vocab) {
+models::GPTConfig gpt_config(const io::TrainConfig& cfg, int64_t vocab, int64_t num_classes) {
   const bool llama = cfg.model.arch == "llama";
   if (cfg.model.vocab_size > 0 && cfg.model.vocab_size < vocab)
     throw io::ConfigError(str_cat("model.vocab_size: expected at least the tokenizer's ", vocab, " tokens, got ",
@@ -30,7 +30,8 @@ models::GPTConfig gpt_config(const io::TrainConfig& cfg, int64_t vocab) {
           .ffn = cfg.model.intermediate_size,
           .n_kv_head = llama ? cfg.model.n_kv_head : 0,
           .rope_theta = cfg.model.rope_theta,
-          .qkv_bias = llama && cfg.model.qkv_bias};
+          .qkv_bias = llama && cfg.model.qkv_bias,
+          .num_classes = num_classes};
 }
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const io::TrainConfig& cfg, const optim::NamedParams& params) {

@@ -55,6 +55,10 @@ class StepRunner {
   virtual StepResult train_step(int64_t step, const io::DataLoader& train) = 0;
   // Mean loss over batches 0..batches-1 of `val` (global batch size), without dropout.
   virtual double eval_loss(const io::DataLoader& val, int64_t batches) = 0;
+  // A classifier's (Note [classifier head], models/gpt.h) logits at each sample's one counted
+  // target (not -100), for the samples of batches 0..batches-1 of `val` in order, without
+  // dropout: (batches x batch_size, num_classes) f32 on the CPU, the same on every rank.
+  virtual Tensor eval_class_logits(const io::DataLoader& val, int64_t batches) = 0;
 
   // Writes a checkpoint (collective in parallel runners): ckpt.state is filled in, the runner
   // adds the model and optimizer state. Returns the checkpoint folder.
@@ -73,7 +77,8 @@ class StepRunner {
   virtual graph::TraceResult trace_step(const io::Batch& b) = 0;
 };
 
-models::GPTConfig gpt_config(const io::TrainConfig& cfg, int64_t vocab);
+// num_classes > 0: a sequence classifier over that many classes (Note [classifier head]).
+models::GPTConfig gpt_config(const io::TrainConfig& cfg, int64_t vocab, int64_t num_classes = 0);
 // AdamW or SGD over `params`, as cfg.optim says.
 std::unique_ptr<optim::Optimizer> make_optimizer(const io::TrainConfig& cfg, const optim::NamedParams& params);
 // Whether checkpoint `ckpt`'s optimizer files were cut for another layout than `layout` (a

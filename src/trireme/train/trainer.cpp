@@ -25,12 +25,14 @@
 #include "trireme/kernels/cpu/loops.h"
 #include "trireme/optim/lr_schedule.h"
 #include "trireme/train/checkpoint.h"
+#include "trireme/train/classifier.h"
 #include "trireme/train/finetune_data.h"
 #include "trireme/train/memory_check.h"
 #include "trireme/train/metrics.h"
 #include "trireme/train/parallel_runner.h"
 #include "trireme/train/plot.h"
 #include "trireme/train/progress.h"
+#include "trireme/train/resume_choice.h"
 #include "trireme/train/run_dir.h"
 #include "trireme/train/step_runner.h"
 #include "trireme/train/throughput.h"
@@ -58,7 +60,9 @@ struct Trainer::State {
   Device device;  // this process's: the CPU, or one GPU
   std::unique_ptr<io::Tokenizer> tokenizer;
   std::vector<int32_t> train_tokens, val_tokens;
-  std::vector<uint8_t> train_mask, val_mask;  // finetune.task = "sft": packed sequences (io/sft.h)
+  std::vector<uint8_t> train_mask, val_mask;  // finetune.task "sft" or "classify": packed sequences
+  std::unique_ptr<ClassifierData> classes;    // finetune.task = "classify": labels, validation texts' labels
+  std::optional<fs::path> resume_from;        // --resume: the checkpoint chosen (none: start at step 0)
   std::shared_ptr<ParallelJob> job;   // null in one process
   std::unique_ptr<StepRunner> runner;
   std::unique_ptr<optim::LrSchedule> schedule;
@@ -78,15 +82,28 @@ void log_line(const TrainOptions& o, const std::string& line) {
 // The data to train on: the folder `trireme prepare` wrote (data.dir), read as it is; or the corpus
 // tokenized into out/data once, reused by later runs (and resumes) while the data section of the
 // config is unchanged (spec.txt records it, written after the shards).
-// Supervised fine-tuning: the examples of finetune.train_file packed with the tokenizer of the
-// model the run starts from (--init-from; on --resume the run's own checkpoint's).
+// Fine-tuning (SFT or classification): the examples of finetune.train_file packed with the
+// tokenizer of the model the run starts from (--init-from; on --resume the run's own
+// checkpoint's, whose label set a classifier keeps).
 void prepare_finetune_data(Trainer::State& s) {
-  std::string from = s.options.init_from;
-  if (from.empty() && s.options.resume && find_latest_checkpoint(s.out_dir / "checkpoints")) from = s.out_dir.string();
+  const std::string& task = s.cfg.finetune.task;
+  const std::string from = s.resume_from ? s.resume_from->string() : s.options.init_from;
   if (from.empty())
-    throw io::ConfigError("finetune.task = \"sft\": fine-tuning starts from a trained model; give --init-from "
-                          "CHECKPOINT|RUN|HF_DIR (its tokenizer reads the examples)");
+    throw io::ConfigError(str_cat("finetune.task = \"", task, "\": fine-tuning starts from a trained model; give ",
+                                  "--init-from CHECKPOINT|RUN|HF_DIR (its tokenizer reads the examples)"));
   s.tokenizer = tokenizer_of(from, "finetune");
+  if (task == "classify") {
+    std::vector<std::string> labels;
+    if (s.resume_from) {
+      const auto state = nlohmann::json::parse(io::read_file(*s.resume_from / "state.json"));
+      if (state.contains("labels")) labels = state["labels"].get<std::vector<std::string>>();
+    }
+    s.classes = std::make_unique<ClassifierData>(prepare_classifier_data(s.cfg, *s.tokenizer, std::move(labels)));
+    log_line(s.options, s.classes->description);
+    s.train_tokens = std::move(s.classes->train_tokens), s.train_mask = std::move(s.classes->train_mask);
+    s.val_tokens = std::move(s.classes->val_tokens), s.val_mask = std::move(s.classes->val_mask);
+    return;
+  }
   SftData d = train::prepare_sft_data(s.cfg, *s.tokenizer);
   log_line(s.options, d.description);
   s.train_tokens = std::move(d.train.tokens), s.train_mask = std::move(d.train.loss_mask);
@@ -178,8 +195,14 @@ Device resolve_device(const io::TrainConfig& cfg, bool parallel) {
 }
 
 // Validation loss over a fixed set of windows (the first eval_batches batches of a loader
-// with its own seed), so every evaluation of a run measures the same samples.
-double evaluate(Trainer::State& s, const io::DataLoader& val) { return s.runner->eval_loss(val, s.cfg.train.eval_batches); }
+// with its own seed), so every evaluation of a run measures the same samples. A classifier's is
+// over every validation text, and `m` gets its accuracy and macro-F1 too.
+double evaluate(Trainer::State& s, const io::DataLoader& val, StepMetrics* m = nullptr) {
+  if (!s.classes) return s.runner->eval_loss(val, s.cfg.train.eval_batches);
+  const ClassifierEvaluation e = evaluate_classifier(*s.runner, val, *s.classes, s.cfg.train.batch_size);
+  if (m) m->val_accuracy = e.accuracy, m->val_macro_f1 = e.macro_f1, m->majority_accuracy = s.classes->majority_accuracy;
+  return e.loss;
+}
 
 void save(Trainer::State& s, int64_t step, Progress& progress) {
   Checkpoint ck;
@@ -189,6 +212,7 @@ void save(Trainer::State& s, int64_t step, Progress& progress) {
               {"data", {{"seed", s.cfg.train.seed}, {"next_step", step}}},
               {"layout", s.runner->layout_json()},
               {"best_val_loss", std::isfinite(s.best_val_loss) ? nlohmann::json(s.best_val_loss) : nlohmann::json()}};
+  if (s.classes) ck.state["labels"] = s.classes->labels, ck.state["task"] = "classify";  // generate and eval refuse it
   fs::path p = s.runner->save(s.out_dir / "checkpoints", std::move(ck));
   if (!s.options.quiet) progress.note(str_cat("checkpoint: step ", step, " -> ", p.string()));
 }
@@ -248,40 +272,6 @@ void truncate_metrics(const fs::path& path, int64_t step) {
   io::write_file_atomic(path, kept);
 }
 
-// The checkpoint a resume continues from, chosen by rank 0 (the others follow its choice, so a
-// file changing under the job cannot split it). nullopt: no checkpoint at all, start at step 0.
-std::optional<fs::path> choose_resume_checkpoint(Trainer::State& s) {
-  const fs::path root = s.out_dir / "checkpoints";
-  const bool main_rank = !s.job || s.job->env.rank == 0;
-  int64_t chosen = -1;  // -1: none, -2: refused
-  std::string refusal;
-  if (main_rank) {
-    ResumePoint rp = find_resume_checkpoint(root);
-    if (rp.dir) {
-      for (const std::string& n : rp.notes) log_line(s.options, "resume: " + n);
-      chosen = rp.step;
-    } else if (rp.found_any) {
-      chosen = -2;
-      refusal = str_cat("resume: no complete checkpoint under ", root.string(), " (");
-      for (size_t i = 0; i < rp.notes.size(); ++i) refusal += (i ? "; " : "") + rp.notes[i];
-      refusal += "); nothing was changed. Repair or remove the damaged checkpoints, or use --overwrite to start over";
-    }
-  }
-  if (s.job) {
-    Tensor t = Tensor::empty({1}, DType::i64);
-    t.data<int64_t>()[0] = chosen;
-    Tensor on_device = to_device(t, s.device);
-    s.job->world->broadcast(on_device, {.root = 0})->wait();
-    chosen = to_device(on_device, Device::cpu()).data<int64_t>()[0];
-  }
-  if (chosen == -2) {
-    if (main_rank) throw RunRefused(refusal);
-    TRIREME_FAIL("resume: rank 0 found no complete checkpoint under ", root.string());
-  }
-  if (chosen == -1) return std::nullopt;
-  return root / checkpoint_folder_name(chosen);
-}
-
 }  // namespace
 
 Trainer::Trainer(const io::Config& config, TrainOptions options) : s_(std::make_unique<State>()) {
@@ -328,14 +318,19 @@ Trainer::Trainer(const io::Config& config, TrainOptions options) : s_(std::make_
     if (env.rank != 0) s.options.quiet = true, s.options.interactive = false;  // rank 0 speaks for the job
   }
   fs::create_directories(s.out_dir);
-  if (s.cfg.finetune.task == "sft") {
+  if (options.resume) {
+    s.resume_from = choose_resume_checkpoint(s.out_dir / "checkpoints", s.job ? s.job->world.get() : nullptr, s.device,
+                                             [&](const std::string& line) { log_line(s.options, line); });
+  }
+  if (s.cfg.finetune.task != "lm") {
     prepare_finetune_data(s);
   } else {
     prepare_data(s);
   }
   const int64_t vocab = s.tokenizer->vocab_size();
+  const int64_t classes = s.classes ? int64_t(s.classes->labels.size()) : 0;
   if (s.job) {
-    s.runner = make_step_runner(s.cfg, vocab, s.job);
+    s.runner = make_step_runner(s.cfg, vocab, s.job, classes);
   } else if (par.zero > 0) {
     throw io::ConfigError(str_cat("parallel.zero: ZeRO-", par.zero, " shards over data-parallel processes, but this ",
                                   "is one process; set parallel.dp >= 2 (with --nproc) or parallel.zero = 0"));
@@ -344,7 +339,7 @@ Trainer::Trainer(const io::Config& config, TrainOptions options) : s_(std::make_
     if (s.device.is_cuda()) cuda::set_device(s.device.index);  // kernels launch on the current GPU
 #endif
     // The model is initialised on the CPU (the same weights for every device), then moved.
-    s.runner = make_step_runner(s.cfg, vocab, ParallelJob::single(par, s.device));
+    s.runner = make_step_runner(s.cfg, vocab, ParallelJob::single(par, s.device), classes);
   }
   if (s.cfg.schedule.kind == "cosine") {
     s.schedule = std::make_unique<optim::WarmupCosineLr>(
@@ -356,7 +351,7 @@ Trainer::Trainer(const io::Config& config, TrainOptions options) : s_(std::make_
 
   if (!options.init_from.empty()) init_model_from(s, options.init_from);
   if (options.resume) {
-    if (auto latest = choose_resume_checkpoint(s)) {
+    if (const auto& latest = s.resume_from) {
       Checkpoint ck = load_checkpoint(*latest);
       // Another layout resumes too: the runner reassembles the per-rank optimizer state
       // (Note [resuming in another layout], parallel/optimizer_reshard.h); batches and dropout
@@ -391,7 +386,7 @@ TrainSummary Trainer::run() {
   const auto& cfg = s.cfg;
   const int64_t B = cfg.train.batch_size, T = cfg.model.block_size;
   const uint64_t val_seed = uint64_t(cfg.train.seed) ^ 0x9e3779b97f4a7c15ull;
-  const bool packed = cfg.finetune.task == "sft";
+  const bool packed = cfg.finetune.task != "lm";  // SFT's and a classifier's sequences
   io::DataLoader train_loader = packed ? io::DataLoader(s.train_tokens, s.train_mask, T, uint64_t(cfg.train.seed))
                                        : io::DataLoader(s.train_tokens, T, uint64_t(cfg.train.seed));
   io::DataLoader val_loader =
@@ -442,10 +437,19 @@ TrainSummary Trainer::run() {
   reset_peak_memory(s.device);
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  // What an evaluation's log line compares the validation with: a classifier's accuracy against
+  // always predicting the majority label, a language model's loss against the unigram entropy.
+  auto baseline = [&](const StepMetrics& m) {
+    return s.classes ? str_cat("val_accuracy ", *m.val_accuracy, ", val_macro_f1 ", *m.val_macro_f1,
+                               ", majority baseline ", *m.majority_accuracy)
+                     : str_cat("unigram baseline ", sum.unigram_entropy);
+  };
+  if (s.classes) sum.labels = s.classes->labels, sum.majority_accuracy = s.classes->majority_accuracy;
   sum.initial_val_loss = NAN;
   if (s.start_step == 0 && cfg.train.eval_interval > 0) {
-    sum.initial_val_loss = evaluate(s, val_loader);
-    if (!s.options.quiet) progress.note(str_cat("step 0: val_loss ", sum.initial_val_loss, " (unigram baseline ", sum.unigram_entropy, ")"));
+    StepMetrics m;
+    sum.initial_val_loss = evaluate(s, val_loader, &m);
+    if (!s.options.quiet) progress.note(str_cat("step 0: val_loss ", sum.initial_val_loss, " (", baseline(m), ")"));
   }
   const int64_t last_step = s.options.stop_after > 0 ? std::min(s.options.stop_after, cfg.train.steps) : cfg.train.steps;
   int64_t step = s.start_step;
@@ -477,12 +481,12 @@ TrainSummary Trainer::run() {
     m.graph_traces = r.graph_traces;
     const bool eval_now = (cfg.train.eval_interval > 0 && done % cfg.train.eval_interval == 0) || done == cfg.train.steps;
     if (eval_now) {
-      m.val_loss = evaluate(s, val_loader);
+      m.val_loss = evaluate(s, val_loader, &m);
       s.best_val_loss = std::min(s.best_val_loss, *m.val_loss);
       sum.final_val_loss = *m.val_loss;
+      if (m.val_accuracy) sum.val_accuracy = *m.val_accuracy, sum.val_macro_f1 = *m.val_macro_f1;
       if (!s.options.quiet) {
-        progress.note(str_cat("step ", done, ": val_loss ", *m.val_loss, " (best ", s.best_val_loss, ", unigram baseline ",
-                              sum.unigram_entropy, ")"));
+        progress.note(str_cat("step ", done, ": val_loss ", *m.val_loss, " (best ", s.best_val_loss, ", ", baseline(m), ")"));
       }
     }
     if (metrics) metrics->write(m);

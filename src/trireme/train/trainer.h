@@ -1,5 +1,6 @@
-// The single-process trainer: data preparation, the GPT, the optimizer and schedule, the
-// training loop with evaluation, metrics, progress and checkpoints, and exact resume.
+// The trainer of every task (pretraining, SFT, classification: classifier.h) in every layout:
+// data preparation, the GPT, the optimizer and schedule, the training loop with evaluation,
+// metrics, progress and checkpoints, and exact resume.
 //
 //   io::Config cfg = io::Config::load("train.toml", {"train.steps=200"});
 //   train::TrainSummary s = train::Trainer(cfg, {.resume = true}).run();
@@ -8,9 +9,11 @@
 // folder holding another run throws RunRefused unless options.overwrite (see run_dir.h).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "trireme/io/config.h"
 #include "trireme/train/run_dir.h"
@@ -46,6 +49,10 @@ struct TrainSummary {
   int64_t estimated_peak_bytes = 0;  // what train/memory_estimate.h predicted for it
   std::string out_dir, metrics_path, plot_path, checkpoint_path;
   std::vector<double> losses;    // per step of this invocation, for resume-equality checks
+  // finetune.task = "classify": the label set, the last evaluation's validation accuracy and
+  // macro-F1, and the accuracy of always predicting the training set's most frequent label.
+  std::vector<std::string> labels;
+  double val_accuracy = NAN, val_macro_f1 = NAN, majority_accuracy = NAN;
   // A resume of a run that had reached train.steps: nothing was trained; `message` says so.
   bool already_finished = false;
   std::string message;
