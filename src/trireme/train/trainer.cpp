@@ -59,6 +59,7 @@ struct Trainer::State {
   std::unique_ptr<io::Tokenizer> tokenizer;
   std::vector<int32_t> train_tokens, val_tokens;
   std::vector<uint8_t> train_mask, val_mask;  // finetune.task = "sft": packed sequences (io/sft.h)
+  std::optional<SftChatTemplate> chat_template;  // sft with finetune.chat_template: saved in checkpoints
   std::shared_ptr<ParallelJob> job;   // null in one process
   std::unique_ptr<StepRunner> runner;
   std::unique_ptr<optim::LrSchedule> schedule;
@@ -87,7 +88,8 @@ void prepare_finetune_data(Trainer::State& s) {
     throw io::ConfigError("finetune.task = \"sft\": fine-tuning starts from a trained model; give --init-from "
                           "CHECKPOINT|RUN|HF_DIR (its tokenizer reads the examples)");
   s.tokenizer = tokenizer_of(from, "finetune");
-  SftData d = train::prepare_sft_data(s.cfg, *s.tokenizer);
+  s.chat_template = load_sft_chat_template(s.cfg, from, *s.tokenizer);
+  SftData d = train::prepare_sft_data(s.cfg, *s.tokenizer, s.chat_template ? &*s.chat_template : nullptr);
   log_line(s.options, d.description);
   s.train_tokens = std::move(d.train.tokens), s.train_mask = std::move(d.train.loss_mask);
   s.val_tokens = std::move(d.val.tokens), s.val_mask = std::move(d.val.loss_mask);
@@ -189,6 +191,7 @@ void save(Trainer::State& s, int64_t step, Progress& progress) {
               {"data", {{"seed", s.cfg.train.seed}, {"next_step", step}}},
               {"layout", s.runner->layout_json()},
               {"best_val_loss", std::isfinite(s.best_val_loss) ? nlohmann::json(s.best_val_loss) : nlohmann::json()}};
+  if (s.chat_template) ck.state["chat_template"] = s.chat_template->to_json();
   fs::path p = s.runner->save(s.out_dir / "checkpoints", std::move(ck));
   if (!s.options.quiet) progress.note(str_cat("checkpoint: step ", step, " -> ", p.string()));
 }
