@@ -268,3 +268,14 @@ threads = 1
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(rest.losses[i], whole.losses[i + 3]);
   fs::remove_all(root);
 }
+
+TEST(SftChatTemplate, DeeplyNestedLinesAreRefusedNotRecursedInto) {
+  // A conversation is copied and walked by the template; nesting is bounded where it is read.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const std::string line = R"({"messages": [{"role": "user", "content": "q", "extra": )" + deep +
+                           R"(}, {"role": "assistant", "content": "a"}]})";
+  const std::string e = error_of([&] { io::parse_sft_line(line, "f line 2"); });
+  EXPECT_NE(e.find("f line 2: JSON nested more than 64 deep"), std::string::npos) << e.substr(0, 200);
+  EXPECT_NO_THROW(io::parse_sft_line(
+      R"({"messages": [{"role": "user", "content": "q", "extra": [[[1]]]}, {"role": "assistant", "content": "a"}]})", "f"));
+}

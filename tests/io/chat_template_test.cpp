@@ -105,8 +105,10 @@ TEST(ChatTemplate, UnsupportedConstructsAreNamedWithLineAndColumn) {
   const Case cases[] = {
       {"a\n{% macro m() %}x{% endmacro %}", "t line 2 column 1: the tag '{% macro %}' is not supported"},
       {"{% include 'x' %}", "line 1 column 1: the tag '{% include %}' is not supported"},
-      {"{{ 'x' | wordwrap }}", "line 1 column 8: the filter 'wordwrap' is not supported"},
-      {"{{ x is callable }}", "line 1 column 6: the test 'callable' is not supported"},
+      {"{{ 'x' | wordwrap }}", "line 1 column 10: the filter 'wordwrap' is not supported"},
+      {"{{ x is callable }}", "line 1 column 9: the test 'callable' is not supported"},
+      // Refused when parsed, though the line would never run.
+      {"{% if false %}\n  {{ x | wordwrap }}{% endif %}", "line 2 column 10: the filter 'wordwrap'"},
       {"{{ 'x'.zfill(3) }}", "line 1 column 7: the method 'zfill' of a string is not supported"},
       {"{{ cycler() }}", "'cycler' is undefined"},
       {"{{ 1 + }}", "line 1 column 8: expected an expression, got the end of the tag"},
@@ -147,10 +149,37 @@ TEST(ChatTemplate, HostileTemplatesEndWithAnErrorNotACrashOrAHang) {
   EXPECT_NE(error_of(deep_ifs).find("nested more than"), std::string::npos);
   // Output that doubles each iteration, and loops that would run for ages: bounded.
   EXPECT_NE(error_of("{% set ns = namespace(s='xx') %}{% for i in range(100) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}")
-                .find("MiB"),
+                .find("the template builds more than"),
+            std::string::npos);
+  EXPECT_NE(error_of("{{ 'x' * 100000000 }}").find("line 1 column 8: the rendering exceeds 64 MiB"), std::string::npos)
+      << error_of("{{ 'x' * 100000000 }}");
+  EXPECT_NE(error_of("{% for i in range(2000) %}{{ 'x' * 60000 }}{% endfor %}").find("exceeds 64 MiB"),
             std::string::npos);
   EXPECT_NE(error_of("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}")
                 .find("loop iterations"),
             std::string::npos);
   EXPECT_NE(error_of("{{ range(1000000000000) }}").find("too many items"), std::string::npos);
+  // Values that double in size or depth each iteration, and work repeated on a large value.
+  EXPECT_NE(error_of("{% set ns = namespace(x=[1]) %}{% for i in range(60) %}{% set ns.x = [ns.x, ns.x] %}{% endfor %}")
+                .find("the template builds more than"),
+            std::string::npos);
+  EXPECT_NE(error_of("{% set ns = namespace(x=1) %}{% for i in range(1000) %}{% set ns.x = [ns.x] %}{% endfor %}")
+                .find("a value nested more than 256 deep"),
+            std::string::npos);
+  EXPECT_NE(error_of("{% set big = range(90000) | list %}{% for i in range(90000) %}{% if big == big %}{% endif %}"
+                     "{% endfor %}")
+                .find("the template builds more than"),
+            std::string::npos);
+  // Deeply nested data from a file: printed, compared or serialized, refused rather than recursed into.
+  Json deep = 1;
+  for (int i = 0; i < 1000; ++i) deep = Json::array({std::move(deep)});
+  EXPECT_NE(error_of("{{ d | tojson }}", {{"d", deep}}).find("nested more than"), std::string::npos);
+  EXPECT_NE(error_of("{{ d }}", {{"d", deep}}).find("nested more than"), std::string::npos);
+  EXPECT_NE(error_of("{{ d == d }}", {{"d", deep}}).find("nested more than"), std::string::npos);
+  // Integer edge cases are errors, not undefined behaviour.
+  EXPECT_NE(error_of("{{ 9223372036854775807 + 1 }}").find("integer overflow"), std::string::npos);
+  EXPECT_NE(error_of("{{ -(0 - 9223372036854775807 - 1) }}").find("integer overflow"), std::string::npos);
+  EXPECT_NE(error_of("{{ 1 // 0 }}").find("division by zero"), std::string::npos);
+  EXPECT_EQ(render("{{ range(9223372036854775800, 9223372036854775807, 5) | length }}{{ [1, 2, 3][::9223372036854775807] }}"),
+            "2[1]");
 }

@@ -5,8 +5,8 @@
 //
 // The subset of Jinja (docs/FINETUNING.md lists it for users):
 //   tags         {{ expr }}, {% if/elif/else/endif %}, {% for a[, b] in xs [if c] %} ... [{% else %}]
-//                {% endfor %} with loop.index/index0/revindex/revindex0/first/last/length/previtem/
-//                nextitem, {% set x = expr %}, {% set ns.x = expr %}, {% set x %}...{% endset %},
+//                {% endfor %} with loop.index/index0/revindex/revindex0/first/last/length,
+//                {% set x = expr %}, {% set ns.x = expr %}, {% set x %}...{% endset %},
 //                {% break %}, {% continue %}, {% generation %}, {# comments #}, and the whitespace
 //                control markers - and +
 //   expressions  strings (Python escapes), integers, floats, true/false/none, lists, dicts; names,
@@ -18,8 +18,9 @@
 // Unknown names are undefined: falsy, rendered as "", `is defined` false. Anything outside the
 // subset (macros, includes, an unknown filter) is an io::ConfigError naming it and its line and
 // column; so are malformed templates and raise_exception (with the template's message).
-// Rendering is bounded (nesting depth, loop iterations, output size): a hostile template gets
-// an error, never a crash or a hang.
+// Rendering is bounded (nesting depth of the template and of values, loop iterations, the
+// values it builds and the work on them, output size): a hostile template gets an error, never
+// a crash or a hang.
 //
 //   io::ChatTemplate t(config["chat_template"], "tokenizer_config.json");
 //   std::string text = t.render_conversation(messages, /*add_generation_prompt=*/true, "<s>", "</s>");

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <iterator>
 
 #include "trireme/core/error.h"
 
@@ -139,7 +140,36 @@ Value select_by_attribute(const Value& subject, const Args& args, bool keep) {
   return Value::of(std::move(out));
 }
 
+const char* const kFilters[] = {"default", "d", "trim", "upper", "lower", "capitalize", "title", "string", "safe",
+                                "length", "count", "tojson", "first", "last", "list", "reverse", "join", "int",
+                                "replace", "items", "selectattr", "rejectattr", "map"};
+const char* const kTests[] = {"defined", "undefined", "none", "string", "number", "integer", "float", "boolean",
+                              "true", "false", "mapping", "sequence", "iterable", "even", "odd", "divisibleby",
+                              "eq", "equalto", "==", "ne", "!=", "in", "lower", "upper"};
+
+std::string listing(const char* const* names, size_t n) {
+  std::string out;
+  for (size_t i = 0; i < n; ++i) out += (i ? ", " : "") + std::string(names[i]);
+  return out;
+}
+
 }  // namespace
+
+bool is_known_filter(const std::string& name) {
+  return std::find(std::begin(kFilters), std::end(kFilters), name) != std::end(kFilters);
+}
+bool is_known_test(const std::string& name) {
+  return std::find(std::begin(kTests), std::end(kTests), name) != std::end(kTests);
+}
+
+std::string unknown_filter_message(const std::string& name) {
+  return str_cat("the filter '", name, "' is not supported by trireme's chat templates (supported: ",
+                 listing(kFilters, std::size(kFilters)), ")");
+}
+std::string unknown_test_message(const std::string& name) {
+  return str_cat("the test '", name, "' is not supported by trireme's chat templates (supported: ",
+                 listing(kTests, std::size(kTests)), ")");
+}
 
 const Value* Args::get(size_t i, const char* name) const {
   if (i < positional.size()) return &positional[i];
@@ -156,9 +186,9 @@ int64_t to_integer(const Value& v, const char* what) {
 }
 
 const std::string& to_string_ref(const Value& v, const char* what) {
-  if (v.kind != Value::Kind::data || !v.data.is_string())
+  if (v.kind != Value::Kind::data || !v.json().is_string())
     throw EvalError(str_cat(what, ": expected a string, got ", type_name(v)));
-  return v.data.get_ref<const std::string&>();
+  return v.json().get_ref<const std::string&>();
 }
 
 Value apply_filter(const std::string& name, const Value& subject, const Args& args) {
@@ -202,7 +232,7 @@ Value apply_filter(const std::string& name, const Value& subject, const Args& ar
   }
   if (name == "list") return Value::of(items_of(subject, "list"));
   if (name == "reverse") {
-    if (subject.json().is_string()) return Value::of(utf8_slice(subject.data.get_ref<const std::string&>(), {}, {}, -1));
+    if (subject.json().is_string()) return Value::of(utf8_slice(subject.json().get_ref<const std::string&>(), {}, {}, -1));
     Json items = items_of(subject, "reverse");
     std::reverse(items.begin(), items.end());
     return Value::of(std::move(items));
@@ -222,7 +252,11 @@ Value apply_filter(const std::string& name, const Value& subject, const Args& ar
   if (name == "int") {
     const Json& j = subject.json();
     if (j.is_number_integer()) return subject;
-    if (j.is_number_float()) return Value::of(int64_t(j.get<double>()));
+    if (j.is_number_float()) {
+      const double d = j.get<double>();
+      if (!(d > -9.2e18 && d < 9.2e18)) throw EvalError("int: the number is out of the integer range");
+      return Value::of(int64_t(d));
+    }
     if (j.is_boolean()) return Value::of(int64_t(j.get<bool>()));
     try {
       return Value::of(int64_t(std::stoll(strip(text(), true, true, nullptr))));
@@ -250,9 +284,7 @@ Value apply_filter(const std::string& name, const Value& subject, const Args& ar
     }
     return Value::of(std::move(out));
   }
-  throw EvalError(str_cat("the filter '", name, "' is not supported by trireme's chat templates (supported: trim, length, "
-                          "count, upper, lower, capitalize, title, string, tojson, default, first, last, list, reverse, "
-                          "join, int, replace, items, selectattr, rejectattr, map, safe)"));
+  throw EvalError(unknown_filter_message(name));
 }
 
 bool apply_test(const std::string& name, const Value& v, const Args& args) {
@@ -299,9 +331,7 @@ bool apply_test(const std::string& name, const Value& v, const Args& args) {
     const std::string& s = j.get_ref<const std::string&>();
     return std::none_of(s.begin(), s.end(), [&](char c) { return name == "lower" ? std::isupper(static_cast<unsigned char>(c)) : std::islower(static_cast<unsigned char>(c)); });
   }
-  throw EvalError(str_cat("the test '", name, "' is not supported by trireme's chat templates (supported: defined, "
-                          "undefined, none, string, number, integer, float, boolean, true, false, mapping, sequence, "
-                          "iterable, even, odd, divisibleby, eq, ne, in, lower, upper)"));
+  throw EvalError(unknown_test_message(name));
 }
 
 Value call_method(const Value& object, const std::string& name, const Args& args) {

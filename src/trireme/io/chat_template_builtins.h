@@ -2,7 +2,6 @@
 // templates use, with Python's and Jinja's meaning. Internal to the chat template renderer.
 #pragma once
 
-#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,11 +10,6 @@
 
 namespace trireme::io::jinja {
 
-// A builtin's refusal (wrong type, unknown name); the renderer adds the template position.
-struct EvalError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
 struct Args {
   std::vector<Value> positional;
   std::vector<std::pair<std::string, Value>> named;
@@ -23,6 +17,14 @@ struct Args {
   // The i-th positional argument, or the named one, or nullptr.
   const Value* get(size_t i, const char* name) const;
 };
+
+// Whether a filter or test of that name exists, so a template naming another is refused when
+// it is parsed (as Jinja does), not only when the line that uses it runs.
+bool is_known_filter(const std::string& name);
+bool is_known_test(const std::string& name);
+// The refusal of an unknown one, listing the supported ones.
+std::string unknown_filter_message(const std::string& name);
+std::string unknown_test_message(const std::string& name);
 
 Value apply_filter(const std::string& name, const Value& subject, const Args& args);
 bool apply_test(const std::string& name, const Value& subject, const Args& args);

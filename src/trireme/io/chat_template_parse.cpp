@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "trireme/io/chat_template_builtins.h"
 #include "trireme/io/chat_template_syntax.h"
 #include "trireme/io/config.h"
 #include "trireme/io/utf8.h"
@@ -724,14 +725,18 @@ class Parser {
     while (true) {
       const Pos p = peek().pos;
       if (accept_op("|")) {
-        ExprPtr f = make(ExprKind::filter, p, expect_name("a filter name"));
+        const Pos at = peek().pos;
+        ExprPtr f = make(ExprKind::filter, at, expect_name("a filter name"));
+        if (!is_known_filter(f->name)) fail(f->pos, unknown_filter_message(f->name));
         f->args.push_back(std::move(e));
         if (at_op("(")) parse_arguments(*f);
         e = std::move(f);
       } else if (accept_name("is")) {
         ExprPtr t = make(ExprKind::test, p);
         t->negated = accept_name("not");
+        t->pos = peek().pos;
         t->name = expect_name("a test name");
+        if (!is_known_test(t->name)) fail(t->pos, unknown_test_message(t->name));
         t->args.push_back(std::move(e));
         if (at_op("(")) {
           parse_arguments(*t);

@@ -1,5 +1,6 @@
 // Rendering a parsed chat template (see chat_template.h): expressions are evaluated with
 // Python's semantics (chat_template_values.h), statements write into one output string.
+#include <climits>
 #include <cmath>
 #include <unordered_map>
 
@@ -33,6 +34,15 @@ class Renderer {
   std::vector<std::unordered_map<std::string, Value>> scopes_;  // innermost last
   int64_t iterations_ = 0;
   int loop_depth_ = 0;
+  int64_t work_ = 0;  // nodes of the values built so far (node_count): bounds time and memory
+
+  // Counts the building of `v`, refusing a template that builds too much.
+  const Value& charge(const Value& v, Pos p) {
+    if (v.kind == Value::Kind::undefined) return v;
+    work_ += node_count(v.json());
+    if (work_ > kMaxWork) fail(p, str_cat("the template builds more than ", kMaxWork, " values and string pieces"));
+    return v;
+  }
 
   [[noreturn]] void fail(Pos p, const std::string& what) const {
     throw ConfigError(str_cat(origin_, " line ", p.line, " column ", p.column, ": ", what));
@@ -52,6 +62,14 @@ class Renderer {
   }
 
   Flow exec(const Node& n, std::string& out) {
+    try {
+      return exec_unchecked(n, out);
+    } catch (const EvalError& e) {  // from printing a value: too deep
+      fail(n.pos, e.what());
+    }
+  }
+
+  Flow exec_unchecked(const Node& n, std::string& out) {
     switch (n.kind) {
       case NodeKind::text: out += n.text; break;
       case NodeKind::output: out += to_str(eval(*n.expr)); break;
@@ -85,17 +103,18 @@ class Renderer {
     if (target.kind != Value::Kind::ns)
       fail(n.pos, str_cat("'{% set ", n.targets[0], ".", n.attribute, " %}' needs ", n.targets[0],
                           " to be a namespace(), got ", type_name(target)));
-    (*target.ns)[n.attribute] = v.json();
+    (*target.ns)[n.attribute] = charge(v, n.pos).json();
   }
 
-  void bind(const Node& n, const Json& item) {
+  // `item` is an element of `items` (shared, not copied).
+  void bind(const Node& n, const Value& items, const Json& item) {
     if (n.targets.size() == 1) {
-      scopes_.back()[n.targets[0]] = Value::of(item);
+      scopes_.back()[n.targets[0]] = items.element(item);
       return;
     }
     if (!item.is_array() || item.size() != n.targets.size())
       fail(n.pos, str_cat("cannot unpack ", repr(item), " into ", n.targets.size(), " loop variables"));
-    for (size_t i = 0; i < n.targets.size(); ++i) scopes_.back()[n.targets[i]] = Value::of(item[i]);
+    for (size_t i = 0; i < n.targets.size(); ++i) scopes_.back()[n.targets[i]] = items.element(item[i]);
   }
 
   // Each iteration runs in a scope of its own: what it sets is gone after it, as in Jinja.
@@ -106,38 +125,37 @@ class Renderer {
   };
 
   void run_loop(const Node& n, std::string& out) {
-    Json items;
+    Value items;
     try {
-      // A copy: the body may rebind what the expression refers to.
-      items = apply_filter("list", eval(*n.expr), {}).json();
+      // A list of its own: the body may rebind what the expression refers to.
+      items = charge(apply_filter("list", eval(*n.expr), {}), n.expr->pos);
     } catch (const EvalError& e) {
       fail(n.expr->pos, str_cat("cannot loop over it: ", e.what()));
     }
     if (n.filter) {
       Json kept = Json::array();
-      for (const Json& item : items) {
+      for (const Json& item : items.json()) {
         count_iteration(n.pos);
         Scope s(*this);
-        bind(n, item);
+        bind(n, items, item);
         if (truthy(eval(*n.filter))) kept.push_back(item);
       }
-      items = std::move(kept);
+      items = charge(Value::of(std::move(kept)), n.pos);
     }
-    if (items.empty()) {
+    const Json& list = items.json();
+    if (list.empty()) {
       exec(n.else_body, out);
       return;
     }
     ++loop_depth_;
-    const int64_t len = int64_t(items.size());
+    const int64_t len = int64_t(list.size());
     for (int64_t i = 0; i < len; ++i) {
       count_iteration(n.pos);
       Scope s(*this);
-      Json loop = {{"index", i + 1}, {"index0", i}, {"revindex", len - i}, {"revindex0", len - i - 1},
-                   {"first", i == 0}, {"last", i == len - 1}, {"length", len}};
-      if (i > 0) loop["previtem"] = items[size_t(i - 1)];
-      if (i + 1 < len) loop["nextitem"] = items[size_t(i + 1)];
-      scopes_.back()["loop"] = Value::of(std::move(loop));
-      bind(n, items[size_t(i)]);
+      scopes_.back()["loop"] = Value::of({{"index", i + 1}, {"index0", i}, {"revindex", len - i},
+                                          {"revindex0", len - i - 1}, {"first", i == 0}, {"last", i == len - 1},
+                                          {"length", len}});
+      bind(n, items, list[size_t(i)]);
       const Flow f = exec(n.body, out);
       if (f == Flow::loop_break) break;
     }
@@ -167,7 +185,10 @@ class Renderer {
 
   Value eval(const Expr& e) {
     try {
-      return eval_unchecked(e);
+      Value v = eval_unchecked(e);
+      // What builds a new value is charged for it; names and members share their storage.
+      if (e.kind != ExprKind::name && e.kind != ExprKind::attr && e.kind != ExprKind::item) charge(v, e.pos);
+      return v;
     } catch (const EvalError& err) {
       fail(e.pos, err.what());
     }
@@ -190,19 +211,31 @@ class Renderer {
         }
         return Value::of(std::move(out));
       }
-      case ExprKind::attr: return member(eval(*e.args[0]), Value::of(e.name));
-      case ExprKind::item: return member(eval(*e.args[0]), eval(*e.args[1]));
+      case ExprKind::attr: return member(eval(*e.args[0]), Value::of(e.name), e.pos);
+      case ExprKind::item: return member(eval(*e.args[0]), eval(*e.args[1]), e.pos);
       case ExprKind::slice: return slice(e);
       case ExprKind::call: return call(e);
-      case ExprKind::filter: return apply_filter(e.name, eval(*e.args[0]), eval_args(e, 1));
-      case ExprKind::test: return Value::of(apply_test(e.name, eval(*e.args[0]), eval_args(e, 1)) != e.negated);
+      case ExprKind::filter: {
+        // Work on a value costs about its size, and is charged so (the length of a list is free).
+        const Value subject = eval(*e.args[0]);
+        if (!((e.name == "length" || e.name == "count") && subject.json().is_structured())) charge(subject, e.pos);
+        return apply_filter(e.name, subject, eval_args(e, 1));
+      }
+      case ExprKind::test: {
+        const Value subject = eval(*e.args[0]);
+        const Args args = eval_args(e, 1);
+        for (const char* comparing : {"eq", "equalto", "==", "ne", "!=", "in"})
+          if (e.name == comparing) charge(subject, e.pos);
+        return Value::of(apply_test(e.name, subject, args) != e.negated);
+      }
       case ExprKind::unary: {
         const Value v = eval(*e.args[0]);
         if (e.name == "not") return Value::of(!truthy(v));
-        if (v.kind != Value::Kind::data || !v.data.is_number())
+        if (v.kind != Value::Kind::data || !v.json().is_number())
           throw EvalError(str_cat("unary '", e.name, "' needs a number, got ", type_name(v)));
         if (e.name == "+") return v;
-        return Value::of(v.data.is_number_float() ? Json(-v.data.get<double>()) : Json(-v.data.get<int64_t>()));
+        if (v.json().is_number_integer() && v.json().get<int64_t>() == INT64_MIN) throw EvalError("integer overflow in -");
+        return Value::of(v.json().is_number_float() ? Json(-v.json().get<double>()) : Json(-v.json().get<int64_t>()));
       }
       case ExprKind::binary: return binary(e);
       case ExprKind::compare: return compare_chain(e);
@@ -215,20 +248,24 @@ class Renderer {
 
   // object.name and object[key]: a missing key or index is undefined; so is any attribute of a
   // value that has none. Reading into an undefined value is an error, as in Jinja.
-  Value member(const Value& object, const Value& key) {
+  Value member(const Value& object, const Value& key, Pos pos) {
     if (object.is_undefined()) throw EvalError(str_cat("'", object.what, "' is undefined"));
     const Json& j = object.json();
     const Json& k = key.json();
+    // A part of data is shared; a namespace's attribute is copied, as the namespace can change.
+    auto part = [&](const Json& p) {
+      return object.kind == Value::Kind::data ? object.element(p) : charge(Value::of(p), pos);
+    };
     if (j.is_object() && k.is_string()) {
       auto it = j.find(k.get<std::string>());
-      return it == j.end() ? Value::undefined(k.get<std::string>()) : Value::of(*it);
+      return it == j.end() ? Value::undefined(k.get<std::string>()) : part(*it);
     }
     if ((j.is_array() || j.is_string()) && k.is_number_integer()) {
       const int64_t n = length(object);
       int64_t i = k.get<int64_t>();
       if (i < 0) i += n;
       if (i < 0 || i >= n) return Value::undefined(str_cat("index ", k.get<int64_t>()));
-      if (j.is_array()) return Value::of(j[size_t(i)]);
+      if (j.is_array()) return part(j[size_t(i)]);
       return Value::of(utf8_slice(j.get_ref<const std::string&>(), i, i + 1, 1));
     }
     return Value::undefined(to_str(key));
@@ -253,7 +290,11 @@ class Renderer {
 
   Value call(const Expr& e) {
     const Expr& callee = *e.args[0];
-    if (callee.kind == ExprKind::attr) return call_method(eval(*callee.args[0]), callee.name, eval_args(e, 1));
+    if (callee.kind == ExprKind::attr) {
+      const Value object = eval(*callee.args[0]);
+      charge(object, e.pos);
+      return call_method(object, callee.name, eval_args(e, 1));
+    }
     if (callee.kind != ExprKind::name || !lookup(callee.name).is_undefined())
       throw EvalError("only the functions raise_exception, namespace, range and dict, and methods, can be called");
     const Args a = eval_args(e, 1);
@@ -270,7 +311,7 @@ class Renderer {
       }
       for (const auto& [k, v] : a.named) fields[k] = v.json();
       if (f == "dict") return Value::of(std::move(fields));
-      return {Value::Kind::ns, Json(), std::make_shared<Json>(std::move(fields)), {}};
+      return {Value::Kind::ns, nullptr, std::make_shared<Json>(std::move(fields)), {}};
     }
     if (f == "range") {
       if (a.positional.empty() || a.positional.size() > 3) throw EvalError("range: expected 1 to 3 integers");
@@ -283,9 +324,10 @@ class Renderer {
       }
       if (step == 0) throw EvalError("range: step cannot be zero");
       Json out = Json::array();
-      for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+      for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
         if (int64_t(out.size()) >= kMaxLoopIterations) throw EvalError("range: too many items");
         out.push_back(i);
+        if (__builtin_add_overflow(i, step, &i)) break;
       }
       return Value::of(std::move(out));
     }
@@ -319,6 +361,7 @@ class Renderer {
     if (op == "/") return Value::of(a / b);
     if (ints) {  // Python's floor division and modulo
       const int64_t p = x.get<int64_t>(), q = y.get<int64_t>();
+      if (p == INT64_MIN && q == -1) throw EvalError("integer overflow in //");
       int64_t d = p / q, m = p % q;
       if (m != 0 && ((m < 0) != (q < 0))) --d, m += q;
       return Value::of(op == "//" ? d : m);
@@ -339,8 +382,10 @@ class Renderer {
   // a < b <= c is a < b and b <= c, each operand evaluated once, stopping at the first false.
   Value compare_chain(const Expr& e) {
     Value left = eval(*e.args[0]);
+    charge(left, e.pos);
     for (size_t i = 0; i < e.ops.size(); ++i) {
       Value right = eval(*e.args[i + 1]);
+      charge(right, e.pos);
       if (!compare(e.ops[i], left, right)) return Value::of(false);
       left = std::move(right);
     }
@@ -354,18 +399,18 @@ class Renderer {
     if (op == "or") return truthy(a) ? a : eval(*e.args[1]);
     const Value b = eval(*e.args[1]);
     if (op == "~") {
-      std::string s = to_str(a) + to_str(b);
-      check_size(s.size(), e.pos);
-      return Value::of(std::move(s));
+      std::string s = to_str(a);
+      const std::string t = to_str(b);
+      check_size(s.size() + t.size(), e.pos);
+      return Value::of(std::move(s += t));
     }
     const Json& x = a.json();
     const Json& y = b.json();
     const bool data = a.kind == Value::Kind::data && b.kind == Value::Kind::data;
     if (data && x.is_number() && y.is_number()) return arithmetic(op, x, y);
     if (data && op == "+" && x.is_string() && y.is_string()) {
-      std::string s = x.get<std::string>() + y.get<std::string>();
-      check_size(s.size(), e.pos);
-      return Value::of(std::move(s));
+      check_size(x.get_ref<const std::string&>().size() + y.get_ref<const std::string&>().size(), e.pos);
+      return Value::of(x.get<std::string>() + y.get_ref<const std::string&>());
     }
     if (data && op == "+" && x.is_array() && y.is_array()) {
       Json out = x;

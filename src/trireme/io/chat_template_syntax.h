@@ -82,6 +82,7 @@ Body parse_template(const std::string& source, const std::string& origin);
 // Limits that keep a hostile template from exhausting the stack or memory.
 inline constexpr int kMaxNesting = 128;                   // nested blocks or sub-expressions
 inline constexpr size_t kMaxOutputBytes = size_t(64) << 20;  // one rendering, and any string value
-inline constexpr int64_t kMaxLoopIterations = 1'000'000;    // all loops of one rendering together
+inline constexpr int64_t kMaxWork = 5'000'000;               // values built by one rendering (node_count)
+inline constexpr int64_t kMaxLoopIterations = 100'000;      // all loops of one rendering together
 
 }  // namespace trireme::io::jinja

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "trireme/core/error.h"
 #include "trireme/io/utf8.h"
 
 namespace trireme::io::jinja {
@@ -39,7 +40,12 @@ void json_string(std::string& out, const std::string& s) {
   out += '"';
 }
 
+void check_depth(int level) {
+  if (level > kMaxValueDepth) throw EvalError(str_cat("a value nested more than ", kMaxValueDepth, " deep"));
+}
+
 void json_text(std::string& out, const Json& j, int indent, bool sort_keys, int level) {
+  check_depth(level);
   const bool pretty = indent >= 0;
   auto newline = [&](int lvl) {
     if (pretty) out += '\n' + std::string(size_t(indent) * size_t(lvl), ' ');
@@ -107,10 +113,17 @@ std::vector<int64_t> slice_indices(int64_t n, std::optional<int64_t> start, std:
     return std::clamp(x, lo, hi);
   };
   std::vector<int64_t> out;
+  // A step past the end ends the slice (checked: a huge step must not overflow).
   if (step > 0) {
-    for (int64_t i = clamp(start, 0, 0, n), e = clamp(stop, n, 0, n); i < e; i += step) out.push_back(i);
+    for (int64_t i = clamp(start, 0, 0, n), e = clamp(stop, n, 0, n); i < e;) {
+      out.push_back(i);
+      if (__builtin_add_overflow(i, step, &i)) break;
+    }
   } else {
-    for (int64_t i = clamp(start, n - 1, -1, n - 1), e = clamp(stop, -1, -1, n - 1); i > e; i += step) out.push_back(i);
+    for (int64_t i = clamp(start, n - 1, -1, n - 1), e = clamp(stop, -1, -1, n - 1); i > e;) {
+      out.push_back(i);
+      if (__builtin_add_overflow(i, step, &i)) break;
+    }
   }
   return out;
 }
@@ -120,7 +133,7 @@ std::vector<int64_t> slice_indices(int64_t n, std::optional<int64_t> start, std:
 bool truthy(const Value& v) {
   if (v.kind == Value::Kind::undefined) return false;
   if (v.kind == Value::Kind::ns) return true;
-  const Json& j = v.data;
+  const Json& j = v.json();
   switch (j.type()) {
     case Json::value_t::null: return false;
     case Json::value_t::boolean: return j.get<bool>();
@@ -134,7 +147,10 @@ bool truthy(const Value& v) {
   }
 }
 
-std::string repr(const Json& j) {
+namespace {
+
+std::string repr_at(const Json& j, int level) {
+  check_depth(level);
   switch (j.type()) {
     case Json::value_t::null: return "None";
     case Json::value_t::boolean: return j.get<bool>() ? "True" : "False";
@@ -156,14 +172,14 @@ std::string repr(const Json& j) {
     }
     case Json::value_t::array: {
       std::string out = "[";
-      for (size_t i = 0; i < j.size(); ++i) out += (i ? ", " : "") + repr(j[i]);
+      for (size_t i = 0; i < j.size(); ++i) out += (i ? ", " : "") + repr_at(j[i], level + 1);
       return out + "]";
     }
     case Json::value_t::object: {
       std::string out = "{";
       bool first = true;
       for (const auto& [k, v] : j.items()) {
-        out += (first ? "" : ", ") + repr(Json(k)) + ": " + repr(v);
+        out += (first ? "" : ", ") + repr_at(Json(k), level + 1) + ": " + repr_at(v, level + 1);
         first = false;
       }
       return out + "}";
@@ -172,17 +188,63 @@ std::string repr(const Json& j) {
   }
 }
 
+// Python's ==: True == 1, 1 == 1.0, dicts equal whatever their key order.
+bool json_equal(const Json& x, const Json& y, int level) {
+  check_depth(level);
+  if (x.is_boolean() && y.is_number()) return Json(int64_t(x.get<bool>())) == y;
+  if (y.is_boolean() && x.is_number()) return Json(int64_t(y.get<bool>())) == x;
+  if (x.is_array() && y.is_array()) {
+    if (x.size() != y.size()) return false;
+    for (size_t i = 0; i < x.size(); ++i)
+      if (!json_equal(x[i], y[i], level + 1)) return false;
+    return true;
+  }
+  if (x.is_object() && y.is_object()) {
+    if (x.size() != y.size()) return false;
+    for (const auto& [k, v] : x.items()) {
+      auto it = y.find(k);
+      if (it == y.end() || !json_equal(v, *it, level + 1)) return false;
+    }
+    return true;
+  }
+  if (x.is_structured() || y.is_structured()) return false;
+  return x == y;  // scalars; nlohmann compares numbers by value
+}
+
+int64_t count_nodes(const Json& j, int level) {
+  check_depth(level);
+  int64_t n = 1;
+  if (j.is_string()) return n + int64_t(j.get_ref<const std::string&>().size() / 64);
+  if (j.is_array())
+    for (const Json& e : j) n += count_nodes(e, level + 1);
+  if (j.is_object())
+    for (const auto& [k, v] : j.items()) n += 1 + int64_t(k.size() / 64) + count_nodes(v, level + 1);
+  return n;
+}
+
+}  // namespace
+
+std::string repr(const Json& j) { return repr_at(j, 0); }
+
+int64_t node_count(const Json& j) { return count_nodes(j, 0); }
+
+const Json& Value::json() const {
+  static const Json null;
+  if (kind == Kind::ns) return *ns;
+  return data ? *data : null;
+}
+
 std::string to_str(const Value& v) {
   if (v.kind == Value::Kind::undefined) return "";
   if (v.kind == Value::Kind::ns) return "<Namespace " + repr(*v.ns) + ">";
-  if (v.data.is_string()) return v.data.get<std::string>();
-  return repr(v.data);
+  if (v.json().is_string()) return v.json().get<std::string>();
+  return repr(v.json());
 }
 
 std::string type_name(const Value& v) {
   if (v.kind == Value::Kind::undefined) return "undefined";
   if (v.kind == Value::Kind::ns) return "namespace";
-  switch (v.data.type()) {
+  switch (v.json().type()) {
     case Json::value_t::null: return "none";
     case Json::value_t::boolean: return "boolean";
     case Json::value_t::string: return "string";
@@ -202,18 +264,13 @@ std::string to_json_text(const Json& j, int indent, bool sort_keys) {
 bool equal(const Value& a, const Value& b) {
   if (a.is_undefined() || b.is_undefined()) return a.is_undefined() && b.is_undefined();
   if (a.kind == Value::Kind::ns || b.kind == Value::Kind::ns) return a.ns == b.ns;
-  // Python: True == 1 and 1 == 1.0; nlohmann's == already compares numbers by value.
-  const Json& x = a.data;
-  const Json& y = b.data;
-  if (x.is_boolean() && y.is_number()) return Json(int64_t(x.get<bool>())) == y;
-  if (y.is_boolean() && x.is_number()) return Json(int64_t(y.get<bool>())) == x;
-  return x == y;
+  return json_equal(a.json(), b.json(), 0);
 }
 
 std::optional<bool> less(const Value& a, const Value& b) {
   if (a.kind != Value::Kind::data || b.kind != Value::Kind::data) return std::nullopt;
-  const Json& x = a.data;
-  const Json& y = b.data;
+  const Json& x = a.json();
+  const Json& y = b.json();
   if (x.is_number() && y.is_number()) return x.get<double>() < y.get<double>();
   // UTF-8 byte order is code point order, as Python compares strings.
   if (x.is_string() && y.is_string()) return x.get_ref<const std::string&>() < y.get_ref<const std::string&>();

@@ -1,6 +1,8 @@
 // Supervised fine-tuning data (see sft.h).
 #include "trireme/io/sft.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "trireme/core/error.h"
@@ -12,6 +14,8 @@ namespace trireme::io {
 
 namespace {
 
+constexpr int kMaxLineNesting = 64;
+
 const std::string& string_field(const nlohmann::ordered_json& j, const char* key, const std::string& where) {
   if (!j.contains(key)) throw ConfigError(str_cat(where, ": no \"", key, "\""));
   if (!j[key].is_string()) throw ConfigError(str_cat(where, ": \"", key, "\" must be a string, got ", j[key].dump()));
@@ -22,7 +26,16 @@ const std::string& string_field(const nlohmann::ordered_json& j, const char* key
 
 SftExample parse_sft_line(const std::string& line, const std::string& where) {
   // Ordered: a chat template's tojson writes a message's keys in the order the file has them.
-  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(line, nullptr, /*allow_exceptions=*/false);
+  // Nesting is bounded: the conversation is copied and walked recursively later.
+  int deepest = 0;
+  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(
+      line, [&](int depth, nlohmann::ordered_json::parse_event_t, nlohmann::ordered_json&) {
+        deepest = std::max(deepest, depth);
+        return true;
+      },
+      /*allow_exceptions=*/false);
+  if (deepest > kMaxLineNesting)
+    throw ConfigError(str_cat(where, ": JSON nested more than ", kMaxLineNesting, " deep"));
   if (j.is_discarded() || !j.is_object())
     throw ConfigError(str_cat(where, ": not a JSON object (expected {\"prompt\": ..., \"response\": ...} or ",
                               "{\"messages\": [...]})"));
