@@ -108,6 +108,9 @@ std::optional<SftChatTemplate> load_sft_chat_template(const io::TrainConfig& cfg
   const std::string& source = cfg.finetune.chat_template;
   if (source.empty()) return std::nullopt;
   const fs::path model(model_dir);
+  // A trireme checkpoint's own template first: a resumed run renders as it did.
+  if (source == "tokenizer")
+    if (auto saved = saved_template(model)) return saved;
   const std::optional<fs::path> folder = tokenizer_folder(cfg, model);
   const std::optional<fs::path> config_path =
       folder && fs::exists(*folder / "tokenizer_config.json") ? std::optional(*folder / "tokenizer_config.json")
@@ -128,8 +131,6 @@ std::optional<SftChatTemplate> load_sft_chat_template(const io::TrainConfig& cfg
     } else if (config_path) {
       out.text = template_of(read_json(*config_path), *config_path);
       out.origin = config_path->string();
-    } else if (auto saved = saved_template(model)) {
-      return saved;
     } else {
       const std::string where = folder ? str_cat("'", (*folder / "tokenizer_config.json").string(), "'")
                                        : str_cat("the Hugging Face folder --init-from names (the model is '", model_dir,

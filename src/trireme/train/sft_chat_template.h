@@ -4,9 +4,9 @@
 //
 //   finetune.chat_template = "tokenizer"   the model's: chat_template.jinja or the "chat_template"
 //                                          of tokenizer_config.json in the Hugging Face folder
-//                                          --init-from names; for a trireme checkpoint, the one it
-//                                          saved, else tokenizer_config.json beside
-//                                          data.tokenizer_file
+//                                          --init-from names; for a trireme checkpoint (and on
+//                                          --resume), the one it saved, else tokenizer_config.json
+//                                          beside data.tokenizer_file
 //   finetune.chat_template = "file:PATH"   a Jinja file (or a tokenizer_config.json: its chat_template)
 //   finetune.chat_template = "{% ... %}"   the template's text
 // bos_token and eos_token come from that tokenizer_config.json when there is one, else eos_token
