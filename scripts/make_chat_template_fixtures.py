@@ -11,7 +11,8 @@ and a raise_exception global. Needs only jinja2 (Debian: python3-jinja2); the te
 
 Each case: the template's name, the conversation's name, add_generation_prompt, the variables
 (bos_token, eos_token, tools when given), and either "expected" (the text) or "error" (the
-message a raise_exception gave).
+message a raise_exception gave). Each snippet: a small template and its rendering of
+snippet_messages.
 """
 import argparse
 import json
@@ -163,6 +164,59 @@ first={{ messages[0].role }} last={{ messages[-1]['role'] }} rest={{ messages[1:
 """,
 }
 
+# Small templates for the corners of the subset (whitespace rules, operators, filters, Python's
+# printing of values), each rendered with SNIPPET_MESSAGES.
+SNIPPETS = [
+ "  {% if true %}x{% endif %}  \n  y",
+ "a\n  {%- if true %}\n b {% endif -%}\n\n c\n",
+ "{% if true %}\r\nx\r\n{% endif %}\r\n",
+ "a {#- c #}\n b",
+ "  {# c #}\n  {{ 'v' }}\n",
+ "{{ 'a' }}\n{% if true %}\n{{ 'b' }}\n{% endif %}\n",
+ "{%+ if true %}x{%+ endif %}\n",
+ "  {%+ if true %}x{% endif +%}\ny",
+ "{% for i in [1,2,3] %}\n  {{ i }}\n{% endfor %}\n",
+ "{%- for m in messages -%}\n  <{{ m.role }}>{{ m.content }}\n{%- endfor -%}\n",
+ "{{ messages | tojson(indent=2) }}",
+ "{{ messages[0] }}",
+ "{{ messages | map(attribute='role') | join('|') }}",
+ "{{ messages | selectattr('role', 'equalto', 'user') | list | length }}",
+ "{{ (messages | rejectattr('role', 'eq', 'user') | first).content }}",
+ "{{ 'Hello World'.split(' ') }} {{ ' a '.strip() }}|{{ 'xxaxx'.strip('x') }}|{{ 'a-b-c'.split('-', 1) }}",
+ "{{ 'abc'.upper() }}{{ 'ABC'|lower }}{{ 'hello world'|title }}{{ 'hELLO'|capitalize }}",
+ "{{ 10 / 3 }} {{ 2 ** 0.5 }} {{ 1.0 }} {{ 3.14 }} {{ -5 % 3 }} {{ 7.5 // 2 }}",
+ "{{ [1,2] + [3] }} {{ 'ab' * 3 }} {{ 1 ~ 2 }} {{ none ~ '' }} {{ true ~ false }}",
+ "{{ {'a': 1}.get('a') }} {{ {'a': 1}.get('b') }} {{ {'a': 1}.get('b', 2) }}",
+ "{% for k, v in {'b': 1, 'a': 2}.items() %}{{ k }}{{ v }}{% endfor %}",
+ "{{ messages[-1].content[::-1] }}|{{ messages[0].content[1:-1] }}",
+ "{{ 'x' if false }}|{{ 'y' if 0 else 'z' }}|{{ not none }}",
+ "{{ 1 in [1, 2] }} {{ 'a' in 'cat' }} {{ 'k' in {'k': 1} }} {{ 3 not in [1] }}",
+ "{{ 1 == 1.0 }} {{ true == 1 }} {{ 'a' < 'b' }} {{ [1] == [1] }} {{ {'a':1,'b':2} == {'b':2,'a':1} }}",
+ "{% set x %}inner {{ 1 + 1 }}{% endset %}[{{ x }}]",
+ "{% for i in range(3) %}{{ loop.revindex0 }}{{ loop.first }}{% else %}none{% endfor %}",
+ "{% for m in messages if m.role == 'assistant' %}{{ loop.index }}/{{ loop.length }}{% endfor %}",
+ "{{ messages | length > 1 and messages[0].role == 'system' }}",
+ "{{ 'it''s' }} {{ \"a\" 'b' }} {{ '\\u4e2d\\x41\\n' }}",
+ "{{ messages[5] is defined }} {{ messages[0]['nope'] is none }} {{ x is undefined }}",
+ "{{ 42 | string | length }} {{ '12' | int + 1 }} {{ 'x' | int }} {{ 3.9 | int }}",
+ "{{ [3, 1, 2] | reverse | list }} {{ 'abc' | reverse }} {{ [] | first }}|{{ 'abc' | first }}",
+ "{{ 'a\"b' | tojson }} {{ {'k': 'v\\n'} | tojson(sort_keys=true) }} {{ none | tojson }} {{ 1.5 | tojson }}",
+ "{{ ['a', \"b'c\", 'd\"e', \"f'g\\\"h\"] }}",
+ "{{ {'x': [1, {'y': none}]} }}",
+ "{{ range(2, 10, 3) | list }} {{ range(5, 0, -2) | list }}",
+ "{{ (1 + 2) ~ 3 }} {{ 2 * 3 ~ 4 }} {{ 'a' ~ 2 * 3 }}",
+ "{{ -1 | abs if false else 0 }}",
+ "{% set ns = namespace(found=false) %}{% for m in messages %}{% if m.role == 'user' %}{% set ns.found = true %}{% endif %}{% endfor %}{{ ns.found }}",
+ "{{ messages[0].content | replace('a', 'A') }} {{ 'aaa'.replace('a', 'b', 2) }}",
+ "{{ 'abc'.startswith(('x', 'a')) }} {{ 'abc'.endswith('bc') }} {{ 'abc'.find('c') }} {{ '中文c'.find('c') }}",
+ "{{ 'x,y'.split(',') | join(', ') }}",
+ "{{ messages | items if false else 'ok' }}",
+ "{{ 2 < 3 < 4 }} {{ 2 < 3 > 4 }} {{ 1 == 1 == 1 }}",
+ "{{ 'a' is string }} {{ 1 is number }} {{ 1 is integer }} {{ 1.0 is float }} {{ [] is sequence }} {{ {} is mapping }} {{ 4 is even }} {{ 9 is divisibleby 3 }} {{ 'ab' is lower }}",
+]
+SNIPPET_MESSAGES = [{"role": "system", "content": "Sys"}, {"role": "user", "content": "héllo 中文"},
+                    {"role": "assistant", "content": "ans"}]
+
 TOKENS = {
     "qwen2": ("", "<|im_end|>"),
     "qwen2_5": ("", "<|im_end|>"),
@@ -253,13 +307,14 @@ def main():
                 except TemplateError as e:
                     case["error"] = str(e)
                 cases.append(case)
+    snippets = [{"template": t, "expected": env.from_string(t).render(messages=SNIPPET_MESSAGES)} for t in SNIPPETS]
     out = {"jinja2_version": jinja2.__version__, "templates": TEMPLATES, "conversations": CONVERSATIONS,
-           "cases": cases}
+           "cases": cases, "snippet_messages": SNIPPET_MESSAGES, "snippets": snippets}
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(out, f, ensure_ascii=False, indent=1)
         f.write("\n")
-    print(f"{len(cases)} cases -> {args.out}")
+    print(f"{len(cases)} cases, {len(snippets)} snippets -> {args.out}")
 
 
 if __name__ == "__main__":

@@ -71,6 +71,15 @@ TEST(ChatTemplate, RealTemplatesRenderAsJinja2Does) {
   EXPECT_EQ(raised, 4);  // Llama-2 and Mistral on two user turns in a row
 }
 
+TEST(ChatTemplate, CornersOfTheSubsetRenderAsJinja2Does) {
+  const Json f = fixture();
+  ASSERT_GE(f["snippets"].size(), 40u);
+  for (const Json& s : f["snippets"]) {
+    const std::string source = s["template"].get<std::string>();
+    EXPECT_EQ(render(source, {{"messages", f["snippet_messages"]}}), s["expected"].get<std::string>()) << source;
+  }
+}
+
 TEST(ChatTemplate, RenderConversationGivesTheVariablesTransformersGives) {
   const io::ChatTemplate t("{{ bos_token }}{% for m in messages %}{{ m.role }}:{{ m.content }}{{ eos_token }}{% endfor %}"
                            "{% if add_generation_prompt %}A:{% endif %}",

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <climits>
+#include <cmath>
+#include <cstdlib>
 #include <iterator>
 
 #include "trireme/core/error.h"
@@ -142,7 +145,7 @@ Value select_by_attribute(const Value& subject, const Args& args, bool keep) {
 
 const char* const kFilters[] = {"default", "d", "trim", "upper", "lower", "capitalize", "title", "string", "safe",
                                 "length", "count", "tojson", "first", "last", "list", "reverse", "join", "int",
-                                "replace", "items", "selectattr", "rejectattr", "map"};
+                                "replace", "items", "selectattr", "rejectattr", "map", "abs"};
 const char* const kTests[] = {"defined", "undefined", "none", "string", "number", "integer", "float", "boolean",
                               "true", "false", "mapping", "sequence", "iterable", "even", "odd", "divisibleby",
                               "eq", "equalto", "==", "ne", "!=", "in", "lower", "upper"};
@@ -272,6 +275,12 @@ Value apply_filter(const std::string& name, const Value& subject, const Args& ar
     return Value::of(replace(text(), to_str(*from), to_str(*to), count ? to_integer(*count, "replace count") : -1));
   }
   if (name == "items") return call_method(subject, "items", {});
+  if (name == "abs") {
+    const Json& j = subject.json();
+    if (j.is_number_integer() && j.get<int64_t>() != INT64_MIN) return Value::of(std::abs(j.get<int64_t>()));
+    if (j.is_number_float()) return Value::of(std::fabs(j.get<double>()));
+    throw EvalError(str_cat("abs: expected a number, got ", type_name(subject)));
+  }
   if (name == "selectattr" || name == "rejectattr") return select_by_attribute(subject, args, name == "selectattr");
   if (name == "map") {
     const Value* attr = args.get(99, "attribute");
