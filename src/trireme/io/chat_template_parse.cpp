@@ -260,10 +260,7 @@ class Parser {
  public:
   Parser(std::vector<Segment> segments, const std::string& origin) : segs_(std::move(segments)), origin_(origin) {}
 
-  Body parse() {
-    Body body = parse_body({}, nullptr);
-    return body;
-  }
+  Body parse() { return parse_body({}, nullptr); }
 
  private:
   std::vector<Segment> segs_;
@@ -307,12 +304,9 @@ class Parser {
     return true;
   }
   static std::string describe(const Token& t) {
-    switch (t.kind) {
-      case Tok::end: return "the end of the tag";
-      case Tok::string: return "a string";
-      case Tok::integer: case Tok::floating: return str_cat("'", t.text, "'");
-      default: return str_cat("'", t.text, "'");
-    }
+    if (t.kind == Tok::end) return "the end of the tag";
+    if (t.kind == Tok::string) return "a string";
+    return str_cat("'", t.text, "'");
   }
   void expect_op(const char* op) {
     if (!accept_op(op)) fail(peek().pos, str_cat("expected '", op, "', got ", describe(peek())));
@@ -365,11 +359,14 @@ class Parser {
     ++seg_;
   }
 
+  // The body of a block up to one of `stops` (in `stop`), leaving the tokens of that tag after
+  // its keyword to read.
   Body parse_nested(Pos open, const std::vector<std::string>& stops, std::string& stop, const char* opened_by) {
     Nest nest(*this, open);
     Body b = parse_body(stops, &stop);
     if (stop.empty())
       fail(open, str_cat("'{% ", opened_by, " %}' is not closed: the template ends before '{% ", stops.back(), " %}'"));
+    next();  // the keyword
     return b;
   }
 
@@ -383,7 +380,6 @@ class Parser {
         std::string stop;
         Body b = parse_nested(pos, {"elif", "else", "endif"}, stop, "if");
         n.branches.emplace_back(std::move(cond), std::move(b));
-        tok_ = 1;
         if (stop == "endif") break;
         if (stop == "elif") {
           cond = parse_expression();
@@ -393,7 +389,6 @@ class Parser {
         end_tag();  // else
         Body e = parse_nested(pos, {"endif"}, stop, "if");
         n.branches.emplace_back(nullptr, std::move(e));
-        tok_ = 1;
         break;
       }
       end_tag();
@@ -408,11 +403,9 @@ class Parser {
       end_tag();
       std::string stop;
       n.body = parse_nested(pos, {"else", "endfor"}, stop, "for");
-      tok_ = 1;
       if (stop == "else") {
         end_tag();
         n.else_body = parse_nested(pos, {"endfor"}, stop, "for");
-        tok_ = 1;
       }
       end_tag();
     } else if (keyword == "set") {
@@ -429,7 +422,6 @@ class Parser {
         end_tag();
         std::string stop;
         n.body = parse_nested(pos, {"endset"}, stop, "set");
-        tok_ = 1;
         end_tag();
       }
     } else if (keyword == "generation") {
@@ -439,7 +431,6 @@ class Parser {
       n.kind = NodeKind::if_chain;
       ExprPtr always = literal(Json(true), pos);
       n.branches.emplace_back(std::move(always), parse_nested(pos, {"endgeneration"}, stop, "generation"));
-      tok_ = 1;
       end_tag();
     } else if (keyword == "break" || keyword == "continue") {
       n.kind = keyword == "break" ? NodeKind::loop_break : NodeKind::loop_continue;
