@@ -218,7 +218,11 @@ TEST(SftChatTemplate, ARunSavesItsTemplateAndResumesWithItExactly) {
   const fs::path model = fs::path(root) / "qwen2";
   fs::create_directories(model);
   for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"}) fs::copy_file(kQwen2 + "/" + f, model / f);
-  std::ofstream(model / "tokenizer_config.json") << Json{{"chat_template", kChatMl}, {"eos_token", "<|im_end|>"}}.dump();
+  // ChatML without the default system message, so an example fits a sequence of the tiny model.
+  const std::string chatml =
+      "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + "
+      "'\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+  std::ofstream(model / "tokenizer_config.json") << Json{{"chat_template", chatml}, {"eos_token", "<|im_end|>"}}.dump();
   std::string lines;
   const char* words[] = {"hello", "world", "the moon", "frost", "home", "light"};
   for (int i = 0; i < 24; ++i)
@@ -261,11 +265,12 @@ threads = 1
   train::Trainer(cfg(root + "/parts"), {.quiet = true, .stop_after = 3, .init_from = model.string()}).run();
   const auto state = nlohmann::json::parse(io::read_file(fs::path(root) / "parts" / "checkpoints" / "step_00000003" / "state.json"));
   ASSERT_TRUE(state.contains("chat_template")) << state.dump().substr(0, 300);
-  EXPECT_EQ(state["chat_template"]["template"], kChatMl);
+  EXPECT_EQ(state["chat_template"]["template"], chatml);
   EXPECT_EQ(state["chat_template"]["eos_token"], "<|im_end|>");
   const auto rest = train::Trainer(cfg(root + "/parts"), {.resume = true, .quiet = true}).run();
   ASSERT_EQ(rest.losses.size(), 3u);
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(rest.losses[i], whole.losses[i + 3]);
+  EXPECT_GT(whole.losses.front(), 1.0);  // responses are counted: not the 0 of a run with nothing to learn
   fs::remove_all(root);
 }
 
