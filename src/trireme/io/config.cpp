@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "trireme/core/device.h"
+#include "trireme/io/chat_template.h"
 #include "trireme/io/toml_repaired.h"
 #include "trireme/io/utf8.h"
 
@@ -183,6 +184,16 @@ Check template_check() {
                    t.find("{response}", r + 1) == std::string::npos && r + 10 == t.size();
           },
           "a text with one {prompt} followed by one {response} that ends it"};
+}
+
+// finetune.chat_template: a source ("tokenizer", file:PATH) or a Jinja text, which must parse.
+Check chat_template_check() {
+  return {[](const ConfigValue& v) {
+            const auto& t = std::get<std::string>(v);
+            return t.empty() || t == "tokenizer" || (t.starts_with("file:") && t.size() > 5) ||
+                   t.find("{{") != std::string::npos || t.find("{%") != std::string::npos;
+          },
+          "\"tokenizer\", \"file:PATH\" or a Jinja chat template (with {{ }} or {% %})"};
 }
 
 const Check corpus_check{[](const ConfigValue& v) {
@@ -385,6 +396,12 @@ std::vector<ConfigKey> build_schema() {
                  "sft: the text of one example, with {prompt} and {response} placeholders; the loss counts "
                  "the response's tokens and the end-of-text token after it",
                  field(&T::finetune, &FinetuneConfig::template_text), template_check()),
+      string_key("finetune.chat_template", ConfigType::string, std::string(),
+                 "sft: render examples with a Hugging Face chat template (Jinja) instead of finetune.template: "
+                 "\"tokenizer\" (the chat_template of the tokenizer_config.json beside the model's tokenizer), "
+                 "\"file:PATH\", or the template's text; the loss counts the assistant's last message as rendered "
+                 "(\"\" = finetune.template)",
+                 field(&T::finetune, &FinetuneConfig::chat_template), chat_template_check()),
       choice_key("finetune.bad_lines", "fail", {"fail", "skip"},
                  "a malformed line of a finetune file: fail naming it, or skip it (the count is logged)",
                  field(&T::finetune, &FinetuneConfig::bad_lines)),
@@ -460,6 +477,26 @@ std::string finetune_checks(const Config& c) {
   }
   if (c.get_string("finetune.train_file").empty())
     return str_cat("finetune.train_file: finetune.task = \"", task, "\" needs a file of examples; set finetune.train_file");
+  return "";
+}
+
+// finetune.chat_template: read by sft only, instead of finetune.template; a template given as
+// text is parsed now, so a mistake is reported before any data is read.
+std::string chat_template_checks(const Config& c) {
+  const std::string& chat = c.get_string("finetune.chat_template");
+  if (chat.empty()) return "";
+  if (c.get_string("finetune.task") != "sft")
+    return "finetune.chat_template: is read by finetune.task = \"sft\" only; remove it or set finetune.task = \"sft\"";
+  if (c.get("finetune.template") != default_of("finetune.template"))
+    return "finetune.template: a text template and finetune.chat_template both say how to render an example; "
+           "remove one of them";
+  if (chat != "tokenizer" && !chat.starts_with("file:")) {
+    try {
+      ChatTemplate(chat, "finetune.chat_template");
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+  }
   return "";
 }
 
@@ -605,6 +642,7 @@ const std::vector<CrossCheck>& cross_checks() {
       },
       lora_checks,
       finetune_checks,
+      chat_template_checks,
       [](const Config& c) -> std::string {
         int64_t v = c.get_int("parallel.virtual_stages");
         bool inter = c.get_string("parallel.schedule") == "interleaved";

@@ -118,6 +118,7 @@ struct FinetuneConfig {
   std::string train_file, val_file;  // JSONL (sft, classify) or CSV (classify); val "" = held out
   double val_fraction = 0;           // with no val_file: the share of train_file's examples held out
   std::string template_text;         // sft: the text around {prompt} and {response}
+  std::string chat_template;         // sft: "" (template_text), "tokenizer", "file:PATH" or Jinja text (io/sft_chat.h)
   std::string bad_lines;             // "fail" | "skip"
   bool pack = true;                  // sft: several examples per block_size sequence
   std::vector<std::string> labels;   // classify: the label set; [] = the training file's labels

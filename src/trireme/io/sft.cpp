@@ -1,6 +1,8 @@
 // Supervised fine-tuning data (see sft.h).
 #include "trireme/io/sft.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "trireme/core/error.h"
@@ -12,7 +14,9 @@ namespace trireme::io {
 
 namespace {
 
-const std::string& string_field(const nlohmann::json& j, const char* key, const std::string& where) {
+constexpr int kMaxLineNesting = 64;
+
+const std::string& string_field(const nlohmann::ordered_json& j, const char* key, const std::string& where) {
   if (!j.contains(key)) throw ConfigError(str_cat(where, ": no \"", key, "\""));
   if (!j[key].is_string()) throw ConfigError(str_cat(where, ": \"", key, "\" must be a string, got ", j[key].dump()));
   return j[key].get_ref<const std::string&>();
@@ -21,7 +25,17 @@ const std::string& string_field(const nlohmann::json& j, const char* key, const 
 }  // namespace
 
 SftExample parse_sft_line(const std::string& line, const std::string& where) {
-  const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  // Ordered: a chat template's tojson writes a message's keys in the order the file has them.
+  // Nesting is bounded: the conversation is copied and walked recursively later.
+  int deepest = 0;
+  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(
+      line, [&](int depth, nlohmann::ordered_json::parse_event_t, nlohmann::ordered_json&) {
+        deepest = std::max(deepest, depth);
+        return true;
+      },
+      /*allow_exceptions=*/false);
+  if (deepest > kMaxLineNesting)
+    throw ConfigError(str_cat(where, ": JSON nested more than ", kMaxLineNesting, " deep"));
   if (j.is_discarded() || !j.is_object())
     throw ConfigError(str_cat(where, ": not a JSON object (expected {\"prompt\": ..., \"response\": ...} or ",
                               "{\"messages\": [...]})"));
@@ -43,6 +57,7 @@ SftExample parse_sft_line(const std::string& line, const std::string& where) {
         ex.prompt += m.size() == 2 ? content : str_cat(i ? "\n" : "", role, ": ", content);
       }
     }
+    ex.messages = m;
   } else {
     ex.prompt = string_field(j, "prompt", where);
     ex.response = string_field(j, "response", where);
@@ -89,7 +104,7 @@ PackedSequences pack_sft(const std::vector<SftExample>& examples, const Tokenize
   for (const SftExample& ex : examples) {
     std::vector<int32_t> ids = tokenizer.encode(before + ex.prompt + between);
     std::vector<uint8_t> mask(ids.size(), 0);
-    for (const auto& part : {tokenizer.encode(ex.response), end}) {
+    for (const auto& part : {tokenizer.encode(ex.response), ex.ends_turn ? std::vector<int32_t>{} : end}) {
       ids.insert(ids.end(), part.begin(), part.end());
       mask.insert(mask.end(), part.size(), 1);
     }

@@ -13,7 +13,8 @@
 //
 // One example is template[{prompt} -> prompt, {response} -> response] followed by the end token:
 // the tokenizer's end-of-text token when it has one (<|endoftext|>, <|im_end|>, </s>), else a
-// newline. Its tokens are the prompt part's encoding then the response's (encoded separately, so
+// newline. With finetune.chat_template the prompt and response are rendered by a Hugging Face
+// chat template instead (io/sft_chat.h). Its tokens are the prompt part's encoding then the response's (encoded separately, so
 // the loss mask falls on a token boundary); the loss counts the response's tokens and the end
 // token. Packing puts whole examples one after another into each sequence while they fit (an
 // example longer than a sequence is cut to it, and counted); the rest of a sequence is padding
@@ -29,6 +30,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "trireme/io/tokenizer.h"
 
 namespace trireme::io {
@@ -36,6 +39,12 @@ namespace trireme::io {
 struct SftExample {
   std::string prompt, response;
   int64_t line = 0;  // in its file
+  // A {"messages": [...]} line's conversation as it was (for a chat template, io/sft_chat.h);
+  // null for a prompt/response line.
+  nlohmann::ordered_json messages;
+  // The response already ends with an end-of-turn token (a chat template wrote it): pack_sft
+  // appends no end token after it.
+  bool ends_turn = false;
 };
 
 struct SftFile {

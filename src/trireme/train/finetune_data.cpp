@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -40,14 +41,22 @@ std::vector<size_t> held_out_examples(size_t n, double fraction, uint64_t seed) 
   return out;
 }
 
-SftData prepare_sft_data(const io::TrainConfig& cfg, const io::Tokenizer& tokenizer) {
+SftData prepare_sft_data(const io::TrainConfig& cfg, const io::Tokenizer& tokenizer, const SftChatTemplate* chat) {
   const io::FinetuneConfig& f = cfg.finetune;
   const bool skip = f.bad_lines == "skip";
-  io::SftFile train = io::read_sft_file(f.train_file, skip);
+  std::optional<io::ChatTemplate> templ;
+  if (chat) templ.emplace(chat->text, chat->origin);
+  // Each file's examples are rendered where the file is known, for errors that name its lines.
+  auto read = [&](const std::string& path) {
+    io::SftFile file = io::read_sft_file(path, skip);
+    if (templ) io::apply_chat_template(file.examples, *templ, chat->tokens, path);
+    return file;
+  };
+  io::SftFile train = read(f.train_file);
   std::vector<io::SftExample> train_ex, val_ex;
   int64_t skipped = train.skipped;
   if (!f.val_file.empty()) {
-    io::SftFile val = io::read_sft_file(f.val_file, skip);
+    io::SftFile val = read(f.val_file);
     skipped += val.skipped;
     train_ex = std::move(train.examples), val_ex = std::move(val.examples);
   } else {
@@ -63,8 +72,9 @@ SftData prepare_sft_data(const io::TrainConfig& cfg, const io::Tokenizer& tokeni
     }
   }
   SftData d;
-  d.train = io::pack_sft(train_ex, tokenizer, f.template_text, cfg.model.block_size, f.pack);
-  d.val = io::pack_sft(val_ex, tokenizer, f.template_text, cfg.model.block_size, f.pack);
+  const std::string text_template = chat ? io::kChatTemplateText : f.template_text;
+  d.train = io::pack_sft(train_ex, tokenizer, text_template, cfg.model.block_size, f.pack);
+  d.val = io::pack_sft(val_ex, tokenizer, text_template, cfg.model.block_size, f.pack);
   // A prompt longer than a sequence leaves nothing of its response; when that is every example,
   // the loss is 0 at every step and the run would train nothing without saying so.
   for (const auto& [packed, key] : {std::pair{&d.train, "finetune.train_file"}, std::pair{&d.val, "finetune.val_file"}}) {
@@ -74,7 +84,8 @@ SftData prepare_sft_data(const io::TrainConfig& cfg, const io::Tokenizer& tokeni
                                     " example(s) are longer than a sequence (model.block_size + 1 = ", cfg.model.block_size + 1,
                                     " tokens) and were cut before their response; raise model.block_size or shorten the prompts"));
   }
-  d.description = str_cat("sft: ", d.train.examples, " training examples in ", d.train.sequences, " sequences (",
+  d.description = str_cat("sft: ", chat ? str_cat("chat template from ", chat->origin, "; ") : "", d.train.examples,
+                          " training examples in ", d.train.sequences, " sequences (",
                           d.train.response_tokens, " response tokens), ", d.val.examples, " validation examples in ",
                           d.val.sequences, f.pack ? " packed" : "", " sequences of ", cfg.model.block_size + 1,
                           " tokens", skipped ? str_cat("; ", skipped, " malformed line(s) skipped") : "",

@@ -11,6 +11,7 @@
 #include "trireme/io/config.h"
 #include "trireme/io/sft.h"
 #include "trireme/io/tokenizer.h"
+#include "trireme/train/sft_chat_template.h"
 
 namespace trireme::train {
 
@@ -26,7 +27,9 @@ struct SftData {
   io::PackedSequences train, val;
   std::string description;  // one log line: examples, sequences, skipped lines, truncations
 };
-// finetune.train_file (and val_file, or the held-out share of train_file) packed with `tokenizer`.
-SftData prepare_sft_data(const io::TrainConfig& cfg, const io::Tokenizer& tokenizer);
+// finetune.train_file (and val_file, or the held-out share of train_file) packed with
+// `tokenizer`, rendered through `chat` when given (io/sft_chat.h) and finetune.template otherwise.
+SftData prepare_sft_data(const io::TrainConfig& cfg, const io::Tokenizer& tokenizer,
+                         const SftChatTemplate* chat = nullptr);
 
 }  // namespace trireme::train

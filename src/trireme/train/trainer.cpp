@@ -60,9 +60,10 @@ struct Trainer::State {
   Device device;  // this process's: the CPU, or one GPU
   std::unique_ptr<io::Tokenizer> tokenizer;
   std::vector<int32_t> train_tokens, val_tokens;
-  std::vector<uint8_t> train_mask, val_mask;  // finetune.task "sft" or "classify": packed sequences
-  std::unique_ptr<ClassifierData> classes;    // finetune.task = "classify": labels, validation texts' labels
-  std::optional<fs::path> resume_from;        // --resume: the checkpoint chosen (none: start at step 0)
+  std::vector<uint8_t> train_mask, val_mask;     // finetune.task "sft" or "classify": packed sequences
+  std::unique_ptr<ClassifierData> classes;       // finetune.task = "classify": labels, validation texts' labels
+  std::optional<SftChatTemplate> chat_template;  // sft with finetune.chat_template: saved in checkpoints
+  std::optional<fs::path> resume_from;           // --resume: the checkpoint chosen (none: start at step 0)
   std::shared_ptr<ParallelJob> job;   // null in one process
   std::unique_ptr<StepRunner> runner;
   std::unique_ptr<optim::LrSchedule> schedule;
@@ -104,7 +105,8 @@ void prepare_finetune_data(Trainer::State& s) {
     s.val_tokens = std::move(s.classes->val_tokens), s.val_mask = std::move(s.classes->val_mask);
     return;
   }
-  SftData d = train::prepare_sft_data(s.cfg, *s.tokenizer);
+  s.chat_template = load_sft_chat_template(s.cfg, from, *s.tokenizer);
+  SftData d = train::prepare_sft_data(s.cfg, *s.tokenizer, s.chat_template ? &*s.chat_template : nullptr);
   log_line(s.options, d.description);
   s.train_tokens = std::move(d.train.tokens), s.train_mask = std::move(d.train.loss_mask);
   s.val_tokens = std::move(d.val.tokens), s.val_mask = std::move(d.val.loss_mask);
@@ -213,6 +215,7 @@ void save(Trainer::State& s, int64_t step, Progress& progress) {
               {"layout", s.runner->layout_json()},
               {"best_val_loss", std::isfinite(s.best_val_loss) ? nlohmann::json(s.best_val_loss) : nlohmann::json()}};
   if (s.classes) ck.state["labels"] = s.classes->labels, ck.state["task"] = "classify";  // generate and eval refuse it
+  if (s.chat_template) ck.state["chat_template"] = s.chat_template->to_json();
   fs::path p = s.runner->save(s.out_dir / "checkpoints", std::move(ck));
   if (!s.options.quiet) progress.note(str_cat("checkpoint: step ", step, " -> ", p.string()));
 }
