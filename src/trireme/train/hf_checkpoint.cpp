@@ -13,6 +13,7 @@
 #include "trireme/ops/copy.h"
 #include "trireme/train/checkpoint.h"
 #include "trireme/train/lora_adapters.h"
+#include "trireme/train/sft_chat_template.h"
 #include "trireme/train/step_runner.h"
 
 namespace fs = std::filesystem;
@@ -149,6 +150,8 @@ fs::path import_hf(const fs::path& dir, const fs::path& out) {
   ck.state = {{"config", cfg.to_toml()},
               {"tokenizer", m.tokenizer},
               {"imported_from", {{"format", "huggingface"}, {"architecture", m.architecture}, {"dir", fs::absolute(dir).string()}}}};
+  // Kept for SFT (finetune.chat_template = "tokenizer" finds it here) and written back on export.
+  if (const auto chat = hf_folder_chat_template(dir)) ck.state["chat_template"] = chat->to_json();
   fs::create_directories(out / "checkpoints");
   return save_checkpoint(out / "checkpoints", ck, /*keep=*/1);
 }
@@ -203,6 +206,15 @@ bool export_hf(const std::string& checkpoint, const fs::path& out, const ExportO
     io::write_file(tmp / "config.json", config.dump(2) + "\n");
     io::write_file(tmp / "model.safetensors", io::serialize_safetensors(hf, {{"format", "pt"}}));
     if (tok->type() == "hf") io::write_file(tmp / "tokenizer.json", tok->to_json().dump(1) + "\n");
+    // The chat template the checkpoint carries (imported, or an SFT run's), where transformers'
+    // apply_chat_template reads it.
+    if (tok->type() == "hf" && ck.state.contains("chat_template")) {
+      const SftChatTemplate chat = SftChatTemplate::from_json(ck.state["chat_template"], (*dir / "state.json").string());
+      json tokenizer_config = {{"tokenizer_class", "PreTrainedTokenizerFast"}, {"chat_template", chat.text}};
+      if (!chat.tokens.bos.empty()) tokenizer_config["bos_token"] = chat.tokens.bos;
+      if (!chat.tokens.eos.empty()) tokenizer_config["eos_token"] = chat.tokens.eos;
+      io::write_file(tmp / "tokenizer_config.json", tokenizer_config.dump(2) + "\n");
+    }
     io::fsync_path(tmp, /*directory=*/true);
     fs::rename(tmp, out);
     io::fsync_path(parent, /*directory=*/true);

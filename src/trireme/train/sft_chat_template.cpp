@@ -103,6 +103,27 @@ SftChatTemplate SftChatTemplate::from_json(const nlohmann::json& j, const std::s
   return {j["template"].get<std::string>(), {token_text(j, "bos_token"), token_text(j, "eos_token")}, origin};
 }
 
+std::optional<SftChatTemplate> hf_folder_chat_template(const fs::path& dir) {
+  const fs::path jinja = dir / "chat_template.jinja", config_path = dir / "tokenizer_config.json";
+  const bool has_config = fs::exists(config_path);
+  const nlohmann::json config = has_config ? read_json(config_path) : nlohmann::json::object();
+  SftChatTemplate t;
+  t.tokens = {token_text(config, "bos_token"), token_text(config, "eos_token")};
+  // transformers saves the template as chat_template.jinja in newer versions, inside
+  // tokenizer_config.json in older ones; the .jinja file wins, as there.
+  if (fs::exists(jinja)) {
+    t.text = read_text(jinja);
+    t.origin = jinja.string();
+    return t;
+  }
+  if (config.is_object() && config.contains("chat_template")) {
+    t.text = template_of(config, config_path);
+    t.origin = config_path.string();
+    return t;
+  }
+  return std::nullopt;
+}
+
 std::optional<SftChatTemplate> load_sft_chat_template(const io::TrainConfig& cfg, const std::string& model_dir,
                                                       const io::Tokenizer& tokenizer) {
   const std::string& source = cfg.finetune.chat_template;
@@ -123,14 +144,11 @@ std::optional<SftChatTemplate> load_sft_chat_template(const io::TrainConfig& cfg
     out.tokens = default_tokens(tokenizer);
   }
   if (source == "tokenizer") {
-    // transformers saves the template as chat_template.jinja in newer versions, inside
-    // tokenizer_config.json in older ones; the .jinja file wins, as there.
-    if (folder && fs::exists(*folder / "chat_template.jinja")) {
-      out.text = read_text(*folder / "chat_template.jinja");
-      out.origin = (*folder / "chat_template.jinja").string();
+    if (const auto found = folder ? hf_folder_chat_template(*folder) : std::nullopt) {
+      out.text = found->text;
+      out.origin = found->origin;
     } else if (config_path) {
-      out.text = template_of(read_json(*config_path), *config_path);
-      out.origin = config_path->string();
+      template_of(read_json(*config_path), *config_path);  // throws: it names what the file lacks
     } else {
       const std::string where = folder ? str_cat("'", (*folder / "tokenizer_config.json").string(), "'")
                                        : str_cat("the Hugging Face folder --init-from names (the model is '", model_dir,

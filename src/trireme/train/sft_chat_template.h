@@ -13,6 +13,7 @@
 // is the tokenizer's end-of-text token (io::sft_end_tokens) and bos_token is "".
 #pragma once
 
+#include <filesystem>
 #include <optional>
 #include <string>
 
@@ -32,6 +33,11 @@ struct SftChatTemplate {
   nlohmann::json to_json() const;
   static SftChatTemplate from_json(const nlohmann::json& j, const std::string& origin);
 };
+
+// The chat template a Hugging Face folder carries (chat_template.jinja, else the "chat_template"
+// of tokenizer_config.json), with the bos_token / eos_token of its tokenizer_config.json; nullopt
+// when it has none. `trireme import hf` keeps it in the checkpoint and `export hf` writes it back.
+std::optional<SftChatTemplate> hf_folder_chat_template(const std::filesystem::path& dir);
 
 // The run's chat template; nullopt when finetune.chat_template is "" (finetune.template is
 // used). `model` is the folder the run starts from (--init-from, or the run's own on --resume).
