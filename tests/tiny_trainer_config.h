@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,32 @@ inline std::string fresh_run_dir(const std::string& name) {
   std::filesystem::remove_all(d);
   return d.string();
 }
+
+// `text` in a file under the temp directory, its name unique per process; returns its path.
+inline std::string write_temp_file(const std::string& name, const std::string& text) {
+  const std::filesystem::path p = std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + "_" + name);
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+// The [model] section of the committed Qwen2 fixture (tests/fixtures/hf/qwen2), for runs that
+// start from it with --init-from.
+inline const char* const kQwen2FixtureModel = R"(
+[model]
+arch = "llama"
+d_model = 64
+n_layer = 2
+n_head = 4
+block_size = 32
+bias = false
+tie_embeddings = true
+intermediate_size = 96
+vocab_size = 367
+norm_eps = 1e-06
+n_kv_head = 2
+rope_theta = 1000000.0
+qkv_bias = true
+)";
 
 // d_model 32, 2 layers, block 16, batch 8, char tokenizer on the Tang poems, evaluation at the end
 // and a checkpoint every 10 steps; `extra` overrides (optim.lr, train.device, ...) come last.

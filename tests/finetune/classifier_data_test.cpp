@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tiny_trainer_config.h"
 #include "trireme/io/tokenizer_char.h"
 #include "trireme/train/classifier.h"
 
@@ -15,11 +16,7 @@ using namespace trireme;
 
 namespace {
 
-std::string write(const std::string& name, const std::string& text) {
-  const fs::path p = fs::temp_directory_path() / (std::to_string(::getpid()) + "_" + name);
-  std::ofstream(p) << text;
-  return p.string();
-}
+std::string write(const std::string& name, const std::string& text) { return trireme::testing::write_temp_file(name, text); }
 
 io::TrainConfig config(const std::string& train, const std::string& val, std::vector<std::string> extra = {}) {
   std::vector<std::string> keys = {"finetune.task=classify", "finetune.train_file=" + train,

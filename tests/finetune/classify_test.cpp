@@ -21,11 +21,7 @@ using namespace trireme;
 
 namespace {
 
-std::string write(const std::string& name, const std::string& text) {
-  const fs::path p = fs::temp_directory_path() / (std::to_string(::getpid()) + "_" + name);
-  std::ofstream(p) << text;
-  return p.string();
-}
+std::string write(const std::string& name, const std::string& text) { return trireme::testing::write_temp_file(name, text); }
 
 }  // namespace
 

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dist/parallel_cli.h"
+#include "tiny_trainer_config.h"
 #include "trireme/io/sft.h"
 #include "trireme/io/tokenizer.h"
 #include "trireme/io/file_write.h"
@@ -25,21 +26,7 @@ namespace {
 
 const std::string kQwen2 = std::string(TRIREME_SOURCE_DIR) + "/tests/fixtures/hf/qwen2";
 
-const char* kSftConfig = R"(
-[model]
-arch = "llama"
-d_model = 64
-n_layer = 2
-n_head = 4
-block_size = 32
-bias = false
-tie_embeddings = true
-intermediate_size = 96
-vocab_size = 367
-norm_eps = 1e-06
-n_kv_head = 2
-rope_theta = 1000000.0
-qkv_bias = true
+const std::string kSftConfig = std::string(trireme::testing::kQwen2FixtureModel) + R"(
 [finetune]
 task = "sft"
 template = "<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n{response}"

@@ -230,20 +230,7 @@ TEST(SftChatTemplate, ARunSavesItsTemplateAndResumesWithItExactly) {
   const std::string data = root + "/sft.jsonl";
   io::write_file(data, lines);
   auto cfg = [&](const std::string& out) {
-    return io::Config::parse(R"(
-[model]
-arch = "llama"
-d_model = 64
-n_layer = 2
-n_head = 4
-block_size = 32
-tie_embeddings = true
-intermediate_size = 96
-vocab_size = 367
-norm_eps = 1e-06
-n_kv_head = 2
-rope_theta = 1000000.0
-qkv_bias = true
+    return io::Config::parse(std::string(trireme::testing::kQwen2FixtureModel) + R"(
 [finetune]
 task = "sft"
 chat_template = "tokenizer"

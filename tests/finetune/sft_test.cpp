@@ -26,11 +26,7 @@ namespace {
 // Ids: 0 <unk>, then in code point order "\n" 1, ">" 2, "a" 3, "b" 4, "c" 5, "x" 6, "y" 7.
 io::CharTokenizer tokenizer() { return io::CharTokenizer::train("\nabcxy>"); }
 
-std::string write(const std::string& name, const std::string& text) {
-  const fs::path p = fs::temp_directory_path() / (name + "_" + std::to_string(::getpid()));
-  std::ofstream(p) << text;
-  return p.string();
-}
+std::string write(const std::string& name, const std::string& text) { return trireme::testing::write_temp_file(name, text); }
 
 }  // namespace
 
