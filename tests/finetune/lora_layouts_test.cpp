@@ -4,7 +4,7 @@
 // parallel layers: A replicated, B split by rows; row-parallel layers: A split by columns, B
 // replicated, added before the reduce) for gpt2 and llama, ZeRO-2 (only the adapters sharded)
 // and pp = 2 (the frozen tied embedding); the base weights of every run's checkpoint are the base
-// model's; ZeRO-3 and sequence parallelism, not supported yet, are refused with exit 2.
+// model's; ZeRO-3, not supported yet, is refused with exit 2.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -131,8 +131,7 @@ TEST_F(LoraLayouts, RecomputationMatchesOneProcess) {
 }
 
 TEST_F(LoraLayouts, UnsupportedLayoutsAreRefused) {
-  for (const std::string layout : {"--set parallel.dp=2 --set parallel.zero=3",
-                                   "--set parallel.tp=2 --set parallel.sequence_parallel=true"}) {
+  for (const std::string layout : {"--set parallel.dp=2 --set parallel.zero=3"}) {
     Result r = lora("refused", "gpt2", layout);
     EXPECT_EQ(r.status, 2) << layout << "\n" << r.output;
     EXPECT_NE(r.output.find("lora.rank:"), std::string::npos) << r.output;

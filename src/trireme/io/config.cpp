@@ -461,8 +461,6 @@ std::string lora_checks(const Config& c) {
   if (c.get_int("parallel.zero") == 3)
     return "lora.rank: LoRA adapters are not combined with ZeRO-3 yet (the base weights are frozen and the adapters "
            "small: ZeRO-1 or 2 shard what trains); set parallel.zero to 0, 1 or 2";
-  if (c.get_bool("parallel.sequence_parallel"))
-    return "lora.rank: LoRA adapters do not take the sequence-parallel path yet; set parallel.sequence_parallel = false";
   return "";
 }
 
