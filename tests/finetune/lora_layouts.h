@@ -66,12 +66,14 @@ class LoraLayoutsTest : public ::testing::Test {
     return parallel::testing::run_cli("train -c " + (root_ / "tiny.toml").string() + " --set train.out_dir=" +
                                       dir.string() + arch_keys(arch) + " " + extra);
   }
-  static Result lora(const std::string& name, const std::string& arch, const std::string& extra) {
-    return run(name, arch,
-               "--init-from " + (root_ / (arch + "_base")).string() +
-                   " --set lora.rank=4 --set lora.alpha=8 --set lora.dropout=0.1 --set optim.lr=0.01 " +
-                   (arch == "llama" ? "--set lora.targets=[\\\"attn.q_proj\\\",\\\"attn.kv_proj\\\",\\\"mlp.c_proj\\\"] " : "") +
-                   extra);
+  static std::string lora_keys(const std::string& arch) {
+    return " --set lora.rank=4 --set lora.alpha=8 --set lora.dropout=0.1 --set optim.lr=0.01 " +
+           std::string(arch == "llama" ? "--set lora.targets=[\\\"attn.q_proj\\\",\\\"attn.kv_proj\\\",\\\"mlp.c_proj\\\"] " : "");
+  }
+  // A LoRA run from the base model; with `resume`, the run's continuation.
+  static Result lora(const std::string& name, const std::string& arch, const std::string& extra, bool resume = false) {
+    const std::string from = resume ? "--resume " : "--init-from " + (root_ / (arch + "_base")).string();
+    return run(name, arch, from + lora_keys(arch) + extra);
   }
   static fs::path latest(const std::string& name) {
     return *train::find_latest_checkpoint((root_ / name / "checkpoints").string());
