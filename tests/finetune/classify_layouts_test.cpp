@@ -4,8 +4,9 @@
 // 3, tp = 2 (with sequence parallelism, and with recomputation) and pp = 2 (also interleaved) log
 // the one-process per-step losses and gradient norms and validation loss (1e-4 relative),
 // accuracy and macro-F1, and end with the one-process classifier head (so its gradient is reduced
-// over dp and not summed over tp); so do LoRA runs (adapters and head) under dp = 2 and pp = 2 against a LoRA run in one
-// process, whose base weights stay the base model's. A pipeline run resumed halfway logs the
+// over dp and not summed over tp); so do LoRA runs (adapters and head) under dp = 2, pp = 2,
+// tp = 2 with sequence parallelism and ZeRO-3 against a LoRA run in one process, whose base
+// weights stay the base model's. A pipeline run resumed halfway logs the
 // uninterrupted run's metrics bit for bit (resumed under tp = 2 instead, one process's), and bf16
 // autocast under tp = 2 starts as one process does (to bf16's precision).
 #include <gtest/gtest.h>
@@ -162,11 +163,15 @@ TEST_F(ClassifyLayouts, LoraMatchesOneProcess) {
   ASSERT_EQ(r.status, 0) << r.output;
   expect_same("lora_dp2", lora + "--nproc 2", "lora_single");
   expect_same("lora_pp2", lora + "--nproc 2 --set parallel.pp=2 --set parallel.micro_batches=2", "lora_single");
+  expect_same("lora_sp2", lora + "--nproc 2 --set parallel.tp=2 --set parallel.sequence_parallel=true", "lora_single");
+  expect_same("lora_zero3", lora + "--nproc 2 --set parallel.zero=3", "lora_single");
   // Only the adapters and the head trained.
   const auto base = final_model(root_ / "base");
-  for (const auto& [name, t] : final_model(root_ / "lora_pp2")) {
-    if (models::is_lora_name(name) || name.rfind("classifier.", 0) == 0) continue;
-    ASSERT_EQ(t.to_vector<float>(), base.at(name).to_vector<float>()) << name << " changed";
+  for (const std::string run : {"lora_pp2", "lora_sp2", "lora_zero3"}) {
+    for (const auto& [name, t] : final_model(root_ / run)) {
+      if (models::is_lora_name(name) || name.rfind("classifier.", 0) == 0) continue;
+      ASSERT_EQ(t.to_vector<float>(), base.at(name).to_vector<float>()) << name << " changed in " << run;
+    }
   }
 }
 

@@ -116,7 +116,7 @@ struct WorkerEntry {
     std::ifstream f("/proc/self/cmdline", std::ios::binary);
     std::vector<std::string> args;
     for (std::string a; std::getline(f, a, '\0');) args.push_back(a);
-    if (args.size() >= 3 && args[1] == "parallel-worker") {
+    if (args.size() >= 3 && args[1] == "parallel-worker" && args[2] == "lora_tp") {  // other files' scenarios pass
       const int rc = run_worker(args[2]);
       std::fflush(nullptr);
       std::_Exit(rc);

@@ -433,8 +433,8 @@ std::string divisors(int64_t n) {
 
 std::string suggest(const std::string& path, const std::vector<std::string>& candidates);
 
-// [lora] against the model and the layout: target names the architecture has, and the layouts
-// the adapters support (docs/FINETUNING.md).
+// [lora] against the model: target names the architecture has. The adapters run in every
+// layout (docs/FINETUNING.md).
 std::string lora_checks(const Config& c) {
   if (c.get_int("lora.rank") == 0) return "";
   const bool llama = c.get_string("model.arch") == "llama";
@@ -458,11 +458,6 @@ std::string lora_checks(const Config& c) {
     return str_cat("lora.targets: unknown layer \"", t, "\" for model.arch = \"", c.get_string("model.arch"), "\"",
                    hint.empty() ? "" : " (did you mean \"" + hint + "\"?)", "; expected some of ", list);
   }
-  if (c.get_int("parallel.zero") == 3)
-    return "lora.rank: LoRA adapters are not combined with ZeRO-3 yet (the base weights are frozen and the adapters "
-           "small: ZeRO-1 or 2 shard what trains); set parallel.zero to 0, 1 or 2";
-  if (c.get_bool("parallel.sequence_parallel"))
-    return "lora.rank: LoRA adapters do not take the sequence-parallel path yet; set parallel.sequence_parallel = false";
   return "";
 }
 

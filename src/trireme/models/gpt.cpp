@@ -395,19 +395,28 @@ std::string as_first_block(const std::string& name) {
 }  // namespace
 
 std::vector<std::vector<size_t>> block_parameter_indices(const GPT& gpt) {
-  const nn::NamedTensors params = gpt.named_parameters();
+  return block_parameter_indices(gpt, gpt.named_parameters());
+}
+
+std::vector<std::vector<size_t>> block_parameter_indices(const GPT& gpt, const nn::NamedTensors& among) {
   std::vector<std::vector<size_t>> units;
   for (const auto& block : gpt.blocks()) {
     std::vector<size_t>& unit = units.emplace_back();
     for (const auto& [name, p] : block->named_parameters())
-      for (size_t i = 0; i < params.size(); ++i)
-        if (params[i].second.same(p)) unit.push_back(i);
+      for (size_t i = 0; i < among.size(); ++i)
+        if (among[i].second.same(p)) unit.push_back(i);
   }
   return units;
 }
 
 std::unique_ptr<parallel::FullyShardedParams> shard_blocks(GPT& gpt, parallel::Reducer& reducer) {
-  auto sharded = std::make_unique<parallel::FullyShardedParams>(reducer);
+  std::vector<std::vector<Tensor>> frozen;
+  for (const auto& block : gpt.blocks()) {
+    std::vector<Tensor>& unit = frozen.emplace_back();
+    for (const auto& [name, p] : block->named_parameters())
+      if (!p.requires_grad()) unit.push_back(p);
+  }
+  auto sharded = std::make_unique<parallel::FullyShardedParams>(reducer, frozen);
   gpt.wrap_blocks([s = sharded.get()](size_t block, const Tensor& x, const auto& forward) {
     return s->run(block, x, forward);
   });

@@ -288,9 +288,14 @@ class GPT : public parallel::PipelineModel {
 // The parameters of each block `gpt` holds (chunk 0), as indices into gpt.named_parameters():
 // ZeRO-3's units.
 std::vector<std::vector<size_t>> block_parameter_indices(const GPT& gpt);
-// ZeRO-3: `reducer`'s units (built with zero = 3 and units = block_parameter_indices(gpt)) become
-// sharded parameters, and every block runs gathered (wrap_blocks). The result must outlive the
-// model's forwards and backwards.
+// The same as indices into `among` (the parameters a Reducer takes: with LoRA, those that train),
+// leaving out a block's parameters that are not there.
+std::vector<std::vector<size_t>> block_parameter_indices(const GPT& gpt, const nn::NamedTensors& among);
+// ZeRO-3: `reducer`'s units (built with zero = 3 and units = block_parameter_indices(gpt, the
+// Reducer's parameters)) become sharded parameters, and every block runs gathered (wrap_blocks).
+// A block's parameters that do not train (LoRA's frozen base weights), which the Reducer does not
+// hold, are sharded beside them (FullyShardedParams). The result must outlive the model's
+// forwards and backwards.
 std::unique_ptr<parallel::FullyShardedParams> shard_blocks(GPT& gpt, parallel::Reducer& reducer);
 
 // The sharding of `config`'s parameters over `tp` ranks, by single-process name, read off a

@@ -3,9 +3,11 @@
 
 #include "trireme/models/gpt.h"
 #include "trireme/autograd/checkpoint.h"
+#include "trireme/ops/factory.h"
 #include "trireme/ops/linalg.h"
 #include "trireme/ops/nn_functional.h"
 #include "trireme/ops/view.h"
+#include "trireme/parallel/lora.h"
 #include "trireme/parallel/sp_linear.h"
 #include "trireme/parallel/tp_mappings.h"
 
@@ -66,10 +68,23 @@ PendingSum GPTAttention::start(const Tensor& x) {
   return attend(qkv, /*sp=*/false, Tensor());
 }
 
+namespace {
+// A column layer's LoRA share on the sequence-parallel path (n, out_local), or zeros without one.
+Tensor column_adapter_sp(parallel::ColumnParallelLinear& layer, const Tensor& x_rows, const Tensor& a) {
+  if (layer.lora) return layer.lora->forward_sp_column(x_rows, a);
+  return zeros({x_rows.size(0) * layer.tp.size, layer.out_local}, layer.weight.dtype(), layer.weight.device());
+}
+}  // namespace
+
 PendingSum GPTAttention::start_sp(const Tensor& x_rows, int64_t B, int64_t T, const Tensor& proj_bias,
-                                             const Tensor& residual) {
+                                  const std::vector<Tensor>& adapter_a, const Tensor& residual) {
   const parallel::TpGroup& tp = c_proj->tp;
-  const Tensor qkv = parallel::sp_column_parallel_linear(x_rows, qkv_weight(), qkv_bias(), tp);
+  Tensor qkv = parallel::sp_column_parallel_linear(x_rows, qkv_weight(), qkv_bias(), tp);
+  if (!llama && c_attn->lora) qkv = qkv + c_attn->lora->forward_sp_column(x_rows, adapter_a.at(0));
+  if (llama && (q_proj->lora || kv_proj->lora)) {  // q | k | v: the q columns, then k | v
+    qkv = qkv + cat({column_adapter_sp(*q_proj, x_rows, adapter_a.at(0)),
+                     column_adapter_sp(*kv_proj, x_rows, adapter_a.at(1))}, 1);
+  }
   return attend(reshape(qkv, {B, T, qkv.size(1)}), /*sp=*/true, proj_bias, residual);
 }
 
@@ -100,9 +115,13 @@ PendingSum GPTAttention::attend(const Tensor& qkv, bool sp, const Tensor& proj_b
   const int64_t B = qkv.size(0), T = qkv.size(1), C = n_head_local * (d_model / n_head);
   const Tensor y = attention(qkv);
   PendingSum p;
-  p.partial = sp ? parallel::sp_row_parallel_linear_start(reshape(y, {B * T, C}), c_proj->weight, proj_bias, c_proj->tp, p.work,
-                                                residual)
-                 : c_proj->start(y, p.work);
+  if (!sp) {
+    p.partial = c_proj->start(y, p.work);
+    return p;
+  }
+  const Tensor rows = reshape(y, {B * T, C});
+  const parallel::LowRankTerm adapter = c_proj->lora ? c_proj->lora->sp_row_term(rows) : parallel::LowRankTerm{};
+  p.partial = parallel::sp_row_parallel_linear_start(rows, c_proj->weight, proj_bias, c_proj->tp, p.work, residual, adapter);
   return p;
 }
 
@@ -144,10 +163,14 @@ PendingSum GPTMLP::start(const Tensor& x) {
   return p;
 }
 
-PendingSum GPTMLP::start_sp(const Tensor& x_rows, const Tensor& proj_bias, const Tensor& residual) {
-  const Tensor h = activation_recomputed_if(recompute_activation, parallel::sp_column_parallel_linear(x_rows, c_fc->weight, c_fc->bias, c_fc->tp));
+PendingSum GPTMLP::start_sp(const Tensor& x_rows, const Tensor& proj_bias, const Tensor& adapter_a,
+                            const Tensor& residual) {
+  Tensor u = parallel::sp_column_parallel_linear(x_rows, c_fc->weight, c_fc->bias, c_fc->tp);
+  if (c_fc->lora) u = u + c_fc->lora->forward_sp_column(x_rows, adapter_a);
+  const Tensor h = activation_recomputed_if(recompute_activation, u);
+  const parallel::LowRankTerm adapter = c_proj->lora ? c_proj->lora->sp_row_term(h) : parallel::LowRankTerm{};
   PendingSum p;
-  p.partial = parallel::sp_row_parallel_linear_start(h, c_proj->weight, proj_bias, c_proj->tp, p.work, residual);
+  p.partial = parallel::sp_row_parallel_linear_start(h, c_proj->weight, proj_bias, c_proj->tp, p.work, residual, adapter);
   return p;
 }
 
@@ -177,7 +200,18 @@ Tensor GPTBlock::forward(const Tensor& x) {
 }
 
 std::vector<Tensor> GPTBlock::partial_grad_params() const {
-  return {ln_1->weight, ln_1->bias, ln_2->weight, ln_2->bias, attn->c_proj->bias, mlp->c_proj->bias};
+  auto adapter_a = [](const std::shared_ptr<parallel::ColumnParallelLinear>& layer) {
+    return layer && layer->lora ? layer->lora->A : Tensor();
+  };
+  return {ln_1->weight,
+          ln_1->bias,
+          ln_2->weight,
+          ln_2->bias,
+          attn->c_proj->bias,
+          mlp->c_proj->bias,
+          adapter_a(attn->llama ? attn->q_proj : attn->c_attn),
+          adapter_a(attn->kv_proj),
+          adapter_a(mlp->c_fc)};
 }
 
 Tensor GPTBlock::forward_sp(const Tensor& x, int64_t B, int64_t T, bool sum_grads) {
@@ -193,10 +227,10 @@ Tensor GPTBlock::forward_sp(const Tensor& x, int64_t B, int64_t T, bool sum_grad
     return fuse ? s.partial : skip + drop.forward(s.partial);
   };
   Tensor h = sub_layer(x, *attn->resid_dropout, [&](const Tensor& residual) {
-    return attn->start_sp(ln_1->apply(x, p[0], p[1]), B, T, p[4], residual);
+    return attn->start_sp(ln_1->apply(x, p[0], p[1]), B, T, p[4], {p[6], p[7]}, residual);
   });
   return sub_layer(h, *mlp->dropout, [&](const Tensor& residual) {
-    return mlp->start_sp(ln_2->apply(h, p[2], p[3]), p[5], residual);
+    return mlp->start_sp(ln_2->apply(h, p[2], p[3]), p[5], p[8], residual);
   });
 }
 

@@ -75,9 +75,11 @@ class GPTAttention : public nn::Module {
   // Sequence parallelism: x_rows is this rank's rows (B T / tp, d) of the layer norm's output;
   // the pending sum is this rank's rows of c_proj's output plus proj_bias (c_proj's bias as the
   // caller sums its gradient over tp; may be undefined) plus residual (the skip connection's
-  // rows, added in the sum's pass; may be undefined).
+  // rows, added in the sum's pass; may be undefined). adapter_a: the A of the column layers'
+  // LoRA adapters (c_attn or q_proj, then kv_proj; undefined where none) as the caller sums
+  // their gradients over tp (parallel/lora.h).
   PendingSum start_sp(const Tensor& x_rows, int64_t B, int64_t T, const Tensor& proj_bias,
-                      const Tensor& residual = Tensor());
+                      const std::vector<Tensor>& adapter_a, const Tensor& residual = Tensor());
 
   bool llama;
   int64_t d_model, n_head, n_head_local, n_kv_head_local;
@@ -104,8 +106,8 @@ class GPTMLP : public nn::Module {
   Tensor forward(const Tensor& x);
   PendingSum start(const Tensor& x);
   Tensor finish(PendingSum& pending);
-  PendingSum start_sp(const Tensor& x_rows, const Tensor& proj_bias,
-                      const Tensor& residual = Tensor());  // as GPTAttention::start_sp
+  PendingSum start_sp(const Tensor& x_rows, const Tensor& proj_bias, const Tensor& adapter_a,
+                      const Tensor& residual = Tensor());  // as GPTAttention::start_sp (adapter_a: c_fc's)
 
   bool swiglu;
   GeluApprox gelu_approx;
@@ -130,7 +132,9 @@ class GPTBlock : public nn::Module {
   // and row-parallel biases over tp in the backward (false: the model sums them after it,
   // Note [deferred gradient sums] in gpt.h).
   Tensor forward_sp(const Tensor& x, int64_t B, int64_t T, bool sum_grads = true);
-  // The parameters whose gradients are partial over tp under sequence parallelism.
+  // The parameters whose gradients are partial over tp under sequence parallelism: ln_1, ln_2
+  // (weight, bias), the row-parallel biases (attn, mlp), and the column layers' LoRA A
+  // (attn.c_attn or attn.q_proj, attn.kv_proj, mlp.c_fc); undefined where a block has none.
   std::vector<Tensor> partial_grad_params() const;
   // Selective recomputation (autograd::recompute_when_saved): the GEMMs after the layer norms and
   // GELU keep those functions' inputs, and the backward computes their outputs again (the

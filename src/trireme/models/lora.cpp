@@ -56,7 +56,6 @@ std::map<std::string, Tensor> merge_lora(const std::map<std::string, Tensor>& st
 namespace trireme::models {
 
 void GPT::add_lora(const parallel::LoraOptions& options, const std::vector<std::string>& targets) {
-  TRIREME_CHECK(!placement_.sequence_parallel, "LoRA: the adapters do not take the sequence-parallel path");
   TRIREME_CHECK(!has_lora_, "LoRA: the model already has adapters");
   const std::vector<std::string> known = lora_target_layers(config_.arch);
   std::vector<std::string> chosen;

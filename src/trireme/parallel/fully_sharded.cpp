@@ -21,14 +21,24 @@ Tensor on_backward(const Tensor& x, const char* name, std::function<void()> hook
   return out;
 }
 
+// p becomes a view of `flat` at element `offset`, holding its value.
+void move_into(const Tensor& p, const Tensor& flat, int64_t offset) {
+  Tensor place = flat.alias(p.sizes(), contiguous_strides(p.sizes()), offset);
+  copy_(place, p.detach());
+  p.set_data(place);
+}
+
 }  // namespace
 
-FullyShardedParams::FullyShardedParams(Reducer& reducer) : reducer_(reducer), sharded_(reducer.dp_size() > 1) {
+FullyShardedParams::FullyShardedParams(Reducer& reducer, const std::vector<std::vector<Tensor>>& frozen)
+    : reducer_(reducer), sharded_(reducer.dp_size() > 1) {
   TRIREME_CHECK(reducer.zero() == 3, "FullyShardedParams: the Reducer's ZeRO stage is ", reducer.zero(), ", not 3");
   const auto& layout = reducer.buckets();
   int n = 0;
   for (const BucketLayout& L : layout) n = std::max(n, L.unit + 1);
   units_.resize(size_t(n));
+  TRIREME_CHECK(frozen.empty() || frozen.size() == units_.size(), "FullyShardedParams: frozen parameters for ",
+                frozen.size(), " units, but the Reducer has ", units_.size());
   const int D = reducer.dp_size(), k = reducer.dp_rank();
   NoGradGuard no_grad;
   for (size_t b = 0; b < layout.size(); ++b) {
@@ -37,57 +47,89 @@ FullyShardedParams::FullyShardedParams(Reducer& reducer) : reducer_(reducer), sh
     Unit& unit = units_[size_t(L.unit)];
     unit.bucket = b;
     const Device device = reducer.params()[L.slots[0].param].second.device();
-    unit.flat = zeros({L.numel}, L.dtype, device);
-    for (const BucketSlot& slot : L.slots) {
-      const Tensor& p = reducer.params()[slot.param].second;
-      Tensor place = unit.flat.alias(p.sizes(), contiguous_strides(p.sizes()), slot.offset);
-      copy_(place, p.detach());
-      p.set_data(place);
-    }
+    Flat& f = unit.trained;
+    f.whole = zeros({L.numel}, L.dtype, device);
+    for (const BucketSlot& slot : L.slots) move_into(reducer.params()[slot.param].second, f.whole, slot.offset);
     const int64_t chunk = L.numel / D;
-    unit.shard = sharded_ ? clone(narrow(unit.flat, 0, int64_t(k) * chunk, chunk)) : unit.flat;
+    f.shard = sharded_ ? clone(narrow(f.whole, 0, int64_t(k) * chunk, chunk)) : f.whole;
     if (sharded_) {
-      unit.flat.storage()->release();
+      f.whole.storage()->release();
       unit.gathered = false;
     }
   }
-  for (size_t u = 0; u < units_.size(); ++u) TRIREME_CHECK(units_[u].flat.defined(), "FullyShardedParams: unit ", u, " has no bucket");
+  for (size_t u = 0; u < units_.size(); ++u) {
+    TRIREME_CHECK(units_[u].trained.whole.defined(), "FullyShardedParams: unit ", u, " has no bucket");
+    if (!frozen.empty()) shard_frozen(units_[u], frozen[u]);
+  }
+}
+
+void FullyShardedParams::shard_frozen(Unit& unit, const std::vector<Tensor>& params) {
+  if (!sharded_ || params.empty()) return;  // one rank: the parameters stay as they are
+  const int D = reducer_.dp_size(), k = reducer_.dp_rank();
+  int64_t numel = 0;
+  for (const Tensor& p : params) {
+    TRIREME_CHECK(!p.requires_grad() && p.dtype() == params[0].dtype() && p.device() == params[0].device(),
+                  "FullyShardedParams: a unit's frozen parameters must not require gradients and share one dtype "
+                  "and device, got ", p.str());
+    numel += p.numel();
+  }
+  const int64_t chunk = (numel + D - 1) / D;  // padded to a multiple of the dp size, as a bucket
+  Flat& f = unit.frozen;
+  f.whole = zeros({chunk * D}, params[0].dtype(), params[0].device());
+  int64_t offset = 0;
+  for (const Tensor& p : params) {
+    move_into(p, f.whole, offset);
+    offset += p.numel();
+  }
+  f.shard = clone(narrow(f.whole, 0, int64_t(k) * chunk, chunk));
+  f.whole.storage()->release();
 }
 
 FullyShardedParams::~FullyShardedParams() {
   for (Unit& unit : units_) {
-    if (!unit.gathering) continue;
-    try {
-      unit.gathering->wait();
-    } catch (...) {  // an error already on its way out
+    for (Flat* f : {&unit.trained, &unit.frozen}) {
+      if (!f->gathering) continue;
+      try {
+        f->gathering->wait();
+      } catch (...) {  // an error already on its way out
+      }
     }
   }
 }
 
 void FullyShardedParams::prefetch(size_t u) {
   Unit& unit = units_.at(u);
-  if (unit.gathered || unit.gathering) return;
-  unit.flat.storage()->reacquire();
-  unit.gathering = reducer_.dp_group()->all_gather(unit.flat, unit.shard);
+  if (unit.gathered || unit.trained.gathering) return;
+  for (Flat* f : {&unit.trained, &unit.frozen}) {
+    if (!f->whole.defined()) continue;
+    f->whole.storage()->reacquire();
+    f->gathering = reducer_.dp_group()->all_gather(f->whole, f->shard);
+  }
 }
 
 void FullyShardedParams::gather(size_t u) {
   Unit& unit = units_.at(u);
   if (unit.gathered) return;
   prefetch(u);
-  unit.gathering->wait();  // NCCL: this stream waits for it
-  unit.gathering.reset();
+  for (Flat* f : {&unit.trained, &unit.frozen}) {
+    if (!f->gathering) continue;
+    f->gathering->wait();  // NCCL: this stream waits for it
+    f->gathering.reset();
+  }
   unit.gathered = true;
 }
 
 void FullyShardedParams::release(size_t u) {
   Unit& unit = units_.at(u);
   if (!sharded_) return;
-  if (unit.gathering) {  // a prefetch nobody used (a forward that ended early): let it land first
-    unit.gathering->wait();
-    unit.gathering.reset();
+  for (Flat* f : {&unit.trained, &unit.frozen}) {
+    if (!f->whole.defined()) continue;
+    if (f->gathering) {  // a prefetch nobody used (a forward that ended early): let it land first
+      f->gathering->wait();
+      f->gathering.reset();
+    }
+    f->whole.storage()->release();
   }
-  unit.flat.storage()->release();
   unit.gathered = false;
 }
 
@@ -107,8 +149,11 @@ void FullyShardedParams::keep_gathered_values() {
   for (size_t u = 0; u < units_.size(); ++u) {
     Unit& unit = units_[u];
     TRIREME_CHECK(unit.gathered, "FullyShardedParams::keep_gathered_values: unit ", u, " is not gathered");
-    const int64_t chunk = unit.shard.numel();
-    copy_(unit.shard, narrow(unit.flat, 0, k * chunk, chunk));
+    for (Flat* f : {&unit.trained, &unit.frozen}) {
+      if (!f->whole.defined()) continue;
+      const int64_t chunk = f->shard.numel();
+      copy_(f->shard, narrow(f->whole, 0, k * chunk, chunk));
+    }
   }
 }
 

@@ -6,6 +6,7 @@
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/nn/dropout.h"
 #include "trireme/nn/init.h"
+#include "trireme/ops/copy.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/factory.h"
 #include "trireme/ops/linalg.h"
@@ -45,19 +46,20 @@ void LoraAdapter::reset_parameters(uint64_t seed) {
   nn::init_constant(B, 0.0);
 }
 
-Tensor LoraAdapter::forward(const Tensor& x) {
-  Tensor in = x;
-  if (is_training() && options.dropout > 0) {
-    // As nn::Dropout: one draw per call outside a GlobalRowScope, the scope's counter inside one.
-    const std::optional<int64_t> first_row = nn::GlobalRowScope::current();
-    const uint64_t counter = first_row ? peek_rng_counter() : next_rng_counter();
-    const uint64_t stream = nn::dropout_stream(qualified_name(), counter);
-    const int64_t local = x.size(-1), full_width = cut == Cut::row ? in_features : local;
-    const int64_t row_numel = x.dim() > 0 && x.size(0) > 0 ? x.numel() / x.size(0) / local * full_width : 0;
-    const uint64_t offset = uint64_t(first_row.value_or(0)) * uint64_t(row_numel);
-    in = tp_dropout(x, options.dropout, true, rng_seed(), stream, full_width,
+Tensor LoraAdapter::dropped(const Tensor& x, std::optional<int64_t> first_row) {
+  if (!is_training() || options.dropout == 0) return x;
+  // As nn::Dropout: one draw per call outside a GlobalRowScope, the scope's counter inside one.
+  const uint64_t counter = first_row ? peek_rng_counter() : next_rng_counter();
+  const uint64_t stream = nn::dropout_stream(qualified_name(), counter);
+  const int64_t local = x.size(-1), full_width = cut == Cut::row ? in_features : local;
+  const int64_t row_numel = x.dim() > 0 && x.size(0) > 0 ? x.numel() / x.size(0) / local * full_width : 0;
+  const uint64_t offset = uint64_t(first_row.value_or(0)) * uint64_t(row_numel);
+  return tp_dropout(x, options.dropout, true, rng_seed(), stream, full_width,
                     cut == Cut::row ? int64_t(tp.rank) * local : 0, offset);
-  }
+}
+
+Tensor LoraAdapter::forward(const Tensor& x) {
+  const Tensor in = dropped(x, nn::GlobalRowScope::current());
   const double scale = options.scale();
   if (cut == Cut::column) {
     const Tensor u = copy_to_tp_region(linear(in, A), tp);  // (..., r), whole on every rank
@@ -65,6 +67,24 @@ Tensor LoraAdapter::forward(const Tensor& x) {
   }
   const Tensor b = sum_grads_over_tp({B}, tp)[0];  // B's gradient is partial on each rank
   return linear(linear(in, A), b) * scale;
+}
+
+Tensor LoraAdapter::forward_sp_column(const Tensor& x_rows, const Tensor& a) {
+  TRIREME_CHECK(cut == Cut::column && x_rows.dim() == 2, "LoraAdapter::forward_sp_column: a column adapter's "
+                "token rows (n/tp, in), got ", x_rows.sizes());
+  // The scale on u, the narrowest tensor of the adapter.
+  const Tensor u_rows = linear(dropped(x_rows, nn::GlobalRowScope::current()), a) * options.scale();
+  return linear(gather_rows_from_sp(contiguous(u_rows), tp), B);
+}
+
+LowRankTerm LoraAdapter::sp_row_term(const Tensor& x) {
+  TRIREME_CHECK(cut == Cut::row && x.dim() == 2 && x.size(0) % tp.size == 0, "LoraAdapter::sp_row_term: a row "
+                "adapter's every token row (n, in_local), n divisible by tp = ", tp.size, ", got ", x.sizes());
+  // x holds every rank's rows, the scope counts from this rank's: shift it to the first of all.
+  std::optional<int64_t> first_row = nn::GlobalRowScope::current();
+  if (first_row) *first_row -= int64_t(tp.rank) * (x.size(0) / tp.size);
+  const Tensor u = linear(dropped(x, first_row), A) * options.scale();
+  return {u, sum_grads_over_tp({B}, tp)[0]};  // B's gradient is partial on each rank
 }
 
 Tensor LoraAdapter::weight_delta() const {

@@ -15,6 +15,19 @@
 //     partial, and is summed over the group in the backward (sum_grads_over_tp: one all-reduce
 //     of out·r numbers).
 //
+// Under sequence parallelism (Note [sequence parallelism], models/gpt_block.h) the same cuts
+// join the layers' sequence-parallel path (parallel/sp_linear.h):
+//   column-parallel: the layer's input is this rank's token rows x_q. u_q = A x_q is computed on
+//     those rows alone and u's rows gathered over tp (n·r numbers, against the n·in of the
+//     input's own gather, which stays fused into the base GEMM); its backward reduce-scatters
+//     dL/du, summing Σ_r B_rᵀ dL/dy_r as the replicated path's all-reduce does. A's gradient on a
+//     rank then covers its rows only: A is summed over tp like the layer norms' weights (the
+//     caller passes the alias it sums, GPTBlock::partial_grad_params).
+//   row-parallel: the input is every row, this rank's columns; u = A_r x_r (n, r) and B join
+//     the layer's partial sum as a low-rank term (LowRankTerm) before its reduce-scatter, so the
+//     forward needs no collective of its own; B's gradient is partial and summed over the group
+//     in the backward, as on the replicated path.
+//
 // Dropout on the adapter's input draws the single process's mask (tp_dropout for a shard of
 // columns), keyed by the adapter's name as nn::Dropout is (Note [dropout keyed by global sample]).
 //
@@ -23,6 +36,9 @@
 //   layer->lora->A, layer->lora->B;           // the trainable parameters, "<layer>.lora.A" / ".B"
 #pragma once
 
+#include <optional>
+
+#include "trireme/parallel/sp_linear.h"
 #include "trireme/parallel/tp_layers.h"
 
 namespace trireme::parallel {
@@ -45,6 +61,15 @@ class LoraAdapter : public TensorParallelModule {
   // Column cut: x (..., in) replicated -> (..., out_local), this rank's rows of scale · B A x.
   // Row cut: x (..., in_local) this rank's columns -> (..., out), this rank's partial sum of it.
   Tensor forward(const Tensor& x);
+  // Sequence parallelism, column cut: x_rows (n/tp, in) this rank's token rows -> (n, out_local),
+  // every row's scale · B_r A x. `a` is A, or the alias through which the caller sums A's
+  // gradient over tp (sum_grads_over_tp, or later: GPT::defer_grad_sums).
+  Tensor forward_sp_column(const Tensor& x_rows, const Tensor& a);
+  // Sequence parallelism, row cut: x (n, in_local) every token row, this rank's columns -> the
+  // term u Bᵀ (u = scale · A_r x, (n, r)) that sp_row_parallel_linear_start adds to its partial
+  // sum. Inside the sequence-parallel forward's GlobalRowScope, which counts from this rank's
+  // first token row.
+  LowRankTerm sp_row_term(const Tensor& x);
   // A uniform ±1/sqrt(in) (kaiming-uniform with a = sqrt(5), as nn::Linear), B zero.
   void reset_parameters(uint64_t seed) override;
   // This rank's slice of scale · B A, shaped as the adapted layer's weight slice (what a merge
@@ -57,6 +82,11 @@ class LoraAdapter : public TensorParallelModule {
   LoraOptions options;
   Tensor A;  // (r, in) or, row cut, (r, in_local)
   Tensor B;  // (out, r) or, column cut, (out_local, r)
+
+ private:
+  // x after the adapter's dropout; x's rows are the global batch's from first_row on (a
+  // GlobalRowScope's count, nullopt outside any scope).
+  Tensor dropped(const Tensor& x, std::optional<int64_t> first_row);
 };
 
 }  // namespace trireme::parallel

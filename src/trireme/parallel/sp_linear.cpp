@@ -161,9 +161,11 @@ Tensor column_parallel(const Tensor& x_rows, const Tensor& weight, const Tensor&
 // The row-parallel layer; x_block(q) gives rank q's rows of its input, asked for in the order of
 // the GEMMs that read them.
 Tensor row_parallel_start(const std::function<Tensor(int)>& x_block, int64_t rows, const Tensor& weight,
-                          const Tensor& bias, const TpGroup& tp, dist::WorkPtr& work, const Tensor& residual) {
-  if (auto c = autocast_low_args({weight, bias})) {  // Note [autocast policy]; each block is cast as it comes
-    return row_parallel_start(x_block, rows, (*c)[0], (*c)[1], tp, work, residual);
+                          const Tensor& bias, const TpGroup& tp, dist::WorkPtr& work, const Tensor& residual,
+                          const LowRankTerm& low_rank) {
+  // Note [autocast policy]; each block is cast as it comes
+  if (auto c = autocast_low_args({weight, bias, low_rank.u, low_rank.b})) {
+    return row_parallel_start(x_block, rows, (*c)[0], (*c)[1], tp, work, residual, LowRankTerm{(*c)[2], (*c)[3]});
   }
   auto block = [&](int q) {
     Tensor b = x_block(q);
@@ -176,11 +178,18 @@ Tensor row_parallel_start(const std::function<Tensor(int)>& x_block, int64_t row
   };
   dist::ProcessGroup& group = group_of(tp, "sp_row_parallel_linear");
   const int64_t n = rows * tp.size, out_features = weight.size(0), in_local = weight.size(1);
+  if (low_rank.defined()) {
+    const Tensor &u = low_rank.u, &b = low_rank.b;
+    TRIREME_CHECK(u.dim() == 2 && b.dim() == 2 && u.size(0) == n && b.size(0) == out_features && u.size(1) == b.size(1) &&
+                      u.dtype() == weight.dtype() && b.dtype() == weight.dtype(),
+                  "sp_row_parallel_linear: the low-rank term u ", u.sizes(), " ", u.dtype(), " and b ", b.sizes(), " ",
+                  b.dtype(), " do not fit the output [", n, ", ", out_features, "] ", weight.dtype());
+  }
   if (residual.defined()) {
     TRIREME_CHECK(residual.dim() == 2 && residual.size(0) == rows && residual.size(1) == out_features, "sp_row_parallel_linear: the residual ",
                   residual.sizes(), " must be this rank's rows of the output, [", rows, ", ", out_features, "]");
     if (residual.dtype() != weight.dtype()) {  // autocast: a wider residual stream takes a separate add
-      Tensor out = row_parallel_start(x_block, rows, weight, bias, tp, work, Tensor());
+      Tensor out = row_parallel_start(x_block, rows, weight, bias, tp, work, Tensor(), low_rank);
       if (work) work->wait();
       return residual + out;
     }
@@ -190,6 +199,8 @@ Tensor row_parallel_start(const std::function<Tensor(int)>& x_block, int64_t row
   {
     Tensor partial = Tensor::empty({n, out_features}, weight.dtype(), weight.device());
     const Tensor wt = transposed(weight.detach());
+    const Tensor lr_u = low_rank.defined() ? contiguous(low_rank.u.detach()) : Tensor();
+    const Tensor lr_bt = low_rank.defined() ? transposed(low_rank.b.detach()) : Tensor();
     // Split by destination rows: the other ranks' rows first, sent while this rank's compute.
     // (Split on every backend, so that the CPU tests run the GPU's code; a backend that cannot
     // send early loses only the difference between one GEMM and tp of 1/tp the rows.) No
@@ -200,7 +211,9 @@ Tensor row_parallel_start(const std::function<Tensor(int)>& x_block, int64_t row
       xs[size_t(q)] = block(q);                  // recorded by autograd like any op of the caller's
       NoGradGuard no_grad;
       const Tensor xq = contiguous(xs[size_t(q)].detach());
-      gemm_into(xq, wt, Tensor(), rows_of(partial, q, rows));
+      Tensor block_q = rows_of(partial, q, rows);
+      gemm_into(xq, wt, Tensor(), block_q);
+      if (lr_u.defined()) addmm_(block_q, rows_of(lr_u, q, rows), lr_bt);  // before the block leaves
       if (q != tp.rank) scatter->chunk_written(q);  // Note [sending in parts]: the block goes whole
     }
     NoGradGuard no_grad;
@@ -216,12 +229,15 @@ Tensor row_parallel_start(const std::function<Tensor(int)>& x_block, int64_t row
     }
   }
   std::vector<Tensor> inputs = xs;
-  inputs.insert(inputs.end(), {weight, bias, residual});
+  inputs.insert(inputs.end(), {weight, bias, residual, low_rank.u, low_rank.b});
   if (!any_requires_grad(inputs)) return mine;
   bool need_x = false;
   for (const Tensor& x : xs) need_x = need_x || x.requires_grad();
   const bool need_w = weight.requires_grad(), need_b = bias.defined() && bias.requires_grad();
   const bool need_r = residual.defined() && residual.requires_grad();
+  const bool need_u = low_rank.defined() && low_rank.u.requires_grad();
+  const bool need_lb = low_rank.defined() && low_rank.b.requires_grad();
+  SavedTensor su(need_lb ? low_rank.u : Tensor()), slb(need_u ? low_rank.b : Tensor());
   std::vector<SavedTensor> sx;
   for (const Tensor& x : xs) sx.emplace_back(need_w ? x : Tensor());
   SavedTensor sw(need_x ? weight : Tensor());
@@ -236,10 +252,22 @@ Tensor row_parallel_start(const std::function<Tensor(int)>& x_block, int64_t row
         group_of(tp, "sp_row_parallel_linear backward").all_gather_staged(Tensor(), g_rows);
     const Tensor w = need_x ? sw.unpack("sp_row_parallel_linear") : Tensor();
     Tensor gx = need_x ? Tensor::empty({n, in_local}, g_rows.dtype(), g_rows.device()) : Tensor(), gw, gb;
+    const Tensor lb = need_u ? slb.unpack("sp_row_parallel_linear") : Tensor();
+    const Tensor lu = need_lb ? contiguous(su.unpack("sp_row_parallel_linear")) : Tensor();
+    Tensor gu = need_u ? Tensor::empty({n, lb.size(1)}, g_rows.dtype(), g_rows.device()) : Tensor(), glb;
     for (int step = 0; step < tp.size; ++step) {
       const int q = (tp.rank + step) % tp.size;
       const Tensor g_q = step == 0 ? g_rows : gather->arrived(q);
       if (need_x) gemm_into(g_q, w, Tensor(), rows_of(gx, q, rows));
+      if (need_u) gemm_into(g_q, lb, Tensor(), rows_of(gu, q, rows));  // du_q = g_q b
+      if (need_lb) {  // db += g_qᵀ u_q
+        const Tensor g_qt = transpose(g_q, 0, 1), u_q = rows_of(lu, q, rows);
+        if (glb.defined()) {
+          addmm_(glb, g_qt, u_q);
+        } else {
+          glb = matmul(g_qt, u_q);
+        }
+      }
       if (need_w) {  // gW += g_qᵀ x_q, summed inside the GEMM
         const Tensor g_qt = transpose(g_q, 0, 1), x_q = contiguous(sx[size_t(q)].unpack("sp_row_parallel_linear"));
         if (gw.defined()) {
@@ -255,7 +283,7 @@ Tensor row_parallel_start(const std::function<Tensor(int)>& x_block, int64_t row
     // into blocks finds them in place).
     TensorList grads;
     for (int q = 0; q < tp.size; ++q) grads.push_back(need_x ? rows_of(gx, q, rows) : Tensor());
-    grads.insert(grads.end(), {gw, gb, need_r ? g_rows : Tensor()});  // the residual's: the output's own
+    grads.insert(grads.end(), {gw, gb, need_r ? g_rows : Tensor(), gu, glb});  // the residual's: the output's own
     return grads;
   });
   return mine;
@@ -268,7 +296,7 @@ Tensor sp_column_parallel_linear(const Tensor& x_rows, const Tensor& weight, con
 }
 
 Tensor sp_row_parallel_linear_start(const Tensor& x, const Tensor& weight, const Tensor& bias, const TpGroup& tp,
-                                    dist::WorkPtr& work, const Tensor& residual) {
+                                    dist::WorkPtr& work, const Tensor& residual, const LowRankTerm& low_rank) {
   TRIREME_CHECK(x.dim() == 2 && weight.dim() == 2 && x.size(1) == weight.size(1) && x.size(0) % tp.size == 0,
                 "sp_row_parallel_linear: input ", x.sizes(), " and weight ", weight.sizes(),
                 " do not match, or the rows are not divisible by tp = ", tp.size);
@@ -277,7 +305,8 @@ Tensor sp_row_parallel_linear_start(const Tensor& x, const Tensor& weight, const
   // One node splits x into the blocks; the blocks' gradients come back as rows of one buffer,
   // which split's backward takes in place.
   const std::vector<Tensor> blocks = split(x, rows, 0);
-  return row_parallel_start([&](int q) { return blocks[size_t(q)]; }, rows, weight, bias, tp, work, residual);
+  return row_parallel_start([&](int q) { return blocks[size_t(q)]; }, rows, weight, bias, tp, work, residual,
+                            low_rank);
 }
 
 }  // namespace trireme::parallel

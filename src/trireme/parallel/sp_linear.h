@@ -39,7 +39,19 @@ Tensor sp_column_parallel_linear(const Tensor& x_rows, const Tensor& weight, con
 // the residual are added in the reduce-scatter's own pass (one elementwise pass fewer per
 // sub-layer; a residual of another dtype, as under autocast, takes a separate add). Backward: the output gradient's rows gathered, split
 // by source rows; the bias gradient is this rank's rows' part (summed over tp by the caller).
+//
+// `low_rank` (may be empty) adds u bᵀ to the partial sum before it is reduce-scattered: a LoRA
+// adapter's share of the row-parallel layer (parallel/lora.h), summed over tp with the GEMM's
+// output and so costing no collective of its own. Its backward reads the output gradient's rows
+// as they arrive for the GEMM's: du = g b (whole, every row) and db = gᵀ u, this rank's part
+// (u differs by rank; the caller sums b's gradient over tp, as the bias's).
+struct LowRankTerm {
+  Tensor u;  // (n, r): every rank's rows
+  Tensor b;  // (out, r)
+  bool defined() const { return u.defined(); }
+};
 Tensor sp_row_parallel_linear_start(const Tensor& x, const Tensor& weight, const Tensor& bias, const TpGroup& tp,
-                                    dist::WorkPtr& work, const Tensor& residual = Tensor());
+                                    dist::WorkPtr& work, const Tensor& residual = Tensor(),
+                                    const LowRankTerm& low_rank = {});
 
 }  // namespace trireme::parallel

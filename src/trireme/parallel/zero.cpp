@@ -49,13 +49,19 @@ optim::NamedParams ZeroOptimizer::named(const std::vector<Piece>& pieces) {
 }
 
 ZeroOptimizer::ZeroOptimizer(Reducer& reducer, const optim::AdamWOptions& options, FullyShardedParams* sharded)
-    : ZeroOptimizer(reducer, options, pieces_of(reducer, sharded)) {}
+    : ZeroOptimizer(reducer, options, pieces_of(reducer, sharded)) {
+  sharded_ = sharded;
+}
 
 ZeroOptimizer::ZeroOptimizer(Reducer& reducer, const optim::AdamWOptions& options, std::vector<Piece> pieces)
     : optim::AdamW(named(pieces), options), reducer_(reducer), pieces_(std::move(pieces)) {}
 
 void ZeroOptimizer::step() {
   optim::AdamW::step();  // updates my elements of the parameters (ZeRO-3: of the shards) in place
+  // ZeRO-3: a unit still gathered now holds the values before the step (a unit whose input needs
+  // no gradient, as the first block of a LoRA run over frozen embeddings, is not released by the
+  // backward): released, its next forward gathers the updated shards.
+  if (sharded_) sharded_->release_all();
   const int D = reducer_.dp_size(), k = reducer_.dp_rank();
   if (D == 1) return;
   const auto& params = reducer_.params();

@@ -81,6 +81,7 @@ class ZeroOptimizer : public optim::AdamW {
   ZeroOptimizer(Reducer& reducer, const optim::AdamWOptions& options, std::vector<Piece> pieces);
 
   Reducer& reducer_;
+  FullyShardedParams* sharded_ = nullptr;  // ZeRO-3
   std::vector<Piece> pieces_;
 };
 

@@ -137,8 +137,8 @@ class ParallelRunner : public StepRunner {
     // One process (no world) has nothing to reduce.
     // ZeRO-3 gives each block a bucket of its own, the layout of its sharded parameters; those
     // have no replicas to check (each rank holds its own chunk), the rest of the model has.
-    const auto units = L.zero == 3 ? models::block_parameter_indices(*model_) : std::vector<std::vector<size_t>>{};
     const NamedTensors params = trainable();  // LoRA: the adapters alone are reduced and stepped
+    const auto units = L.zero == 3 ? models::block_parameter_indices(*model_, params) : std::vector<std::vector<size_t>>{};
     std::vector<char> in_unit(params.size(), 0);
     for (const auto& unit : units)
       for (size_t i : unit) in_unit[i] = 1;
