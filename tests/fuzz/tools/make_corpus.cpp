@@ -123,6 +123,15 @@ void tokenizer_seeds() {
   write_seed("tokenizer", "bpe", io::train_tokenizer("bpe", text, 300)->to_json().dump(1) + '\0' + sample);
 }
 
+// The real chat templates of the renderer's fixtures (Qwen2, Qwen2.5 with tools, Llama-2/3,
+// Mistral, a feature tour), one with a conversation after the NUL.
+void chat_template_seeds(const fs::path& source_dir) {
+  const auto cases = nlohmann::json::parse(read_bytes(source_dir / "tests/fixtures/chat_templates/cases.json"));
+  for (const auto& [name, text] : cases["templates"].items()) write_seed("chat_template", name, text.get<std::string>());
+  write_seed("chat_template", "qwen2_with_messages",
+             cases["templates"]["qwen2"].get<std::string>() + '\0' + cases["conversations"].begin().value().dump());
+}
+
 // Accepts one connection on `listener`, relays it to the server at `port`, and returns what the
 // client sent.
 std::string relay_once(const dist::Socket& listener, int port) {
@@ -210,6 +219,7 @@ int main(int argc, char** argv) {
   token_shard_seeds();
   config_seeds(TRIREME_SOURCE_DIR);
   tokenizer_seeds();
+  chat_template_seeds(TRIREME_SOURCE_DIR);
   store_seeds();
   std::cout << "seeds written under " << g_out.string() << "\n";
   return 0;
