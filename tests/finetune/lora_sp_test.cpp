@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "dist/parallel_worker.h"
+#include "lora_worker.h"
 #include "trireme/dist/env.h"
 #include "trireme/dist/process_group_gloo.h"
 #include "trireme/models/gpt.h"
@@ -22,18 +23,9 @@
 #include "trireme/parallel/shard.h"
 
 using namespace trireme;
-using namespace std::chrono_literals;
+using trireme::testing::max_abs_diff;
 
 namespace {
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  TRIREME_CHECK(a.sizes() == b.sizes(), "shapes ", a.sizes(), " vs ", b.sizes());
-  auto x = contiguous(to_dtype(a.detach(), DType::f64)).to_vector<double>();
-  auto y = contiguous(to_dtype(b.detach(), DType::f64)).to_vector<double>();
-  double m = 0;
-  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
-  return m;
-}
 
 models::GPTConfig config(bool llama) {
   if (llama)
@@ -109,35 +101,7 @@ void lora_sp(const std::shared_ptr<dist::ProcessGroup>& world, int rank) {
   }
 }
 
-int run_worker() {
-  int rank = 0;
-  try {
-    dist::DistEnv env = dist::dist_env_from_environment();
-    rank = env.rank;
-    auto store = std::make_shared<dist::StoreClient>(dist::store_client_options(env, 20s));
-    auto world = std::make_shared<dist::ProcessGroupGloo>(store, env.rank, env.world_size,
-                                                          dist::GlooOptions{.timeout = 20s});
-    lora_sp(world, rank);
-    return 0;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s\n", e.what());  // the checks name the rank
-    return 1;
-  }
-}
-
-// Runs before GoogleTest's main when this binary was started as this file's worker.
-struct WorkerEntry {
-  WorkerEntry() {
-    std::ifstream f("/proc/self/cmdline", std::ios::binary);
-    std::vector<std::string> args;
-    for (std::string a; std::getline(f, a, '\0');) args.push_back(a);
-    if (args.size() >= 3 && args[1] == "parallel-worker" && args[2] == "lora_sp") {
-      const int rc = run_worker();
-      std::fflush(nullptr);
-      std::_Exit(rc);
-    }
-  }
-} worker_entry;
+const trireme::testing::GlooWorkerEntry worker_entry("lora_sp", lora_sp);
 
 }  // namespace
 
