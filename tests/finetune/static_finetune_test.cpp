@@ -2,7 +2,8 @@
 // global batch's counted targets, a per-step argument of the graph), classification (the head and
 // its one counted target per sample) and LoRA (frozen base weights, adapter dropout replayed per
 // step) train as eager does, bit for bit: every step's loss, gradient norm and validation loss,
-// and every tensor of the final checkpoint, with dropout on; in one process and over Gloo.
+// and every tensor of the final checkpoint, with dropout on; in one process and over Gloo, also
+// with recomputation and with SGD.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -139,4 +140,18 @@ TEST_F(StaticFinetune, LoraWithAdapterDropoutEqualsEager) { expect_static_equals
 
 TEST_F(StaticFinetune, LoraTensorParallelEqualsEager) {
   expect_static_equals_eager("lora_tp2", 10, sft() + lora() + " --nproc 2 --set parallel.tp=2");
+}
+
+// The other lifted cases inside a fine-tuning run over Gloo: recomputation (the checkpointed
+// blocks' forwards, with the model's and the adapters' dropout, re-run inside the traced backward
+// while the reducer's hooks fire) and SGD (its learning rate refreshed per replay).
+TEST_F(StaticFinetune, LoraWithRecomputationDataParallelEqualsEager) {
+  expect_static_equals_eager("lora_recompute_dp2", 10,
+                             sft() + lora() + " --set memory.recompute=full --nproc 2 --set parallel.dp=2");
+}
+
+TEST_F(StaticFinetune, SftWithSgdTensorParallelEqualsEager) {
+  expect_static_equals_eager("sft_sgd_tp2", 10,
+                             sft() + " --set optim.name=sgd --set optim.momentum=0.9 --set optim.lr=0.05 "
+                                     "--set schedule.kind=cosine --set schedule.warmup_steps=3 --nproc 2 --set parallel.tp=2");
 }
