@@ -3,7 +3,7 @@
 // its one counted target per sample) and LoRA (frozen base weights, adapter dropout replayed per
 // step) train as eager does, bit for bit: every step's loss, gradient norm and validation loss,
 // and every tensor of the final checkpoint, with dropout on; in one process and over Gloo, also
-// with recomputation and with SGD.
+// with recomputation, with SGD, and under bf16 with ZeRO-2.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -154,4 +154,9 @@ TEST_F(StaticFinetune, SftWithSgdTensorParallelEqualsEager) {
   expect_static_equals_eager("sft_sgd_tp2", 10,
                              sft() + " --set optim.name=sgd --set optim.momentum=0.9 --set optim.lr=0.05 "
                                      "--set schedule.kind=cosine --set schedule.warmup_steps=3 --nproc 2 --set parallel.tp=2");
+}
+
+TEST_F(StaticFinetune, LoraUnderBf16WithZero2EqualsEager) {
+  expect_static_equals_eager("lora_bf16_zero2", 10,
+                             sft() + lora() + " --set train.precision=bf16 --nproc 2 --set parallel.dp=2 --set parallel.zero=2");
 }
