@@ -511,16 +511,6 @@ const std::vector<CrossCheck>& cross_checks() {
         if (c.get_string("train.precision") == "f16")
           return "train.mode: \"static\" cannot replay f16's loss scaling (it reads the gradients' inf check on "
                  "the host every step); use train.precision = \"bf16\" or \"f32\", or train.mode = \"eager\"";
-        if (c.get_string("optim.name") != "adamw")
-          return "train.mode: \"static\" needs optim.name = \"adamw\" (SGD's learning rate is not yet an input "
-                 "of the graph), or train.mode = \"eager\"";
-        if (c.get_string("memory.recompute") != "none")
-          return "train.mode: \"static\" does not replay recomputation yet; set memory.recompute = \"none\", or "
-                 "train.mode = \"eager\"";
-        if (c.get_string("finetune.task") != "lm" || c.get_int("lora.rank") > 0)
-          return "train.mode: \"static\" traces pretraining's step only for now (SFT and classification weigh "
-                 "each batch by its counted targets on the host, LoRA has a step of its own); set "
-                 "finetune.task = \"lm\" and lora.rank = 0, or train.mode = \"eager\"";
         return "";
       },
       [](const Config& c) -> std::string {

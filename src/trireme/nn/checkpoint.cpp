@@ -28,6 +28,7 @@ Tensor checkpointed(const std::shared_ptr<Module>& module, const Tensor& x,
     module->set_rng_counters(first->counters);
     std::optional<GlobalRowScope> rows;
     if (first->first_row) rows.emplace(*first->first_row);
+    RedrawScope redraw;  // a traced step: the first run bound these draws' streams
     Tensor out = forward(in[0]);
     module->set_rng_counters(now);
     return autograd::TensorList{out};

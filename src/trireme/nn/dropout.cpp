@@ -31,6 +31,23 @@ GlobalRowScope::GlobalRowScope(int64_t first_row) : previous_(t_first_row) {
 GlobalRowScope::~GlobalRowScope() { t_first_row = previous_; }
 std::optional<int64_t> GlobalRowScope::current() { return t_first_row; }
 
+namespace {
+thread_local bool t_redrawing = false;
+}  // namespace
+
+RedrawScope::RedrawScope() : previous_(t_redrawing) { t_redrawing = true; }
+RedrawScope::~RedrawScope() { t_redrawing = previous_; }
+bool RedrawScope::active() { return t_redrawing; }
+
+void bind_dropout_stream(Module& module, uint64_t counter, bool advances, uint64_t stream) {
+  KernelTape* tape = active_kernel_tape();
+  if (!tape || tape->in_kernel() || RedrawScope::active()) return;
+  auto counter_now = std::make_shared<uint64_t>(counter);
+  Module* m = &module;
+  tape->on_replay([m, counter_now, advances] { *counter_now = advances ? m->next_rng_counter() : m->peek_rng_counter(); });
+  tape->bind_u64(stream, [m, counter_now] { return dropout_stream(m->qualified_name(), *counter_now); });
+}
+
 Dropout::Dropout(double p_) : Module("Dropout"), p(p_) {
   TRIREME_CHECK(p >= 0.0 && p < 1.0, "Dropout: p must be in [0, 1), got ", p);
 }
@@ -44,14 +61,7 @@ Tensor Dropout::forward(const Tensor& x) {
   const int64_t row_numel = x.dim() > 0 && x.size(0) > 0 ? x.numel() / x.size(0) : 0;
   const uint64_t offset = uint64_t(first_row.value_or(0)) * uint64_t(row_numel);
   const uint64_t stream = dropout_stream(qualified_name(), counter);
-  if (KernelTape* tape = active_kernel_tape(); tape && !tape->in_kernel()) {
-    // A traced step (graph/trace.h): each replay takes the counter as this forward does, and the
-    // stream of the recorded masks (forward and backward) follows it, so masks differ per step.
-    auto counter_now = std::make_shared<uint64_t>(counter);
-    const bool advances = !first_row;
-    tape->on_replay([this, counter_now, advances] { *counter_now = advances ? next_rng_counter() : peek_rng_counter(); });
-    tape->bind_u64(stream, [this, counter_now] { return dropout_stream(qualified_name(), *counter_now); });
-  }
+  bind_dropout_stream(*this, counter, /*advances=*/!first_row, stream);
   return dropout(x, p, true, rng_seed(), stream, offset);
 }
 

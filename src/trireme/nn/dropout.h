@@ -53,6 +53,29 @@ class Dropout : public Module {
 // The stream of a named layer's `counter`-th draw: the name's hash mixed with the counter.
 uint64_t dropout_stream(const std::string& qualified_name, uint64_t counter);
 
+// In a traced step (graph/trace.h; a no-op otherwise): `module`'s draw of the forward being
+// recorded, taken with `counter` (advancing the module's counter when `advances`, as a draw
+// outside a GlobalRowScope does), drew from `stream`; each replay takes the counter the same way
+// and recomputes the stream of the recorded masks (forward and backward), so masks differ per step.
+// Every layer that draws from dropout_stream calls it (nn::Dropout, LoRA's adapters).
+void bind_dropout_stream(Module& module, uint64_t counter, bool advances, uint64_t stream);
+
+// While alive (a checkpointed region's replay inside the backward, nn/checkpoint.h), draws on
+// this thread redraw the first run's masks: their streams are bound already (a binding covers
+// every recorded call that took the stream's value), so bind_dropout_stream adds nothing, and in
+// particular no second counter advance per replay.
+class RedrawScope {
+ public:
+  RedrawScope();
+  ~RedrawScope();
+  RedrawScope(const RedrawScope&) = delete;
+  RedrawScope& operator=(const RedrawScope&) = delete;
+  static bool active();
+
+ private:
+  bool previous_;
+};
+
 // While alive, forwards on this thread compute rows [first_row, ...) of the step's global batch
 // (Note [dropout keyed by global sample]).
 class GlobalRowScope {

@@ -119,6 +119,8 @@ class Module {
   uint64_t next_rng_counter() { return rng_counter_++; }
   // The counter the next draw would take, without taking it (Note [dropout keyed by global sample]).
   uint64_t peek_rng_counter() const { return rng_counter_; }
+  // A traced step's replays take the counter as the traced draw did (nn/dropout.h).
+  friend void bind_dropout_stream(Module& module, uint64_t counter, bool advances, uint64_t stream);
 
  private:
   void add_child(const std::string& name, std::shared_ptr<Module> module);

@@ -3,6 +3,7 @@
 
 #include "trireme/ops/copy.h"
 #include "trireme/ops/elementwise.h"
+#include "trireme/ops/step_scalar.h"
 
 namespace trireme::optim {
 
@@ -23,7 +24,9 @@ void SGD::update(const std::string& name, Tensor& param, const Tensor& grad, int
     }
     g = options_.nesterov ? add(g, mul(buf, options_.momentum)) : buf;
   }
-  add_(param, g, -lr());
+  // add_(param, g, -lr()) as two calls, the learning rate an argument a traced step recomputes
+  // before every replay (ops/step_scalar.h); the same kernels, so the same bits.
+  add_(param, mul_step_scalar(g, [this] { return -lr(); }));
 }
 
 }  // namespace trireme::optim

@@ -51,6 +51,7 @@ Tensor LoraAdapter::dropped(const Tensor& x, std::optional<int64_t> first_row) {
   // As nn::Dropout: one draw per call outside a GlobalRowScope, the scope's counter inside one.
   const uint64_t counter = first_row ? peek_rng_counter() : next_rng_counter();
   const uint64_t stream = nn::dropout_stream(qualified_name(), counter);
+  nn::bind_dropout_stream(*this, counter, /*advances=*/!first_row, stream);  // a traced step replays the draw
   const int64_t local = x.size(-1), full_width = cut == Cut::row ? in_features : local;
   const int64_t row_numel = x.dim() > 0 && x.size(0) > 0 ? x.numel() / x.size(0) / local * full_width : 0;
   const uint64_t offset = uint64_t(first_row.value_or(0)) * uint64_t(row_numel);

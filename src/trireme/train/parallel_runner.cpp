@@ -10,6 +10,7 @@
 #include "trireme/models/lora.h"
 #include "trireme/cuda/device.h"
 #include "trireme/graph/static_function.h"
+#include "trireme/ops/step_scalar.h"
 #include "trireme/dist/process_group_factory.h"
 #include "trireme/nn/dropout.h"
 #include "trireme/ops/copy.h"
@@ -214,10 +215,10 @@ class ParallelRunner : public StepRunner {
   StepResult train_step(int64_t step, const io::DataLoader& train) override {
     model_->set_rng(uint64_t(cfg_.train.seed), uint64_t(step));
     io::Batch b = local_batch_of(train, step);
-    if (cfg_.train.mode == "static") return static_step(step, b);
     // Packed sequences (SFT): each micro-batch's mean over its counted targets is weighted by its
     // share of the global batch's, so the step's loss is the mean over all of them, in every layout.
     const int64_t counted = train.packed() ? train.counted_targets(step * cfg_.train.batch_size, cfg_.train.batch_size) : 0;
+    if (cfg_.train.mode == "static") return static_step(step, b, train.packed(), counted);
     StepResult r{.loss = mean_over(ctx().dp_group(), pipe_ ? pipeline_step(b, counted) : accumulated_step(b, counted),
                                    job_->device),
                  .grad_norm = NAN};
@@ -443,7 +444,11 @@ class ParallelRunner : public StepRunner {
         auto autocast = precision_.autocast_guard(job_->device);
         loss = model_->loss(x, y);
       }
-      if (global_counted > 0) loss = loss * micro_batch_weight(y, global_counted);
+      if (!static_weights_.empty()) {  // static, packed: the weight is an argument of the graph
+        loss = mul_step_scalar(loss, [this, i] { return static_weights_[size_t(i)]; });
+      } else if (global_counted > 0) {
+        loss = loss * micro_batch_weight(y, global_counted);
+      }
       if (m > 1) loss = loss / double(m);  // the micro-batches' mean losses add up to the batch's
       precision_.scale_loss(loss).backward();
       losses.push_back(loss.detach());
@@ -478,7 +483,9 @@ class ParallelRunner : public StepRunner {
   // The first step runs eagerly (it creates the optimizer's state, which must exist before a
   // trace), the second is traced (it runs eagerly while recording), later ones replay the graph;
   // a batch of another shape traces another graph.
-  StepResult static_step(int64_t step, const io::Batch& b) {
+  // packed: the batch's micro-batches are weighted (see train_step); global_counted as there.
+  StepResult static_step(int64_t step, const io::Batch& b, bool packed, int64_t global_counted) {
+    static_weights_ = packed ? micro_batch_weights(b.targets, global_counted) : std::vector<double>{};
     std::vector<Tensor> out;
     if (!static_graph_) {
       out = device_step(b);
@@ -520,6 +527,18 @@ class ParallelRunner : public StepRunner {
   double micro_batch_weight(const Tensor& y, int64_t global_counted) const {
     return double(counted_targets(y)) * double(ctx().layout().micro_batches * ctx().layout().dp) /
            double(global_counted);
+  }
+
+  // micro_batch_weight of each micro-batch of `targets` (this rank's batch), for a traced step:
+  // computed on the host before each replay. A global batch with no counted target gets weights
+  // of 1, which leave the loss as eager leaves it (unweighted).
+  std::vector<double> micro_batch_weights(const Tensor& targets, int64_t global_counted) const {
+    const int m = ctx().layout().micro_batches;
+    const int64_t rows = local_batch() / m;
+    std::vector<double> w(size_t(m), 1.0);
+    if (global_counted > 0)
+      for (int i = 0; i < m; ++i) w[size_t(i)] = micro_batch_weight(narrow(targets, 0, i * rows, rows), global_counted);
+    return w;
   }
 
   // The targets of a batch that count (not the ignore index -100).
@@ -617,6 +636,9 @@ class ParallelRunner : public StepRunner {
   NamedTensors replicated_;  // the parameters every dp replica holds whole (all but ZeRO-3's blocks)
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<graph::StaticFunction> static_graph_;  // train.mode = "static"
+  // train.mode = "static" with packed sequences: this step's micro_batch_weights, read by the
+  // graph's refreshed arguments (empty otherwise).
+  std::vector<double> static_weights_;
 };
 
 }  // namespace

@@ -1,0 +1,47 @@
+// What train.mode = "static" still cannot run is refused when the config is read, each refusal
+// naming the key to change; what it now runs (SGD, recomputation, LoRA, fine-tuning tasks) is
+// accepted.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tiny_trainer_config.h"
+#include "trireme/io/config.h"
+
+using namespace trireme;
+
+TEST(StaticRefusals, EachRemainingRefusalNamesItsKey) {
+  const std::string d = trireme::testing::fresh_run_dir("trireme_static_refusals");
+  struct Case {
+    std::vector<std::string> set;
+    std::string key;
+  };
+  for (const Case& c : {Case{{"parallel.pp=2"}, "parallel.pp"},
+                        Case{{"parallel.dp=2", "parallel.zero=3"}, "parallel.zero"},
+                        Case{{"parallel.tp=2", "parallel.sequence_parallel=true"}, "parallel.sequence_parallel"},
+                        Case{{"parallel.auto=true"}, "parallel.auto"},
+                        Case{{"train.precision=f16"}, "train.precision"}}) {
+    std::vector<std::string> set = c.set;
+    set.push_back("train.mode=static");
+    try {
+      trireme::testing::tiny_trainer_config(d, 2, 0.0, set);
+      ADD_FAILURE() << "accepted: " << c.set.back();
+    } catch (const io::ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(c.key), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("train.mode = \"eager\""), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(StaticRefusals, LiftedCasesAreAccepted) {
+  const std::string d = trireme::testing::fresh_run_dir("trireme_static_lifted");
+  for (const std::vector<std::string>& set :
+       {std::vector<std::string>{"optim.name=sgd"}, {"memory.recompute=full"}, {"memory.recompute=selective"},
+        {"lora.rank=4", "lora.dropout=0.1"}, {"finetune.task=sft", "finetune.train_file=x.jsonl"},
+        {"finetune.task=classify", "finetune.train_file=x.jsonl"}}) {
+    std::vector<std::string> with_static = set;
+    with_static.push_back("train.mode=static");
+    EXPECT_NO_THROW(trireme::testing::tiny_trainer_config(d, 10, 0.0, with_static)) << set.front();
+  }
+}
