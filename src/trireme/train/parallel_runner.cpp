@@ -451,19 +451,32 @@ class ParallelRunner : public StepRunner {
     return losses;
   }
 
-  // train.mode = "static" (dp and tp; io/config.cpp refuses the rest): the step of train_step
+  // train.mode = "static" (io/config.cpp refuses what it cannot hold): the step of train_step
   // with nothing read on the host inside it, so that it can be traced (docs/STATIC_GRAPH.md).
   // Returns {the gradient norm, each micro-batch's loss}.
   std::vector<Tensor> device_step(const io::Batch& b) {
     std::vector<Tensor> out = micro_batch_losses(b);
-    if (reducer_) reducer_->finish();  // its all-reduces are nodes of the graph (dist/recorded_collective.h)
-    model_->sum_deferred_grads();
+    out.insert(out.begin(), reduce_clip_and_update());
+    return out;
+  }
+
+  // What follows the forwards and backwards of a step, with nothing read on the host: the
+  // gradients whole (as train_step), the global norm and clipping on the device, the optimizer
+  // step and the gradients zeroed. Returns the norm. With a pipeline it is the whole traced part
+  // of a static step (static_pipeline_step).
+  Tensor reduce_clip_and_update() {
+    if (pipe_) {
+      reducer_->reduce_accumulated();  // its all-reduces are nodes of the graph (dist/recorded_collective.h)
+    } else {
+      if (reducer_) reducer_->finish();
+      model_->sum_deferred_grads();
+    }
     auto pieces =
         parallel::optimizer_grad_pieces(*optimizer_, trainable(), model_->shard_specs(), second_tied_copy());
-    out.insert(out.begin(), parallel::clip_global_grad_norm_on_device(pieces, cfg_.optim.grad_clip, ctx()));
+    Tensor norm = parallel::clip_global_grad_norm_on_device(pieces, cfg_.optim.grad_clip, ctx());
     optimizer_->step();
     optimizer_->zero_grad(/*set_to_none=*/reducer_ == nullptr);  // as train_step
-    return out;
+    return norm;
   }
 
   // device_step as a function of the traced inputs {inputs, targets}.
@@ -471,6 +484,7 @@ class ParallelRunner : public StepRunner {
 
   graph::TraceResult trace_step(const io::Batch& b) override {
     TRIREME_CHECK(cfg_.train.mode == "static", "trace_step: train.mode is \"", cfg_.train.mode, "\", not \"static\"");
+    TRIREME_CHECK(!pipe_, "trace_step: a pipeline's stages run their schedule eagerly; trace a step with parallel.pp = 1");
     device_step(b);
     return graph::trace([this](const std::vector<Tensor>& in) { return device_step_of(in); }, {b.inputs, b.targets});
   }
@@ -479,6 +493,7 @@ class ParallelRunner : public StepRunner {
   // trace), the second is traced (it runs eagerly while recording), later ones replay the graph;
   // a batch of another shape traces another graph.
   StepResult static_step(int64_t step, const io::Batch& b) {
+    if (pipe_) return static_pipeline_step(step, b);
     std::vector<Tensor> out;
     if (!static_graph_) {
       out = device_step(b);
@@ -491,6 +506,27 @@ class ParallelRunner : public StepRunner {
     double loss_sum = 0;
     for (size_t i = 1; i < out.size(); ++i) loss_sum += host_value(out[i]);
     r.loss = mean_over(ctx().dp_group(), loss_sum, job_->device);
+    r.graph_traces = static_graph_->traces();
+    check_replicas(step);
+    return r;
+  }
+
+  // train.mode = "static" with a pipeline: the executor's schedule (each stage's forwards and
+  // backwards, its sends and receives, the tied weight's sum) runs eagerly, as train_step's;
+  // reduce_clip_and_update runs eagerly on the first step (it creates AdamW's state), is traced on
+  // the second and replayed after. The pipeline's transfers are not recorded collectives yet
+  // (docs/STATIC_GRAPH.md, "What comes next"), so the stages' compute cannot be traced.
+  StepResult static_pipeline_step(int64_t step, const io::Batch& b) {
+    StepResult r{.loss = mean_over(ctx().dp_group(), pipeline_step(b), job_->device)};
+    Tensor norm;
+    if (!static_graph_) {
+      norm = reduce_clip_and_update();
+      static_graph_ = std::make_unique<graph::StaticFunction>(
+          [this](const std::vector<Tensor>&) { return std::vector<Tensor>{reduce_clip_and_update()}; });
+    } else {
+      norm = (*static_graph_)({})[0];
+    }
+    r.grad_norm = host_value(norm);
     r.graph_traces = static_graph_->traces();
     check_replicas(step);
     return r;
