@@ -34,8 +34,8 @@ int run_graph(const Options& opt, const io::TrainConfig& tc) {
                           "--set parallel.tp=1 (each tp rank's adds its collectives)");
   }
   if (tc.parallel.pp != 1) {
-    throw io::ConfigError("parallel.pp: trireme graph traces one process's whole step; a pipeline's stages run their "
-                          "schedule eagerly in static mode (docs/STATIC_GRAPH.md), so trace --set parallel.pp=1");
+    throw io::ConfigError("parallel.pp: trireme graph traces one process; each stage of a pipeline traces its part of "
+                          "the schedule with its sends and receives, whose computation is that of --set parallel.pp=1");
   }
   if (tc.parallel.dp != 1) {
     throw io::ConfigError(str_cat("parallel.dp: trireme graph traces one process; each of the ", tc.parallel.dp,

@@ -484,7 +484,7 @@ class ParallelRunner : public StepRunner {
 
   graph::TraceResult trace_step(const io::Batch& b) override {
     TRIREME_CHECK(cfg_.train.mode == "static", "trace_step: train.mode is \"", cfg_.train.mode, "\", not \"static\"");
-    TRIREME_CHECK(!pipe_, "trace_step: a pipeline's stages run their schedule eagerly; trace a step with parallel.pp = 1");
+    TRIREME_CHECK(!pipe_, "trace_step: traces one process's step; trace a pipeline's computation with parallel.pp = 1");
     device_step(b);
     return graph::trace([this](const std::vector<Tensor>& in) { return device_step_of(in); }, {b.inputs, b.targets});
   }
@@ -511,22 +511,33 @@ class ParallelRunner : public StepRunner {
     return r;
   }
 
-  // train.mode = "static" with a pipeline: the executor's schedule (each stage's forwards and
-  // backwards, its sends and receives, the tied weight's sum) runs eagerly, as train_step's;
-  // reduce_clip_and_update runs eagerly on the first step (it creates AdamW's state), is traced on
-  // the second and replayed after. The pipeline's transfers are not recorded collectives yet
-  // (docs/STATIC_GRAPH.md, "What comes next"), so the stages' compute cannot be traced.
+  // train.mode = "static" with a pipeline: the whole step of train_step with nothing read on the
+  // host: the executor's schedule (forwards, backwards, its sends and receives recorded as
+  // transfers that a replay issues and waits for where the schedule does, the tied weight's sum)
+  // and reduce_clip_and_update. Returns {the gradient norm, the sum of the micro-batches' losses
+  // (0 but on the last stage)}.
+  std::vector<Tensor> pipeline_device_step(const std::vector<Tensor>& in) {
+    auto autocast = precision_.autocast_guard(job_->device);  // as pipeline_step
+    Tensor loss_sum = pipe_->run_schedule(in[0], in[1], first_global_row());
+    return {reduce_clip_and_update(), loss_sum};
+  }
+
+  // The first step runs eagerly (it creates AdamW's state), the second is traced, later ones
+  // replay; the loss goes from the last stage to the others after the graph.
   StepResult static_pipeline_step(int64_t step, const io::Batch& b) {
-    StepResult r{.loss = mean_over(ctx().dp_group(), pipeline_step(b), job_->device)};
-    Tensor norm;
+    std::vector<Tensor> out;
     if (!static_graph_) {
-      norm = reduce_clip_and_update();
+      out = pipeline_device_step({b.inputs, b.targets});
+      // The transfers must be waited for where the schedule waits: no pass moves a call.
+      graph::StaticOptions options;
+      options.schedule_for_memory = false;
       static_graph_ = std::make_unique<graph::StaticFunction>(
-          [this](const std::vector<Tensor>&) { return std::vector<Tensor>{reduce_clip_and_update()}; });
+          [this](const std::vector<Tensor>& in) { return pipeline_device_step(in); }, options);
     } else {
-      norm = (*static_graph_)({})[0];
+      out = (*static_graph_)({b.inputs, b.targets});
     }
-    r.grad_norm = host_value(norm);
+    StepResult r{.loss = mean_over(ctx().dp_group(), pipe_->mean_loss(out[1]), job_->device),
+                 .grad_norm = host_value(out[0])};
     r.graph_traces = static_graph_->traces();
     check_replicas(step);
     return r;
