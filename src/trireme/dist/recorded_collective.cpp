@@ -56,6 +56,7 @@ KernelCallRecord transfer_record(const char* op, const std::vector<Tensor>& tens
     r.written.push_back(writes);
   }
   r.attrs_comparable = false;
+  r.pinned = true;  // the peers post and wait in the traced order
   return r;
 }
 

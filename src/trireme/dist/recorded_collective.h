@@ -25,9 +25,8 @@ WorkPtr record_collective(const char* op, const std::vector<Tensor>& tensors,
 // then issues and waits where the traced step did, so the transfers overlap the calls between as
 // they did eagerly, and a schedule whose ranks wait in a fixed order cannot deadlock on a wait
 // moved earlier. `writes`: the transfer writes `tensors` (a receive) rather than reads them (a
-// send, which the graph keeps although no call reads what it produces). The graph must be
-// replayed in the traced order (StaticOptions::schedule_for_memory off). Without a trace this
-// is `issue` on `tensors`.
+// send, which the graph keeps although no call reads what it produces). Both nodes are pinned:
+// scheduling for memory moves no call across them. Without a trace this is `issue` on `tensors`.
 WorkPtr record_transfer(const char* op, const std::vector<Tensor>& tensors, bool writes,
                         std::function<WorkPtr(Tensor* const* tensors)> issue);
 

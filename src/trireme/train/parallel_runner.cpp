@@ -528,11 +528,8 @@ class ParallelRunner : public StepRunner {
     std::vector<Tensor> out;
     if (!static_graph_) {
       out = pipeline_device_step({b.inputs, b.targets});
-      // The transfers must be waited for where the schedule waits: no pass moves a call.
-      graph::StaticOptions options;
-      options.schedule_for_memory = false;
       static_graph_ = std::make_unique<graph::StaticFunction>(
-          [this](const std::vector<Tensor>& in) { return pipeline_device_step(in); }, options);
+          [this](const std::vector<Tensor>& in) { return pipeline_device_step(in); });
     } else {
       out = (*static_graph_)({b.inputs, b.targets});
     }
