@@ -462,8 +462,8 @@ class ParallelRunner : public StepRunner {
 
   // What follows the forwards and backwards of a step, with nothing read on the host: the
   // gradients whole (as train_step), the global norm and clipping on the device, the optimizer
-  // step and the gradients zeroed. Returns the norm. With a pipeline it is the whole traced part
-  // of a static step (static_pipeline_step).
+  // step and the gradients zeroed. Returns the norm. The end of both static steps (device_step,
+  // pipeline_device_step).
   Tensor reduce_clip_and_update() {
     if (pipe_) {
       reducer_->reduce_accumulated();  // its all-reduces are nodes of the graph (dist/recorded_collective.h)
