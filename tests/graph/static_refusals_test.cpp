@@ -1,6 +1,6 @@
 // What train.mode = "static" still cannot run is refused when the config is read, each refusal
 // naming the key to change; what it now runs (SGD, recomputation, LoRA, fine-tuning tasks) is
-// accepted.
+// accepted, pipelines included (for language-model training).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -17,7 +17,8 @@ TEST(StaticRefusals, EachRemainingRefusalNamesItsKey) {
     std::vector<std::string> set;
     std::string key;
   };
-  for (const Case& c : {Case{{"parallel.pp=2"}, "parallel.pp"},
+  for (const Case& c : {Case{{"parallel.pp=2", "finetune.task=sft", "finetune.train_file=x.jsonl"}, "parallel.pp"},
+                        Case{{"parallel.pp=2", "lora.rank=4"}, "parallel.pp"},
                         Case{{"parallel.dp=2", "parallel.zero=3"}, "parallel.zero"},
                         Case{{"parallel.tp=2", "parallel.sequence_parallel=true"}, "parallel.sequence_parallel"},
                         Case{{"parallel.auto=true"}, "parallel.auto"},
@@ -39,7 +40,7 @@ TEST(StaticRefusals, LiftedCasesAreAccepted) {
   for (const std::vector<std::string>& set :
        {std::vector<std::string>{"optim.name=sgd"}, {"memory.recompute=full"}, {"memory.recompute=selective"},
         {"lora.rank=4", "lora.dropout=0.1"}, {"finetune.task=sft", "finetune.train_file=x.jsonl"},
-        {"finetune.task=classify", "finetune.train_file=x.jsonl"}}) {
+        {"finetune.task=classify", "finetune.train_file=x.jsonl"}, {"parallel.pp=2"}}) {
     std::vector<std::string> with_static = set;
     with_static.push_back("train.mode=static");
     EXPECT_NO_THROW(trireme::testing::tiny_trainer_config(d, 10, 0.0, with_static)) << set.front();

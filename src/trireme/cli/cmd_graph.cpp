@@ -33,6 +33,10 @@ int run_graph(const Options& opt, const io::TrainConfig& tc) {
     throw io::ConfigError("parallel.tp: trireme graph traces one process; its step with the whole model is that of "
                           "--set parallel.tp=1 (each tp rank's adds its collectives)");
   }
+  if (tc.parallel.pp != 1) {
+    throw io::ConfigError("parallel.pp: trireme graph traces one process; each stage of a pipeline traces its part of "
+                          "the schedule with its sends and receives, whose computation is that of --set parallel.pp=1");
+  }
   if (tc.parallel.dp != 1) {
     throw io::ConfigError(str_cat("parallel.dp: trireme graph traces one process; each of the ", tc.parallel.dp,
                                   " ranks of this run traces the step of --set parallel.dp=1 --set train.batch_size=",

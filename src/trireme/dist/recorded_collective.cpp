@@ -1,6 +1,9 @@
 // Collectives on a kernel tape.
 #include "trireme/dist/recorded_collective.h"
 
+#include <memory>
+
+#include "trireme/core/error.h"
 #include "trireme/kernels/kernel_tape.h"
 
 namespace trireme::dist {
@@ -35,6 +38,92 @@ WorkPtr record_collective(const char* op, const std::vector<Tensor>& tensors,
     ~End() { t->end_kernel(); }
   } end{tape};
   return issue(ptrs.data());
+}
+
+namespace {
+
+// The transfer a replay issued, for the wait node that follows its issue node.
+using PendingWork = std::shared_ptr<WorkPtr>;
+
+KernelCallRecord transfer_record(const char* op, const std::vector<Tensor>& tensors, bool writes) {
+  KernelCallRecord r;
+  r.op = op;
+  r.device = tensors.empty() ? Device::cpu() : tensors.front().device();
+  r.dtype = tensors.empty() ? DType::f32 : tensors.front().dtype();
+  r.kernel_type = std::type_index(typeid(CollectiveTag));
+  for (const Tensor& t : tensors) {
+    r.tensors.push_back(&t);
+    r.written.push_back(writes);
+  }
+  r.attrs_comparable = false;
+  r.pinned = true;  // the peers post and wait in the traced order
+  return r;
+}
+
+// The work a traced transfer returns: waiting for it records the wait node (reading the
+// transfer's tensors, so that the graph keeps it and plans their memory alive until it), then
+// waits.
+class RecordedTransferWork : public Work {
+ public:
+  RecordedTransferWork(WorkPtr inner, const char* wait_op, std::vector<Tensor> tensors, PendingWork pending)
+      : inner_(std::move(inner)), wait_op_(wait_op), tensors_(std::move(tensors)), pending_(std::move(pending)) {}
+
+  bool is_completed() override { return inner_->is_completed(); }
+
+  void wait(milliseconds timeout) override {
+    KernelTape* tape = active_kernel_tape();
+    if (tape != nullptr && !tape->in_kernel() && !recorded_) {
+      recorded_ = true;
+      KernelCallRecord r = transfer_record(wait_op_, tensors_, /*writes=*/false);
+      r.invoke = [pending = pending_](void*, Tensor* const*) {
+        TRIREME_CHECK(*pending != nullptr, "graph: a replay waits for a transfer it did not issue");
+        WorkPtr w = std::move(*pending);
+        w->wait();
+      };
+      tape->record(std::move(r));
+      tape->begin_kernel();
+      struct End {
+        KernelTape* t;
+        ~End() { t->end_kernel(); }
+      } end{tape};
+      inner_->wait(timeout);
+      return;
+    }
+    inner_->wait(timeout);
+  }
+
+ private:
+  WorkPtr inner_;
+  const char* wait_op_;  // a literal: the tape keeps the name
+  std::vector<Tensor> tensors_;
+  PendingWork pending_;
+  bool recorded_ = false;
+};
+
+}  // namespace
+
+WorkPtr record_transfer(const char* op, const std::vector<Tensor>& tensors, bool writes,
+                        std::function<WorkPtr(Tensor* const* tensors)> issue) {
+  std::vector<Tensor> own = tensors;
+  std::vector<Tensor*> ptrs;
+  for (Tensor& t : own) ptrs.push_back(&t);
+  KernelTape* tape = active_kernel_tape();
+  if (tape == nullptr || tape->in_kernel()) return issue(ptrs.data());
+  auto pending = std::make_shared<WorkPtr>();
+  KernelCallRecord r = transfer_record(op, own, writes);
+  r.invoke = [issue, pending](void*, Tensor* const* t) { *pending = issue(t); };
+  tape->record(std::move(r));
+  WorkPtr inner;
+  {
+    tape->begin_kernel();
+    struct End {
+      KernelTape* t;
+      ~End() { t->end_kernel(); }
+    } end{tape};
+    inner = issue(ptrs.data());
+  }
+  return std::make_shared<RecordedTransferWork>(std::move(inner), writes ? "wait_recv" : "wait_send", std::move(own),
+                                                std::move(pending));
 }
 
 }  // namespace trireme::dist

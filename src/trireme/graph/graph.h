@@ -57,6 +57,9 @@ struct Node {
   std::string attrs;           // host arguments' bytes (CSE compares them)
   bool attrs_comparable = true;
   bool dynamic = false;        // host arguments recomputed before each replay (never merged by CSE)
+  // Kept in its place relative to every other call by the passes that reorder: a transfer's post
+  // or wait (dist::record_transfer), which the other ranks meet in this order.
+  bool pinned = false;
   std::shared_ptr<void> host_args;
   std::function<void(void* args, Tensor* const* tensors)> invoke;
   std::vector<std::function<void(void*)>> refresh;             // before each replay

@@ -208,8 +208,9 @@ Graph schedule_for_memory(const Graph& g) {
       takes = takes || first[size_t(b)] == int(i);
     }
     size_t at = order.size();
-    if (frees && !takes) {
+    if (frees && !takes && !n.pinned) {
       while (at > 0) {
+        if (order[at - 1].pinned) break;  // no call moves across a transfer's post or wait
         bool depends = false;
         for (const auto& [b, w] : touched[at - 1]) {
           auto it = mine.find(b);

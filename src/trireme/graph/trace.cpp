@@ -52,6 +52,7 @@ class Tracer final : public KernelTape, public StorageObserver {
     n.kernel = call.kernel;
     n.attrs = std::move(call.attrs);
     n.attrs_comparable = call.attrs_comparable;
+    n.pinned = call.pinned;
     n.host_args = std::move(call.args);
     n.invoke = std::move(call.invoke);
     const int index = int(graph.nodes.size());

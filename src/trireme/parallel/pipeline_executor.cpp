@@ -13,6 +13,7 @@
 #include "trireme/autograd/engine.h"
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/core/error.h"
+#include "trireme/dist/recorded_collective.h"
 #include "trireme/nn/dropout.h"
 #include "trireme/ops/copy.h"
 #include "trireme/ops/elementwise.h"
@@ -137,6 +138,27 @@ int PipelineExecutor::tag_of(int direction, int micro_batch, int sender_virtual_
 double PipelineExecutor::step(const Tensor& ids, const Tensor& targets, int64_t first_row,
                               const std::vector<double>& weights) {
   const auto step_start = Clock::now();
+  const Tensor loss_sum = run_schedule(ids, targets, first_row, weights);
+  const auto t = Clock::now();
+  const double loss = mean_loss(loss_sum);
+  stats_.wait += seconds_since(t);
+  stats_.total = seconds_since(step_start);
+  trace(rank_, steps_ - 1, str_cat("done, loss ", loss));
+  return loss;
+}
+
+double PipelineExecutor::mean_loss(const Tensor& loss_sum) {
+  double loss = host_scalar(loss_sum) / options_.micro_batches;
+  if (stages_ > 1) {
+    Tensor l = full({1}, loss, DType::f64, device_);  // on the stage's device: NCCL groups take GPU tensors only
+    pp_->broadcast(l, {.root = stages_ - 1})->wait();
+    loss = host_scalar(l);
+  }
+  return loss;
+}
+
+Tensor PipelineExecutor::run_schedule(const Tensor& ids, const Tensor& targets, int64_t first_row,
+                                      const std::vector<double>& weights) {
   stats_ = {};
   const int m = options_.micro_batches;
   TRIREME_CHECK(ids.dim() == 2 && targets.sizes() == ids.sizes(), "PipelineExecutor.step: ids ", ids.sizes(),
@@ -160,7 +182,10 @@ double PipelineExecutor::step(const Tensor& ids, const Tensor& targets, int64_t 
   };
   std::map<std::pair<int, int>, Slot> slots;
   std::vector<dist::WorkPtr> sends;
-  double loss_sum = 0.0;
+  // The micro-batches' losses summed in f64 on the device, in order: the host's double sum of
+  // their values, bit for bit, with nothing read on the host (a traced step may hold this).
+  Tensor loss_sum = zeros({}, DType::f64, device_);
+  dist::ProcessGroup* pp = pp_;
 
   auto wait = [&](const dist::WorkPtr& work) {
     const auto t = Clock::now();
@@ -178,11 +203,17 @@ double PipelineExecutor::step(const Tensor& ids, const Tensor& targets, int64_t 
     switch (a.kind) {
       case ActionKind::recv_activation:
         s.input = Tensor::empty({b, T, d}, act_dtype, device_);
-        s.input_work = pp_->recv(s.input, a.peer, {.tag = tag_of(0, a.micro_batch, vs - 1), .alone = true});
+        s.input_work = dist::record_transfer("recv", {s.input}, /*writes=*/true,
+                                             [pp, peer = a.peer, tag = tag_of(0, a.micro_batch, vs - 1)](Tensor* const* x) {
+                                               return pp->recv(*x[0], peer, {.tag = tag, .alone = true});
+                                             });
         break;
       case ActionKind::recv_grad:
         s.grad = Tensor::empty({b, T, d}, act_dtype, device_);
-        s.grad_work = pp_->recv(s.grad, a.peer, {.tag = tag_of(1, a.micro_batch, vs + 1), .alone = true});
+        s.grad_work = dist::record_transfer("recv", {s.grad}, /*writes=*/true,
+                                            [pp, peer = a.peer, tag = tag_of(1, a.micro_batch, vs + 1)](Tensor* const* x) {
+                                              return pp->recv(*x[0], peer, {.tag = tag, .alone = true});
+                                            });
         break;
       case ActionKind::forward: {
         Tensor input;
@@ -200,7 +231,10 @@ double PipelineExecutor::step(const Tensor& ids, const Tensor& targets, int64_t 
         if (stage_->pipeline().is_last(a.chunk)) {
           Tensor loss = stage_->loss_of(out, narrow(targets, 0, a.micro_batch * b, b));
           if (!weights.empty()) loss = mul(loss, weights[size_t(a.micro_batch)]);
-          loss_sum += host_scalar(loss);
+          {
+            NoGradGuard no_grad;
+            loss_sum = add(loss_sum, to_dtype(loss.detach(), DType::f64));
+          }
           out = mul(loss, loss_scale_ / m);  // every micro-batch weighs 1/m of the batch's mean (x the f16 loss scale)
         }
         s.output = out;
@@ -208,8 +242,7 @@ double PipelineExecutor::step(const Tensor& ids, const Tensor& targets, int64_t 
         break;
       }
       case ActionKind::send_activation:
-        sends.push_back(
-            pp_->send(contiguous(s.output.detach()), a.peer, {.tag = tag_of(0, a.micro_batch, vs), .alone = true}));
+        sends.push_back(send(contiguous(s.output.detach()), a.peer, tag_of(0, a.micro_batch, vs)));
         break;
       case ActionKind::backward: {
         if (!stage_->pipeline().is_last(a.chunk)) wait(s.grad_work);
@@ -230,7 +263,7 @@ double PipelineExecutor::step(const Tensor& ids, const Tensor& targets, int64_t 
         break;
       }
       case ActionKind::send_grad:
-        sends.push_back(pp_->send(s.input_grad, a.peer, {.tag = tag_of(1, a.micro_batch, vs), .alone = true}));
+        sends.push_back(send(s.input_grad, a.peer, tag_of(1, a.micro_batch, vs)));
         break;
     }
   }
@@ -243,18 +276,17 @@ double PipelineExecutor::step(const Tensor& ids, const Tensor& targets, int64_t 
     // Note [pipeline tied embeddings]. A copy with no gradient (no use reached it) adds zeros.
     if (!tied.grad().defined()) tied.set_grad(zeros_like(tied));
     dist::ProcessGroup* group = tied_group_ ? tied_group_.get() : pp_;
-    group->all_reduce(tied.grad())->wait();
-  }
-  double loss = loss_sum / m;
-  if (stages_ > 1) {
-    Tensor l = full({1}, loss, DType::f64, device_);  // on the stage's device: NCCL groups take GPU tensors only
-    pp_->broadcast(l, {.root = stages_ - 1})->wait();
-    loss = host_scalar(l);
+    dist::record_collective("all_reduce", {tied.grad()}, [group](Tensor* const* x) { return group->all_reduce(*x[0]); })
+        ->wait();
   }
   stats_.wait += seconds_since(t);
-  stats_.total = seconds_since(step_start);
-  trace(rank_, step, str_cat("done, loss ", loss));
-  return loss;
+  return loss_sum;
+}
+
+dist::WorkPtr PipelineExecutor::send(const Tensor& tensor, int peer, int tag) {
+  return dist::record_transfer("send", {tensor}, /*writes=*/false, [pp = pp_, peer, tag](Tensor* const* x) {
+    return pp->send(*x[0], peer, {.tag = tag, .alone = true});
+  });
 }
 
 double PipelineExecutor::grad_norm() {

@@ -100,6 +100,16 @@ class PipelineExecutor {
   // packed SFT batches weigh a micro-batch by its share of the batch's counted targets.
   double step(const Tensor& ids, const Tensor& targets, int64_t first_row = 0, const std::vector<double>& weights = {});
 
+  // step() in two parts. run_schedule: the forwards, backwards, transfers and the tied weight's
+  // sum, with nothing read on the host, so that a traced step can hold it (train.mode =
+  // "static": its transfers and sums are recorded, dist/recorded_collective.h); returns the sum
+  // of the micro-batches' weighted losses as an f64 scalar on the stage's device (0 but on the
+  // last stage). mean_loss: that sum over the micro-batches, from the last stage to every
+  // pipeline rank (every rank calls it together).
+  Tensor run_schedule(const Tensor& ids, const Tensor& targets, int64_t first_row = 0,
+                      const std::vector<double>& weights = {});
+  double mean_loss(const Tensor& loss_sum);
+
   // The global L2 norm of the gradients over every stage and tp rank (each element once: tp
   // shards summed over tp, tp-replicated parameters counted by tp rank 0, the tied weight
   // counted once), and
@@ -119,6 +129,7 @@ class PipelineExecutor {
 
  private:
   int tag_of(int direction, int micro_batch, int sender_virtual_stage) const;
+  dist::WorkPtr send(const Tensor& tensor, int peer, int tag);
   // Note [pipeline p2p warm-up]: one message each way between every pair of ranks the table connects.
   void connect_peers();
   static constexpr int kWarmupTag = (1 << 30) + 1;  // above every step tag (and the runner's eval tags)

@@ -456,19 +456,32 @@ class ParallelRunner : public StepRunner {
     return losses;
   }
 
-  // train.mode = "static" (dp and tp; io/config.cpp refuses the rest): the step of train_step
+  // train.mode = "static" (io/config.cpp refuses what it cannot hold): the step of train_step
   // with nothing read on the host inside it, so that it can be traced (docs/STATIC_GRAPH.md).
   // Returns {the gradient norm, each micro-batch's loss}.
   std::vector<Tensor> device_step(const io::Batch& b) {
     std::vector<Tensor> out = micro_batch_losses(b);
-    if (reducer_) reducer_->finish();  // its all-reduces are nodes of the graph (dist/recorded_collective.h)
-    model_->sum_deferred_grads();
+    out.insert(out.begin(), reduce_clip_and_update());
+    return out;
+  }
+
+  // What follows the forwards and backwards of a step, with nothing read on the host: the
+  // gradients whole (as train_step), the global norm and clipping on the device, the optimizer
+  // step and the gradients zeroed. Returns the norm. The end of both static steps (device_step,
+  // pipeline_device_step).
+  Tensor reduce_clip_and_update() {
+    if (pipe_) {
+      reducer_->reduce_accumulated();  // its all-reduces are nodes of the graph (dist/recorded_collective.h)
+    } else {
+      if (reducer_) reducer_->finish();
+      model_->sum_deferred_grads();
+    }
     auto pieces =
         parallel::optimizer_grad_pieces(*optimizer_, trainable(), model_->shard_specs(), second_tied_copy());
-    out.insert(out.begin(), parallel::clip_global_grad_norm_on_device(pieces, cfg_.optim.grad_clip, ctx()));
+    Tensor norm = parallel::clip_global_grad_norm_on_device(pieces, cfg_.optim.grad_clip, ctx());
     optimizer_->step();
     optimizer_->zero_grad(/*set_to_none=*/reducer_ == nullptr);  // as train_step
-    return out;
+    return norm;
   }
 
   // device_step as a function of the traced inputs {inputs, targets}.
@@ -476,6 +489,7 @@ class ParallelRunner : public StepRunner {
 
   graph::TraceResult trace_step(const io::Batch& b) override {
     TRIREME_CHECK(cfg_.train.mode == "static", "trace_step: train.mode is \"", cfg_.train.mode, "\", not \"static\"");
+    TRIREME_CHECK(!pipe_, "trace_step: traces one process's step; trace a pipeline's computation with parallel.pp = 1");
     device_step(b);
     return graph::trace([this](const std::vector<Tensor>& in) { return device_step_of(in); }, {b.inputs, b.targets});
   }
@@ -485,6 +499,7 @@ class ParallelRunner : public StepRunner {
   // a batch of another shape traces another graph.
   // packed: the batch's micro-batches are weighted (see train_step); global_counted as there.
   StepResult static_step(int64_t step, const io::Batch& b, bool packed, int64_t global_counted) {
+    if (pipe_) return static_pipeline_step(step, b);  // packed batches: refused by the config check
     static_weights_ = packed ? micro_batch_weights(b.targets, global_counted) : std::vector<double>{};
     std::vector<Tensor> out;
     if (!static_graph_) {
@@ -498,6 +513,35 @@ class ParallelRunner : public StepRunner {
     double loss_sum = 0;
     for (size_t i = 1; i < out.size(); ++i) loss_sum += host_value(out[i]);
     r.loss = mean_over(ctx().dp_group(), loss_sum, job_->device);
+    r.graph_traces = static_graph_->traces();
+    check_replicas(step);
+    return r;
+  }
+
+  // train.mode = "static" with a pipeline: the whole step of train_step with nothing read on the
+  // host: the executor's schedule (forwards, backwards, its sends and receives recorded as
+  // transfers that a replay issues and waits for where the schedule does, the tied weight's sum)
+  // and reduce_clip_and_update. Returns {the gradient norm, the sum of the micro-batches' losses
+  // (0 but on the last stage)}.
+  std::vector<Tensor> pipeline_device_step(const std::vector<Tensor>& in) {
+    auto autocast = precision_.autocast_guard(job_->device);  // as pipeline_step
+    Tensor loss_sum = pipe_->run_schedule(in[0], in[1], first_global_row());
+    return {reduce_clip_and_update(), loss_sum};
+  }
+
+  // The first step runs eagerly (it creates AdamW's state), the second is traced, later ones
+  // replay; the loss goes from the last stage to the others after the graph.
+  StepResult static_pipeline_step(int64_t step, const io::Batch& b) {
+    std::vector<Tensor> out;
+    if (!static_graph_) {
+      out = pipeline_device_step({b.inputs, b.targets});
+      static_graph_ = std::make_unique<graph::StaticFunction>(
+          [this](const std::vector<Tensor>& in) { return pipeline_device_step(in); });
+    } else {
+      out = (*static_graph_)({b.inputs, b.targets});
+    }
+    StepResult r{.loss = mean_over(ctx().dp_group(), pipe_->mean_loss(out[1]), job_->device),
+                 .grad_norm = host_value(out[0])};
     r.graph_traces = static_graph_->traces();
     check_replicas(step);
     return r;

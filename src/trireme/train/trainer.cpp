@@ -433,6 +433,9 @@ TrainSummary Trainer::run() {
   if (cfg.train.mode == "static") {
     log_line(s.options, "mode: static (docs/STATIC_GRAPH.md): the first step runs eagerly, the second is traced into "
                         "a graph, later steps replay it; evaluation runs eagerly");
+    if (cfg.parallel.pp > 1)
+      log_line(s.options, "mode: static with a pipeline: each stage traces its part of the schedule (forwards, backwards, "
+                          "its sends and receives) with the optimizer step, and replays it in the schedule's order");
   }
   log_line(s.options, peak ? str_cat("MFU: of ", devices, " x ", peak->device_name, " at ", peak->flops / 1e12, " TFLOP/s (bf16 dense peak)")
                            : str_cat("MFU: not shown (the peak FLOP/s of ", s.device.str(), " is not known)"));
