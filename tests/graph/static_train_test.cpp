@@ -9,6 +9,7 @@
 
 #include "expect_error.h"
 #include "graph_test_util.h"
+#include "static_one_process_compare.h"
 #include "tiny_trainer_config.h"
 #include "trireme/io/config.h"
 #include "trireme/io/safetensors.h"
@@ -18,55 +19,13 @@
 using namespace trireme;
 namespace fs = std::filesystem;
 
-namespace {
-
-void expect_same_tensor_file(const fs::path& a, const fs::path& b) {
-  io::SafetensorsFile fa = io::load_safetensors(a.string()), fb = io::load_safetensors(b.string());
-  ASSERT_EQ(fa.tensors.size(), fb.tensors.size()) << a;
-  ASSERT_GT(fa.tensors.size(), 0u) << a;
-  for (const auto& [name, t] : fa.tensors) {
-    ASSERT_TRUE(fb.tensors.count(name)) << name;
-    EXPECT_TRUE(trireme::testing::bitwise_equal(t, fb.tensors.at(name))) << a.filename() << ": " << name;
-  }
-}
-
-}  // namespace
-
 TEST(StaticTrain, TwentyStepsEqualEagerBitForBitWithDropout) {
-  const std::string e = trireme::testing::fresh_run_dir("trireme_static_eager");
-  const std::string s = trireme::testing::fresh_run_dir("trireme_static_static");
   // Gradient clipping that acts (a small max norm), a schedule that moves the learning rate,
   // evaluation every 5 steps between replays.
-  const std::vector<std::string> common = {"optim.grad_clip=0.5", "train.eval_interval=5"};
-  std::vector<std::string> static_set = common;
-  static_set.push_back("train.mode=static");
-  train::TrainSummary eager =
-      train::Trainer(trireme::testing::tiny_trainer_config(e, 20, 0.1, common), {.quiet = true}).run();
-  train::TrainSummary stat =
-      train::Trainer(trireme::testing::tiny_trainer_config(s, 20, 0.1, static_set), {.quiet = true}).run();
-  ASSERT_EQ(eager.losses.size(), 20u);
-  ASSERT_EQ(stat.losses.size(), 20u);
-  for (size_t i = 0; i < 20; ++i) EXPECT_EQ(stat.losses[i], eager.losses[i]) << "step " << i + 1;
-  EXPECT_EQ(stat.final_val_loss, eager.final_val_loss);
-  std::vector<nlohmann::json> me = train::read_metrics(eager.metrics_path), ms = train::read_metrics(stat.metrics_path);
-  ASSERT_EQ(me.size(), ms.size());
+  const auto metrics = trireme::testing::expect_static_equals_eager("train", {"optim.grad_clip=0.5", "train.eval_interval=5"});
   bool clipped = false;
-  for (size_t i = 0; i < me.size(); ++i) {
-    EXPECT_EQ(ms[i]["grad_norm"].get<double>(), me[i]["grad_norm"].get<double>()) << "step " << i + 1;
-    if (me[i].contains("val_loss")) EXPECT_EQ(ms[i]["val_loss"].get<double>(), me[i]["val_loss"].get<double>());
-    clipped = clipped || me[i]["grad_norm"].get<double>() > 0.5;
-    EXPECT_FALSE(me[i].contains("graph_traces"));
-    // Step 1 runs eagerly, step 2 is traced, the rest replay that one graph.
-    EXPECT_EQ(ms[i].value("graph_traces", int64_t(-1)), i == 0 ? 0 : 1) << "step " << i + 1;
-  }
+  for (const auto& m : metrics) clipped = clipped || m["grad_norm"].get<double>() > 0.5;
   EXPECT_TRUE(clipped) << "the test should clip some steps";
-  ASSERT_FALSE(eager.checkpoint_path.empty());
-  expect_same_tensor_file(fs::path(eager.checkpoint_path) / "model.safetensors",
-                          fs::path(stat.checkpoint_path) / "model.safetensors");
-  expect_same_tensor_file(fs::path(eager.checkpoint_path) / "optimizer.safetensors",
-                          fs::path(stat.checkpoint_path) / "optimizer.safetensors");
-  fs::remove_all(e);
-  fs::remove_all(s);
 }
 
 TEST(StaticTrain, WhatStaticCannotRunYetIsRefusedByKey) {
