@@ -46,7 +46,9 @@ inline std::vector<nlohmann::json> expect_static_equals_eager(const std::string&
   EXPECT_EQ(me.size(), ms.size());
   for (size_t i = 0; i < me.size() && i < ms.size(); ++i) {
     EXPECT_EQ(ms[i]["grad_norm"].get<double>(), me[i]["grad_norm"].get<double>()) << name << " step " << i + 1;
-    if (me[i].contains("val_loss")) EXPECT_EQ(ms[i]["val_loss"].get<double>(), me[i]["val_loss"].get<double>());
+    if (me[i].contains("val_loss")) {
+      EXPECT_EQ(ms[i]["val_loss"].get<double>(), me[i]["val_loss"].get<double>()) << name << " step " << i + 1;
+    }
     EXPECT_FALSE(me[i].contains("graph_traces"));
     EXPECT_EQ(ms[i].value("graph_traces", int64_t(-1)), i == 0 ? 0 : 1) << name << " step " << i + 1;
   }
