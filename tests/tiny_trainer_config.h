@@ -26,6 +26,18 @@ inline std::string write_temp_file(const std::string& name, const std::string& t
   return p.string();
 }
 
+// 60 prompt/response pairs of a verse (JSONL, for finetune.task = "sft") whose responses have
+// 1 to 5 characters, so micro-batches hold different numbers of counted targets.
+inline void write_verse_sft_pairs(const std::string& path) {
+  const std::string verse = "床前明月光疑是地上霜举头望明月低头思故乡";
+  std::ofstream data(path);
+  for (int i = 0; i < 60; ++i) {
+    const size_t len = size_t(1 + i % 5), at = size_t(i % 15);
+    data << "{\"prompt\": \"" << verse.substr(3 * at, 3) << "\", \"response\": \"" << verse.substr(3 * at + 3, 3 * len)
+         << "\"}\n";
+  }
+}
+
 // The [model] section of the committed Qwen2 fixture (tests/fixtures/hf/qwen2), for runs that
 // start from it with --init-from.
 inline const char* const kQwen2FixtureModel = R"(

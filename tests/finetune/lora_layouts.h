@@ -15,6 +15,7 @@
 #include <string>
 
 #include "dist/parallel_cli.h"
+#include "tiny_trainer_config.h"
 #include "trireme/io/safetensors.h"
 #include "trireme/models/lora.h"
 #include "trireme/train/checkpoint.h"
@@ -33,14 +34,7 @@ class LoraLayoutsTest : public ::testing::Test {
     fs::create_directories(root_);
     std::ofstream(root_ / "tiny.toml") << parallel::testing::kConfig;
     // Prompt/response pairs whose response lengths differ, for finetune.task = "sft".
-    const std::string verse = "床前明月光疑是地上霜举头望明月低头思故乡";
-    std::ofstream data(root_ / "sft.jsonl");
-    for (int i = 0; i < 60; ++i) {
-      const size_t len = size_t(1 + i % 5), at = size_t(i % 15);
-      data << "{\"prompt\": \"" << verse.substr(3 * at, 3) << "\", \"response\": \"" << verse.substr(3 * at + 3, 3 * len)
-           << "\"}\n";
-    }
-    data.close();
+    trireme::testing::write_verse_sft_pairs((root_ / "sft.jsonl").string());
     for (const std::string arch : {"gpt2", "llama"}) {
       Result r = run(arch + "_base", arch, "--set train.steps=4");
       ASSERT_EQ(r.status, 0) << r.output;

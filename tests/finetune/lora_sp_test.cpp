@@ -34,22 +34,6 @@ models::GPTConfig config(bool llama) {
   return {.vocab_size = 61, .block_size = 8, .n_layer = 2, .n_head = 4, .d_model = 32, .dropout = 0.1};
 }
 
-// One process's model and the sequence-parallel one, with the same random adapters.
-void load_random_adapters(models::GPT& ref, models::GPT& sp) {
-  std::map<std::string, Tensor> full;
-  uint64_t seed = 50;
-  for (auto& [n, t] : ref.full_state_dict()) {
-    full[n] = t.detach();
-    if (models::is_lora_name(n)) {
-      Tensor r = zeros(t.sizes());
-      nn::init_normal(r, 0.3, seed++, n);
-      full[n] = r;
-    }
-  }
-  ref.load_full_state_dict(full);
-  sp.load_full_state_dict(full);
-}
-
 void lora_sp(const std::shared_ptr<dist::ProcessGroup>& world, int rank) {
   parallel::ParallelContext ctx(world, {.tp = world->size(), .sequence_parallel = true});
   const parallel::LoraOptions o{.rank = 4, .alpha = 8, .dropout = 0.2, .seed = 9};
@@ -59,7 +43,7 @@ void lora_sp(const std::shared_ptr<dist::ProcessGroup>& world, int rank) {
       ref.add_lora(o, {"all"});
       sp.add_lora(o, {"all"});
       sp.defer_grad_sums(defer);
-      load_random_adapters(ref, sp);
+      trireme::testing::load_random_adapters(ref, sp);
       ref.set_rng(3, 1);
       sp.set_rng(3, 1);
       std::vector<int64_t> ids, targets;

@@ -42,19 +42,7 @@ void lora_tp(const std::shared_ptr<dist::ProcessGroup>& world, int rank) {
     models::GPT ref(config(llama), 11), tp(config(llama), ctx, 11);
     ref.add_lora(o, {"all"});
     tp.add_lora(o, {"all"});
-    // Random adapters (B is zero at first), the same whole values in both.
-    std::map<std::string, Tensor> full;
-    uint64_t seed = 50;
-    for (auto& [n, t] : ref.full_state_dict()) {
-      full[n] = t.detach();
-      if (models::is_lora_name(n)) {
-        Tensor r = zeros(t.sizes());
-        nn::init_normal(r, 0.3, seed++, n);
-        full[n] = r;
-      }
-    }
-    ref.load_full_state_dict(full);
-    tp.load_full_state_dict(full);
+    trireme::testing::load_random_adapters(ref, tp);
     ref.set_rng(3, 1);
     tp.set_rng(3, 1);
     std::vector<int64_t> ids, targets;

@@ -1,6 +1,6 @@
 // What the LoRA layout tests that run their own two-process Gloo workers share: the worker's
 // entry (started by parallel::testing::expect_worker_ok as "parallel-worker <scenario>") and the
-// comparison of tensors.
+// comparison of tensors, and random adapters for both sides of a comparison.
 #pragma once
 
 #include <algorithm>
@@ -9,13 +9,18 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "trireme/dist/env.h"
 #include "trireme/dist/process_group_gloo.h"
+#include "trireme/models/gpt.h"
+#include "trireme/models/lora.h"
+#include "trireme/nn/init.h"
 #include "trireme/ops/copy.h"
+#include "trireme/ops/factory.h"
 
 namespace trireme::testing {
 
@@ -27,6 +32,23 @@ inline double max_abs_diff(const Tensor& a, const Tensor& b) {
   double m = 0;
   for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
   return m;
+}
+
+// Random adapters (B is zero at first, so the adapters would not show), the same whole values in
+// the one-process model `ref` and the parallel one.
+inline void load_random_adapters(models::GPT& ref, models::GPT& parallel_model) {
+  std::map<std::string, Tensor> full;
+  uint64_t seed = 50;
+  for (auto& [n, t] : ref.full_state_dict()) {
+    full[n] = t.detach();
+    if (models::is_lora_name(n)) {
+      Tensor r = zeros(t.sizes());
+      nn::init_normal(r, 0.3, seed++, n);
+      full[n] = r;
+    }
+  }
+  ref.load_full_state_dict(full);
+  parallel_model.load_full_state_dict(full);
 }
 
 using GlooWorkerBody = void (*)(const std::shared_ptr<dist::ProcessGroup>& world, int rank);

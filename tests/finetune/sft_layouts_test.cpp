@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "dist/parallel_cli.h"
+#include "tiny_trainer_config.h"
 
 namespace fs = std::filesystem;
 using namespace trireme::parallel::testing;
@@ -25,14 +26,7 @@ class SftLayouts : public ::testing::Test {
     fs::remove_all(root_);
     fs::create_directories(root_);
     std::ofstream(root_ / "tiny.toml") << kConfig;
-    const std::string verse = "床前明月光疑是地上霜举头望明月低头思故乡";
-    std::ofstream data(root_ / "sft.jsonl");
-    for (int i = 0; i < 60; ++i) {
-      const size_t len = size_t(1 + i % 5), at = size_t(i % 15);
-      data << "{\"prompt\": \"" << verse.substr(3 * at, 3) << "\", \"response\": \"" << verse.substr(3 * at + 3, 3 * len)
-           << "\"}\n";
-    }
-    data.close();
+    trireme::testing::write_verse_sft_pairs((root_ / "sft.jsonl").string());
     Result r = run_cli("train -c " + (root_ / "tiny.toml").string() + " --set train.steps=4 --set train.out_dir=" +
                        (root_ / "base").string());
     ASSERT_EQ(r.status, 0) << r.output;

@@ -9,43 +9,11 @@
 namespace trireme::dist {
 
 namespace {
+
 struct CollectiveTag {};  // the node's kernel type: no kernel signature, never merged
-}  // namespace
 
-WorkPtr record_collective(const char* op, const std::vector<Tensor>& tensors,
-                          std::function<WorkPtr(Tensor* const* tensors)> issue) {
-  std::vector<Tensor> own = tensors;
-  std::vector<Tensor*> ptrs;
-  for (Tensor& t : own) ptrs.push_back(&t);
-  KernelTape* tape = active_kernel_tape();
-  if (tape == nullptr || tape->in_kernel()) return issue(ptrs.data());
-  KernelCallRecord r;
-  r.op = op;
-  r.device = own.empty() ? Device::cpu() : own.front().device();
-  r.dtype = own.empty() ? DType::f32 : own.front().dtype();
-  r.kernel_type = std::type_index(typeid(CollectiveTag));
-  for (const Tensor& t : own) {
-    r.tensors.push_back(&t);
-    r.written.push_back(true);
-  }
-  r.attrs_comparable = false;
-  r.invoke = [issue](void*, Tensor* const* t) { issue(t)->wait(); };
-  tape->record(std::move(r));
-  // What the collective does inside (its staging copies, its arithmetic) is the node's own.
-  tape->begin_kernel();
-  struct End {
-    KernelTape* t;
-    ~End() { t->end_kernel(); }
-  } end{tape};
-  return issue(ptrs.data());
-}
-
-namespace {
-
-// The transfer a replay issued, for the wait node that follows its issue node.
-using PendingWork = std::shared_ptr<WorkPtr>;
-
-KernelCallRecord transfer_record(const char* op, const std::vector<Tensor>& tensors, bool writes) {
+// A collective's or transfer's node: its tensors (`writes`: as outputs), never merged by CSE.
+KernelCallRecord collective_record(const char* op, const std::vector<Tensor>& tensors, bool writes) {
   KernelCallRecord r;
   r.op = op;
   r.device = tensors.empty() ? Device::cpu() : tensors.front().device();
@@ -56,6 +24,45 @@ KernelCallRecord transfer_record(const char* op, const std::vector<Tensor>& tens
     r.written.push_back(writes);
   }
   r.attrs_comparable = false;
+  return r;
+}
+
+// While alive, what runs is inside the node just recorded (its staging copies, its arithmetic)
+// and is not recorded itself.
+class InsideNode {
+ public:
+  explicit InsideNode(KernelTape* tape) : tape_(tape) { tape_->begin_kernel(); }
+  ~InsideNode() { tape_->end_kernel(); }
+  InsideNode(const InsideNode&) = delete;
+  InsideNode& operator=(const InsideNode&) = delete;
+
+ private:
+  KernelTape* tape_;
+};
+
+}  // namespace
+
+WorkPtr record_collective(const char* op, const std::vector<Tensor>& tensors,
+                          std::function<WorkPtr(Tensor* const* tensors)> issue) {
+  std::vector<Tensor> own = tensors;
+  std::vector<Tensor*> ptrs;
+  for (Tensor& t : own) ptrs.push_back(&t);
+  KernelTape* tape = active_kernel_tape();
+  if (tape == nullptr || tape->in_kernel()) return issue(ptrs.data());
+  KernelCallRecord r = collective_record(op, own, /*writes=*/true);
+  r.invoke = [issue](void*, Tensor* const* t) { issue(t)->wait(); };
+  tape->record(std::move(r));
+  InsideNode inside(tape);
+  return issue(ptrs.data());
+}
+
+namespace {
+
+// The transfer a replay issued, for the wait node that follows its issue node.
+using PendingWork = std::shared_ptr<WorkPtr>;
+
+KernelCallRecord transfer_record(const char* op, const std::vector<Tensor>& tensors, bool writes) {
+  KernelCallRecord r = collective_record(op, tensors, writes);
   r.pinned = true;  // the peers post and wait in the traced order
   return r;
 }
@@ -81,11 +88,7 @@ class RecordedTransferWork : public Work {
         w->wait();
       };
       tape->record(std::move(r));
-      tape->begin_kernel();
-      struct End {
-        KernelTape* t;
-        ~End() { t->end_kernel(); }
-      } end{tape};
+      InsideNode inside(tape);
       inner_->wait(timeout);
       return;
     }
@@ -115,11 +118,7 @@ WorkPtr record_transfer(const char* op, const std::vector<Tensor>& tensors, bool
   tape->record(std::move(r));
   WorkPtr inner;
   {
-    tape->begin_kernel();
-    struct End {
-      KernelTape* t;
-      ~End() { t->end_kernel(); }
-    } end{tape};
+    InsideNode inside(tape);
     inner = issue(ptrs.data());
   }
   return std::make_shared<RecordedTransferWork>(std::move(inner), writes ? "wait_recv" : "wait_send", std::move(own),
