@@ -35,9 +35,12 @@ run() {  # name, command...: one JSON line into $out/bench_<name>.json, the log 
   tail -3 "$out/bench_$name.log"
 }
 # DTYPES: trireme's modes (f32, bf16 = pure bf16 parameters, amp-bf16 = f32 master weights with
-# bf16 autocast: the like-for-like peer of PyTorch's autocast). PEER_MODES: eager and/or compile.
+# bf16 autocast: the like-for-like peer of PyTorch's autocast). MODES: trireme's eager and/or
+# static (train.mode = "static", docs/STATIC_GRAPH.md). PEER_MODES: eager and/or compile.
 for dt in ${DTYPES:-f32 bf16 amp-bf16}; do
-  run "trireme_$dt" build-gpu/bench/gpt_train_step --model "$model" --batch "$batch" --device cuda --dtype "$dt"
+  for m in ${MODES:-eager}; do
+    run "trireme_${dt}_$m" build-gpu/bench/gpt_train_step --model "$model" --batch "$batch" --device cuda --dtype "$dt" --mode "$m"
+  done
 done
 if [ -f "$peer" ]; then
   for mode in ${PEER_MODES:-eager compile}; do
