@@ -81,6 +81,14 @@ TEST_F(EvalGenerate, GenerateNeedsNoOptimizerState) {
   EXPECT_EQ(file.out.rfind("白日", 0), 0u) << file.out;
 }
 
+TEST_F(EvalGenerate, StaticModeWritesWhatEagerWrites) {
+  const std::string args = "generate --checkpoint " + run_dir() + " --prompt 明月 -n 24 -t 0.8 --seed 5";
+  const Result eager = run(args), replayed = run(args + " --mode static");
+  EXPECT_EQ(replayed.status, 0) << replayed.out;
+  EXPECT_EQ(replayed.out, eager.out);
+  EXPECT_EQ(run(args + " --mode graph").status, 2) << "only eager and static";
+}
+
 TEST_F(EvalGenerate, BadPromptsAreRefusedWithExit2) {
   const Result bad = run("generate --checkpoint " + run_dir() + " --prompt-file " + write("bad.txt", "明\xff月"));
   EXPECT_EQ(bad.status, 2) << bad.out;

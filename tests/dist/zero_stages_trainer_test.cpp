@@ -52,7 +52,9 @@ class ZeroStages : public ::testing::TestWithParam<Case> {
       EXPECT_LE(std::abs(got[i].loss - want[i].loss), 1e-4 * want[i].loss) << what << " step " << i + 1;
       EXPECT_LE(std::abs(got[i].grad_norm - want[i].grad_norm), 1e-4 * want[i].grad_norm) << what << " step " << i + 1;
       EXPECT_EQ(std::isnan(got[i].val_loss), std::isnan(want[i].val_loss)) << what << " step " << i + 1;
-      if (!std::isnan(want[i].val_loss)) EXPECT_LE(std::abs(got[i].val_loss - want[i].val_loss), 1e-4 * want[i].val_loss);
+      if (!std::isnan(want[i].val_loss)) {
+        EXPECT_LE(std::abs(got[i].val_loss - want[i].val_loss), 1e-4 * want[i].val_loss);
+      }
     }
   }
   static fs::path root_;

@@ -14,7 +14,7 @@ namespace trireme::cli {
 
 Command add_generate_command(CLI::App& root) {
   struct Options {
-    std::string checkpoint, prompt, prompt_file, device = "cpu";
+    std::string checkpoint, prompt, prompt_file, device = "cpu", mode = "eager";
     int64_t max_new_tokens = 100, top_k = 0, num_samples = 1;
     double temperature = 1.0, top_p = 1.0;
     uint64_t seed = 0;
@@ -52,6 +52,11 @@ Command add_generate_command(CLI::App& root) {
       ->check(CLI::Range(1, 10000))
       ->capture_default_str();
   app->add_option("--seed", opt->seed, "sampling seed")->capture_default_str();
+  app->add_option("--mode", opt->mode,
+                  "eager, or static: trace the forward once per context length bucket and replay it "
+                  "(docs/STATIC_GRAPH.md)")
+      ->check(CLI::IsMember({"eager", "static"}))
+      ->capture_default_str();
   add_device_option(app, opt->device);
   add_memory_check_flag(app, opt->no_memory_check);
   return {app, [opt] {
@@ -70,6 +75,7 @@ Command add_generate_command(CLI::App& root) {
               std::fprintf(stderr, "trireme generate: error: %s\n", e.what());
               return kExitUsage;
             }
+            if (opt->mode == "static") g->set_mode(train::GenerateMode::static_graph);
             if (std::string problem = train::prompt_problem(g->tokenizer(), text); !problem.empty()) {
               std::fprintf(stderr, "trireme generate: error: %s: %s\n", source.c_str(), problem.c_str());
               return kExitUsage;

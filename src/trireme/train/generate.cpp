@@ -112,6 +112,43 @@ size_t complete_utf8_prefix(const std::string& s) {
 }
 }  // namespace
 
+int64_t static_context_bucket(int64_t length, int64_t block_size) {
+  int64_t bucket = 16;
+  while (bucket < length) bucket *= 2;
+  return std::min(bucket, block_size);
+}
+
+std::vector<float> TextGenerator::next_token_logits(const std::vector<int32_t>& ids) {
+  TRIREME_CHECK(!ids.empty(), "generate: no context");
+  NoGradGuard no_grad;
+  const int64_t T = model_->config().block_size;
+  const Device device = model_->parameters().front().device();
+  const int64_t ctx_len = std::min<int64_t>(int64_t(ids.size()), T);
+  std::vector<int64_t> ctx(ids.end() - std::ptrdiff_t(ctx_len), ids.end());
+  Tensor last;  // (1, V)
+  if (mode_ == GenerateMode::eager) {
+    Tensor logits = model_->forward(from_vector(ctx, {1, ctx_len}, device));  // (1, t, V)
+    last = reshape(narrow(logits, 1, ctx_len - 1, 1), {1, logits.size(-1)});
+  } else {
+    if (!static_forward_) {
+      // The row to keep is an input, not a constant: one graph serves every length of its bucket.
+      static_forward_ = std::make_unique<graph::StaticFunction>(
+          [this](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+            Tensor logits = model_->forward(in[0]);  // (1, L, V)
+            return {index_select(reshape(logits, {logits.size(1), logits.size(2)}), 0, in[1])};
+          },
+          graph::StaticOptions{.max_graphs = 16});
+    }
+    // Padding repeats the last token; causal attention keeps it out of the positions before it.
+    ctx.resize(size_t(static_context_bucket(ctx_len, T)), ctx.back());
+    last = (*static_forward_)({from_vector(ctx, {1, int64_t(ctx.size())}, device),
+                               from_vector(std::vector<int64_t>{ctx_len - 1}, {1}, device)})[0];
+  }
+  last = to_dtype(reshape(last, {last.size(-1)}), DType::f32);
+  if (!device.is_cpu()) last = to_device(last, Device::cpu());
+  return last.to_vector<float>();
+}
+
 std::string TextGenerator::generate(const std::string& prompt, const SamplingOptions& o,
                                     const std::function<void(std::string_view)>& on_text) {
   TRIREME_CHECK(o.max_new_tokens >= 0, "generate: max_new_tokens must be >= 0");
@@ -122,20 +159,12 @@ std::string TextGenerator::generate(const std::string& prompt, const SamplingOpt
   TRIREME_CHECK(problem.empty(), "generate: ", problem);
   NoGradGuard no_grad;
   std::vector<int32_t> ids = prompt.empty() ? std::vector<int32_t>{start_token(*tokenizer_)} : tokenizer_->encode(prompt);
-  const int64_t T = model_->config().block_size;
-  const Device device = model_->parameters().front().device();
   std::vector<int32_t> generated;
   std::string text;
   size_t emitted = 0;
   for (int64_t i = 0; i < o.max_new_tokens; ++i) {
-    const size_t ctx_len = std::min<size_t>(ids.size(), size_t(T));
-    std::vector<int64_t> ctx(ids.end() - std::ptrdiff_t(ctx_len), ids.end());
-    Tensor logits = model_->forward(from_vector(ctx, {1, int64_t(ctx_len)}, device));  // (1, t, V)
-    const int64_t V = logits.size(-1);
-    Tensor last = to_dtype(reshape(narrow(logits, 1, int64_t(ctx_len) - 1, 1), {V}), DType::f32);
-    if (!device.is_cpu()) last = to_device(last, Device::cpu());
     // Sample s draws at indices s * 2^32 + i: sample 0 is what one sample always drew.
-    int32_t next = sample_token(last.to_vector<float>(), o.temperature, o.top_k, o.seed, (o.sample << 32) + uint64_t(i),
+    int32_t next = sample_token(next_token_logits(ids), o.temperature, o.top_k, o.seed, (o.sample << 32) + uint64_t(i),
                                 o.top_p);
     ids.push_back(next);
     generated.push_back(next);

@@ -4,6 +4,7 @@
 //   auto g = load_generator("out/checkpoints");           // model + tokenizer from a checkpoint
 //   auto g = load_generator("out", Device::cuda(0));      // ... run on a GPU
 //   g.generate("床前明月光", {.max_new_tokens = 64, .top_k = 20}, [](std::string_view piece) { ... });
+//   g.set_mode(GenerateMode::static_graph);               // replay traced forwards (below)
 //
 // The prompt must be valid UTF-8 and, with a character-level tokenizer, use only characters the
 // tokenizer knows (prompt_problem says what is wrong): an unknown character would silently
@@ -18,6 +19,7 @@
 #include <string>
 #include <string_view>
 
+#include "trireme/graph/static_function.h"
 #include "trireme/io/tokenizer.h"
 #include "trireme/models/gpt.h"
 
@@ -32,6 +34,12 @@ struct SamplingOptions {
   uint64_t sample = 0;       // which sample of (seed): each draws its own random numbers
 };
 
+// eager: each token runs the model's forward op by op. static_graph: the forward is traced once
+// per context length bucket (powers of two from 16 up to block_size: the context is padded at
+// its end, which a causal model's earlier positions never see) and replayed (docs/STATIC_GRAPH.md):
+// on a GPU the host then does little more than launch the kernels of each token.
+enum class GenerateMode { eager, static_graph };
+
 class TextGenerator {
  public:
   TextGenerator(std::unique_ptr<models::GPT> model, std::unique_ptr<io::Tokenizer> tokenizer);
@@ -41,10 +49,22 @@ class TextGenerator {
   const models::GPT& model() const { return *model_; }
   const io::Tokenizer& tokenizer() const { return *tokenizer_; }
 
+  void set_mode(GenerateMode mode) { mode_ = mode; }
+  // The logits (V, f32, on the host) of the token after the last block_size tokens of `ids`.
+  std::vector<float> next_token_logits(const std::vector<int32_t>& ids);
+  // static_graph: the forwards traced so far (one per context length bucket met).
+  int64_t graphs_traced() const { return static_forward_ ? static_forward_->traces() : 0; }
+
  private:
   std::unique_ptr<models::GPT> model_;
   std::unique_ptr<io::Tokenizer> tokenizer_;
+  GenerateMode mode_ = GenerateMode::eager;
+  std::unique_ptr<graph::StaticFunction> static_forward_;
 };
+
+// The length a static forward runs for a context of `length` tokens: the next power of two from
+// 16, at most block_size.
+int64_t static_context_bucket(int64_t length, int64_t block_size);
 
 // Loads the model, its config and the tokenizer saved in a checkpoint (a checkpoint folder, or a
 // run's out_dir / checkpoints folder, whose latest checkpoint is used), the model on `device`
