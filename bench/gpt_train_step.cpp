@@ -162,10 +162,11 @@ int main(int argc, char** argv) {
   std::printf(
       "{\"impl\": \"trireme-%s\", \"mode\": \"%s\", \"model\": \"%s\", \"device\": \"%s\", \"dtype\": \"%s\", \"recompute\": \"%s\", "
       "\"batch\": %lld, \"seq\": %lld, \"params\": %lld, \"step_ms\": %.3f, \"host_ms\": %.3f, \"tokens_per_s\": %.1f, \"mfu\": %.4f, \"threads\": %d, \"openblas_core\": \"%s\", "
-      "\"dropout\": %g, \"cuda_graphs\": %d, \"outside_calls\": %d, \"peak_tensor_MiB\": %.1f, \"peak_mem_GiB\": %.3f, \"max_rss_MiB\": %.1f}\n",
+      "\"dropout\": %g, \"cuda_graphs\": %d, \"outside_calls\": %d, \"graph_pool_MiB\": %.1f, \"peak_tensor_MiB\": %.1f, \"peak_mem_GiB\": %.3f, \"max_rss_MiB\": %.1f}\n",
       TRIREME_VERSION, mode.c_str(), s->name, device_name.c_str(), dtype_name_arg.c_str(), recompute.c_str(), (long long)batch,
       (long long)s->T,
       (long long)gpt.num_parameters(), t * 1e3, hosts[hosts.size() / 2] * 1e3, tokens_per_s, tokens_per_s * flops_per_token / 989e12,
-      omp_get_max_threads(), openblas_get_corename(), dropout, capture.graphs, capture.outside_calls, peak_mib, peak_mib / 1024.0, double(ru.ru_maxrss) / 1024.0);
+      omp_get_max_threads(), openblas_get_corename(), dropout, capture.graphs, capture.outside_calls,
+      double(capture.pool_bytes) / (1 << 20), peak_mib, peak_mib / 1024.0, double(ru.ru_maxrss) / 1024.0);
   return 0;
 }

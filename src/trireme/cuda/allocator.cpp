@@ -46,12 +46,13 @@ class CachingAllocator final : public Allocator {
     std::lock_guard lock(mu_);
     DeviceState& st = state(d);
     void* p = nullptr;
-    std::vector<void*>& blocks = pool != 0 ? pools_[pool][size] : st.free[{stream, size}];
+    std::vector<void*>& blocks = pool != 0 ? pools_[pool].free[size] : st.free[{stream, size}];
     if (!blocks.empty()) {
       p = blocks.back();
       blocks.pop_back();
     } else {
       p = malloc_from_driver(d, size, nbytes, st);
+      if (pool != 0) pools_[pool].reserved += size;
     }
     live_[p] = Block{size, stream, pool};
     st.allocated += int64_t(nbytes);
@@ -68,7 +69,7 @@ class CachingAllocator final : public Allocator {
     const Block& b = it->second;
     auto pool = b.pool != 0 ? pools_.find(b.pool) : pools_.end();
     if (pool != pools_.end()) {
-      pool->second[b.size].push_back(ptr);
+      pool->second.free[b.size].push_back(ptr);
     } else {
       st.free[{b.stream, b.size}].push_back(ptr);
     }
@@ -96,6 +97,12 @@ class CachingAllocator final : public Allocator {
     return id;
   }
 
+  size_t pool_reserved(int id) const {
+    std::lock_guard lock(mu_);
+    auto it = pools_.find(id);
+    return it == pools_.end() ? 0 : it->second.reserved;
+  }
+
   // The caller has waited for the graphs that used the pool's blocks (cudaFree would anyway).
   void release_pool(int id, int device) {
     std::lock_guard lock(mu_);
@@ -103,7 +110,7 @@ class CachingAllocator final : public Allocator {
     if (it == pools_.end()) return;
     DeviceGuard g(device);
     DeviceState& st = state(device);
-    for (auto& [size, blocks] : it->second) {
+    for (auto& [size, blocks] : it->second.free) {
       for (void* p : blocks) {
         cudaFree(p);
         st.reserved -= int64_t(size);
@@ -178,7 +185,11 @@ class CachingAllocator final : public Allocator {
   mutable std::mutex mu_;
   std::unordered_map<void*, Block> live_;
   std::vector<DeviceState> devices_;
-  std::map<int, std::map<size_t, std::vector<void*>>> pools_;  // private pool -> size class -> free blocks
+  struct PoolState {
+    std::map<size_t, std::vector<void*>> free;  // size class -> free blocks
+    size_t reserved = 0;                         // taken from the driver
+  };
+  std::map<int, PoolState> pools_;
   int last_pool_ = 0;
 };
 
@@ -196,6 +207,7 @@ void empty_cache(int device) { instance().empty_cache(device); }
 
 PrivatePool::PrivatePool(int device) : device_(device), id_(instance().create_pool()) {}
 PrivatePool::~PrivatePool() { instance().release_pool(id_, device_); }
+size_t PrivatePool::reserved_bytes() const { return instance().pool_reserved(id_); }
 
 PrivatePoolScope::PrivatePoolScope(const PrivatePool& pool)
     : previous_pool_(routed_pool().id), previous_device_(routed_pool().device) {

@@ -49,6 +49,7 @@ class PrivatePool {
   PrivatePool& operator=(const PrivatePool&) = delete;
   int device() const { return device_; }
   int id() const { return id_; }
+  size_t reserved_bytes() const;  // what the pool took from the driver
 
  private:
   int device_;

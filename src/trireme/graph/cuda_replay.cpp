@@ -127,6 +127,12 @@ class CudaGraphReplay final : public CudaReplay {
         }
       }
     }
+    for (size_t j = 0; j < g.outputs.size(); ++j) {
+      // The caller gets its own tensor back uncaptured; here it would be the input's fixed buffer.
+      if (g.buffers[size_t(g.values[size_t(g.outputs[j])].buffer)].kind == BufferKind::input) {
+        return str_cat("output ", j, " is an input");
+      }
+    }
     for (size_t b = 0; b < g.buffers.size(); ++b) {
       if (g.buffers[b].kind == BufferKind::output && g.buffers[b].device != Device::cuda(device_)) {
         return str_cat("an output is on ", g.buffers[b].device);
@@ -242,7 +248,11 @@ class CudaGraphReplay final : public CudaReplay {
     return out;
   }
 
-  CaptureSummary summary() const override { return summary_; }
+  CaptureSummary summary() const override {
+    CaptureSummary s = summary_;
+    s.pool_bytes = pool_->reserved_bytes();
+    return s;
+  }
 
  private:
   struct Step {

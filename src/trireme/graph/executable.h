@@ -28,6 +28,7 @@ struct CaptureSummary {
   int captured_calls = 0;  // kernel calls inside them
   int outside_calls = 0;   // calls run between them: collectives, transfers, calls a capture refused
   size_t cuda_nodes = 0;   // the CUDA graphs' nodes
+  size_t pool_bytes = 0;   // device memory the kernels allocated while captured (kept for the graphs)
 };
 
 class Executable {
