@@ -13,6 +13,7 @@
 #include "trireme/core/storage.h"
 #include "trireme/cuda/allocator.h"
 #include "trireme/cuda/check.h"
+#include "trireme/cuda/device.h"
 #include "trireme/cuda/graph_capture.h"
 #include "trireme/cuda/stream.h"
 #include "trireme/kernels/scalar_slots.h"
@@ -90,6 +91,7 @@ class CudaGraphReplay final : public CudaReplay {
   CudaGraphReplay(Executable& exe, int device) : exe_(exe), device_(device) {}
 
   ~CudaGraphReplay() override {
+    cuda::DeviceGuard g(device_);
     cudaDeviceSynchronize();  // the graphs may still run; their memory goes after this
     cudaGetLastError();
   }
@@ -339,7 +341,13 @@ std::unique_ptr<CudaReplay> CudaReplay::capture(Executable& exe, const std::vect
                  "by one\n", why.c_str());
     return nullptr;
   }
-  if (!r->capture_all(u64)) return nullptr;
+  try {
+    if (!r->capture_all(u64)) return nullptr;
+  } catch (const std::exception& e) {  // e.g. no stream to capture on
+    std::fprintf(stderr, "trireme: graph: the replay is not captured as CUDA graphs: %s; its kernels are called one "
+                 "by one\n", first_line(e.what()).c_str());
+    return nullptr;
+  }
   return r;
 }
 
