@@ -7,6 +7,8 @@
 //
 //   build/bench/gpt_train_step --model tiny --batch 8 --threads 1
 //   build/bench/gpt_train_step --model tiny --batch 8 --threads 1 --mode static   (docs/STATIC_GRAPH.md)
+//   build/bench/gpt_train_step --model gpt2-124m --batch 16 --device cuda --mode static --cuda-graph 0
+//     (static, replayed kernel by kernel instead of as CUDA graphs; --dropout P sets model.dropout)
 //   build/bench/gpt_train_step --model gpt2-124m --batch 16 --device cuda --dtype f32
 //   build/bench/gpt_train_step --model gpt2-124m --batch 16 --device cuda --dtype amp-bf16
 //   build/bench/gpt_train_step --model gpt-1.3b --batch 8 --device cuda --dtype bf16 --recompute full
