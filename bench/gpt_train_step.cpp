@@ -7,6 +7,8 @@
 //
 //   build/bench/gpt_train_step --model tiny --batch 8 --threads 1
 //   build/bench/gpt_train_step --model tiny --batch 8 --threads 1 --mode static   (docs/STATIC_GRAPH.md)
+//   build/bench/gpt_train_step --model gpt2-124m --batch 16 --device cuda --mode static --cuda-graph 0
+//     (static, replayed kernel by kernel instead of as CUDA graphs; --dropout P sets model.dropout)
 //   build/bench/gpt_train_step --model gpt2-124m --batch 16 --device cuda --dtype f32
 //   build/bench/gpt_train_step --model gpt2-124m --batch 16 --device cuda --dtype amp-bf16
 //   build/bench/gpt_train_step --model gpt-1.3b --batch 8 --device cuda --dtype bf16 --recompute full
@@ -37,6 +39,8 @@ int main(int argc, char** argv) {
   runtime::configure_cpu_runtime(argv);  // as a library user would: the CPU's kernels, passive waiting
   std::string model = "tiny";
   std::string mode = "eager";
+  bool cuda_graph = true;  // --mode static on CUDA: replay as CUDA graphs (0: kernel by kernel)
+  double dropout = 0.0;
   std::string device_name = "cpu", dtype_name_arg = "f32", recompute = "none";
   int64_t batch = 8, threads = 0, warmup = 3, iters = 10;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -50,6 +54,8 @@ int main(int argc, char** argv) {
     else if (k == "--dtype") dtype_name_arg = argv[i + 1];
     else if (k == "--recompute") recompute = argv[i + 1];
     else if (k == "--mode") mode = argv[i + 1];
+    else if (k == "--cuda-graph") cuda_graph = std::string(argv[i + 1]) != "0";
+    else if (k == "--dropout") dropout = std::atof(argv[i + 1]);
     else {
       std::fprintf(stderr, "gpt_train_step: unknown flag %s\n", k.c_str());
       return 2;
@@ -93,7 +99,8 @@ int main(int argc, char** argv) {
     omp_set_num_threads(int(threads));
     openblas_set_num_threads(int(threads));
   }
-  models::GPTConfig cfg{.vocab_size = s->V, .block_size = s->T, .n_layer = s->L, .n_head = s->h, .d_model = s->d};
+  models::GPTConfig cfg{.vocab_size = s->V, .block_size = s->T, .n_layer = s->L, .n_head = s->h, .d_model = s->d,
+                          .dropout = dropout};
   models::GPT gpt(cfg, 0);
   gpt.set_recompute(recompute == "full"        ? models::GPT::Recompute::full
                     : recompute == "selective" ? models::GPT::Recompute::selective
@@ -125,7 +132,7 @@ int main(int argc, char** argv) {
     return {loss.detach()};
   };
   // Static: the first call runs eagerly (the optimizer's state), the second traces, the rest replay.
-  graph::StaticFunction static_step(eager_step);
+  graph::StaticFunction static_step(eager_step, {.cuda_graph = cuda_graph});
   int64_t calls = 0;
   auto step = [&] {
     if (mode == "static" && calls++ > 0) static_step({x, y});
@@ -153,13 +160,15 @@ int main(int argc, char** argv) {
   const double peak_mib = double(memory_stats(device).peak_bytes) / (1 << 20);
   struct rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
+  const graph::CaptureSummary capture = static_step.last() ? static_step.last()->capture_summary() : graph::CaptureSummary{};
   std::printf(
       "{\"impl\": \"trireme-%s\", \"mode\": \"%s\", \"model\": \"%s\", \"device\": \"%s\", \"dtype\": \"%s\", \"recompute\": \"%s\", "
       "\"batch\": %lld, \"seq\": %lld, \"params\": %lld, \"step_ms\": %.3f, \"host_ms\": %.3f, \"tokens_per_s\": %.1f, \"mfu\": %.4f, \"threads\": %d, \"openblas_core\": \"%s\", "
-      "\"peak_tensor_MiB\": %.1f, \"peak_mem_GiB\": %.3f, \"max_rss_MiB\": %.1f}\n",
+      "\"dropout\": %g, \"cuda_graphs\": %d, \"outside_calls\": %d, \"graph_pool_MiB\": %.1f, \"peak_tensor_MiB\": %.1f, \"peak_mem_GiB\": %.3f, \"max_rss_MiB\": %.1f}\n",
       TRIREME_VERSION, mode.c_str(), s->name, device_name.c_str(), dtype_name_arg.c_str(), recompute.c_str(), (long long)batch,
       (long long)s->T,
       (long long)gpt.num_parameters(), t * 1e3, hosts[hosts.size() / 2] * 1e3, tokens_per_s, tokens_per_s * flops_per_token / 989e12,
-      omp_get_max_threads(), openblas_get_corename(), peak_mib, peak_mib / 1024.0, double(ru.ru_maxrss) / 1024.0);
+      omp_get_max_threads(), openblas_get_corename(), dropout, capture.graphs, capture.outside_calls,
+      double(capture.pool_bytes) / (1 << 20), peak_mib, peak_mib / 1024.0, double(ru.ru_maxrss) / 1024.0);
   return 0;
 }

@@ -9,6 +9,7 @@
 
 #include "trireme/cuda/check.h"
 #include "trireme/cuda/device.h"
+#include "trireme/cuda/graph_capture.h"
 #include "trireme/cuda/stream.h"
 
 namespace trireme::cuda {
@@ -22,6 +23,16 @@ size_t allocation_size_class(size_t nbytes) {
 
 namespace {
 
+// The private pool this thread allocates from (0: none) and its device (Note [graph pools]).
+struct RoutedPool {
+  int id = 0;
+  int device = -1;
+};
+RoutedPool& routed_pool() {
+  thread_local RoutedPool p;
+  return p;
+}
+
 class CachingAllocator final : public Allocator {
  public:
   void* allocate(size_t nbytes, Device device) override {
@@ -31,17 +42,19 @@ class CachingAllocator final : public Allocator {
                   device_count(), " usable CUDA devices)");
     const size_t size = allocation_size_class(nbytes);
     CUstream_st* stream = current_stream(d).handle();
+    const int pool = routed_pool().device == d ? routed_pool().id : 0;
     std::lock_guard lock(mu_);
     DeviceState& st = state(d);
     void* p = nullptr;
-    auto it = st.free.find({stream, size});
-    if (it != st.free.end() && !it->second.empty()) {
-      p = it->second.back();
-      it->second.pop_back();
+    std::vector<void*>& blocks = pool != 0 ? pools_[pool].free[size] : st.free[{stream, size}];
+    if (!blocks.empty()) {
+      p = blocks.back();
+      blocks.pop_back();
     } else {
       p = malloc_from_driver(d, size, nbytes, st);
+      if (pool != 0) pools_[pool].reserved += size;
     }
-    live_[p] = Block{size, stream};
+    live_[p] = Block{size, stream, pool};
     st.allocated += int64_t(nbytes);
     st.peak = std::max(st.peak, st.allocated);
     ++st.num_allocs;
@@ -53,7 +66,13 @@ class CachingAllocator final : public Allocator {
     auto it = live_.find(ptr);
     if (it == live_.end()) return;  // not ours: never happens unless memory is corrupt
     DeviceState& st = state(device.index);
-    st.free[{it->second.stream, it->second.size}].push_back(ptr);
+    const Block& b = it->second;
+    auto pool = b.pool != 0 ? pools_.find(b.pool) : pools_.end();
+    if (pool != pools_.end()) {
+      pool->second.free[b.size].push_back(ptr);
+    } else {
+      st.free[{b.stream, b.size}].push_back(ptr);
+    }
     st.allocated -= int64_t(nbytes);
     live_.erase(it);
   }
@@ -71,6 +90,35 @@ class CachingAllocator final : public Allocator {
     st.peak = st.allocated;
   }
 
+  int create_pool() {
+    std::lock_guard lock(mu_);
+    const int id = ++last_pool_;
+    pools_[id];
+    return id;
+  }
+
+  size_t pool_reserved(int id) const {
+    std::lock_guard lock(mu_);
+    auto it = pools_.find(id);
+    return it == pools_.end() ? 0 : it->second.reserved;
+  }
+
+  // The caller has waited for the graphs that used the pool's blocks (cudaFree would anyway).
+  void release_pool(int id, int device) {
+    std::lock_guard lock(mu_);
+    auto it = pools_.find(id);
+    if (it == pools_.end()) return;
+    DeviceGuard g(device);
+    DeviceState& st = state(device);
+    for (auto& [size, blocks] : it->second.free) {
+      for (void* p : blocks) {
+        cudaFree(p);
+        st.reserved -= int64_t(size);
+      }
+    }
+    pools_.erase(it);
+  }
+
   void empty_cache(int device) {
     std::lock_guard lock(mu_);
     for (size_t d = 0; d < devices_.size(); ++d) {
@@ -82,6 +130,7 @@ class CachingAllocator final : public Allocator {
   struct Block {
     size_t size;
     CUstream_st* stream;
+    int pool;  // its private pool (0: none)
   };
   struct DeviceState {
     std::map<std::pair<CUstream_st*, size_t>, std::vector<void*>> free;  // (stream, size class) -> blocks
@@ -95,6 +144,8 @@ class CachingAllocator final : public Allocator {
 
   void* malloc_from_driver(int d, size_t size, size_t nbytes, DeviceState& st) {
     DeviceGuard g(d);
+    // During a capture the block becomes part of the graph's memory (Note [graph pools]).
+    RelaxedCaptureScope relaxed;
     void* p = nullptr;
     cudaError_t err = cudaMalloc(&p, size);
     if (err == cudaErrorMemoryAllocation) {
@@ -134,6 +185,12 @@ class CachingAllocator final : public Allocator {
   mutable std::mutex mu_;
   std::unordered_map<void*, Block> live_;
   std::vector<DeviceState> devices_;
+  struct PoolState {
+    std::map<size_t, std::vector<void*>> free;  // size class -> free blocks
+    size_t reserved = 0;                         // taken from the driver
+  };
+  std::map<int, PoolState> pools_;
+  int last_pool_ = 0;
 };
 
 CachingAllocator& instance() {
@@ -147,5 +204,15 @@ CachingAllocator& instance() {
 
 Allocator& caching_allocator() { return instance(); }
 void empty_cache(int device) { instance().empty_cache(device); }
+
+PrivatePool::PrivatePool(int device) : device_(device), id_(instance().create_pool()) {}
+PrivatePool::~PrivatePool() { instance().release_pool(id_, device_); }
+size_t PrivatePool::reserved_bytes() const { return instance().pool_reserved(id_); }
+
+PrivatePoolScope::PrivatePoolScope(const PrivatePool& pool)
+    : previous_pool_(routed_pool().id), previous_device_(routed_pool().device) {
+  routed_pool() = {pool.id(), pool.device()};
+}
+PrivatePoolScope::~PrivatePoolScope() { routed_pool() = {previous_pool_, previous_device_}; }
 
 }  // namespace trireme::cuda

@@ -30,4 +30,41 @@ void empty_cache(int device = -1);
 // power of two (at most 25% over, and few enough classes that blocks get reused).
 size_t allocation_size_class(size_t nbytes);
 
+// Note [graph pools]
+// A CUDA graph keeps the addresses of the temporaries its kernels allocated while it was
+// captured (reduction partials, sort scratch) and uses them at every launch, so they must not be
+// handed to anyone else while the graph lives. While a PrivatePoolScope is alive, this thread's
+// allocations on the pool's device come from that pool (new blocks from the driver), and the
+// pool's blocks go back to it when freed, for the pool's own later allocations only. Destroying
+// the pool (after the graphs that use it) gives its free blocks back to the driver; a block still
+// in use then joins the ordinary free lists when it is freed.
+//
+//   cuda::PrivatePool pool(0);
+//   { cuda::PrivatePoolScope in(pool); /* capture */ }
+class PrivatePool {
+ public:
+  explicit PrivatePool(int device);
+  ~PrivatePool();
+  PrivatePool(const PrivatePool&) = delete;
+  PrivatePool& operator=(const PrivatePool&) = delete;
+  int device() const { return device_; }
+  int id() const { return id_; }
+  size_t reserved_bytes() const;  // what the pool took from the driver
+
+ private:
+  int device_;
+  int id_;
+};
+
+class PrivatePoolScope {
+ public:
+  explicit PrivatePoolScope(const PrivatePool& pool);
+  ~PrivatePoolScope();
+  PrivatePoolScope(const PrivatePoolScope&) = delete;
+  PrivatePoolScope& operator=(const PrivatePoolScope&) = delete;
+
+ private:
+  int previous_pool_, previous_device_;
+};
+
 }  // namespace trireme::cuda

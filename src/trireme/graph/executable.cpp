@@ -2,6 +2,7 @@
 #include "trireme/graph/executable.h"
 
 #include "trireme/core/storage.h"
+#include "trireme/graph/cuda_replay.h"
 #include "trireme/kernels/kernel_tape.h"
 
 namespace trireme::graph {
@@ -32,7 +33,8 @@ size_t value_extent_bytes(const Value& v) {
   return size_t(last + 1) * dtype_size(v.dtype);
 }
 
-Executable::Executable(Graph g) : g_(std::move(g)), plan_(plan_memory(g_)) {
+Executable::Executable(Graph g, ReplayOptions options)
+    : g_(std::move(g)), plan_(plan_memory(g_)), options_(options) {
   for (int v : g_.inputs) {
     const Value& val = g_.values[size_t(v)];
     specs_.push_back({val.sizes, val.strides, val.dtype, g_.buffers[size_t(val.buffer)].device});
@@ -72,6 +74,10 @@ Executable::Executable(Graph g) : g_(std::move(g)), plan_(plan_memory(g_)) {
   }
 }
 
+Executable::~Executable() = default;
+
+CaptureSummary Executable::capture_summary() const { return cuda_ ? cuda_->summary() : CaptureSummary{}; }
+
 Tensor Executable::make_value(int v, const StoragePtr& storage, int64_t offset_shift) const {
   const Value& val = g_.values[size_t(v)];
   auto impl = std::make_shared<TensorImpl>();
@@ -102,6 +108,16 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs) {
     TRIREME_CHECK(inputs[i].defined() && input_spec(inputs[i]) == specs_[i], "graph: input ", i, " is ",
                   inputs[i].defined() ? describe(input_spec(inputs[i])) : "undefined", ", traced as ",
                   describe(specs_[i]));
+  }
+  for (const auto& step : g_.host_steps) step();
+  std::vector<uint64_t> u64(g_.u64_sources.size());
+  for (size_t i = 0; i < u64.size(); ++i) u64[i] = g_.u64_sources[i]();
+  if (!capture_tried_) {
+    capture_tried_ = true;
+    if (options_.cuda_graph) cuda_ = CudaReplay::capture(*this, u64);
+  }
+  if (cuda_) return cuda_->replay(inputs, u64);
+  for (size_t i = 0; i < inputs.size(); ++i) {
     const int b = g_.values[size_t(g_.inputs[i])].buffer;
     const int64_t shift = inputs[i].offset() - traced_input_offsets_[i];
     for (int v : values_of_buffer_[size_t(b)]) values_[size_t(v)] = make_value(v, inputs[i].storage(), shift);
@@ -111,9 +127,6 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs) {
     auto fresh = std::make_shared<Storage>(g_.buffers[b].nbytes, g_.buffers[b].device);
     for (int v : values_of_buffer_[b]) values_[size_t(v)] = make_value(v, fresh, 0);
   }
-  for (const auto& step : g_.host_steps) step();
-  std::vector<uint64_t> u64(g_.u64_sources.size());
-  for (size_t i = 0; i < u64.size(); ++i) u64[i] = g_.u64_sources[i]();
   for (size_t i = 0; i < g_.nodes.size(); ++i) {
     const Node& n = g_.nodes[i];
     for (const auto& r : n.refresh) r(n.host_args.get());

@@ -34,7 +34,7 @@ std::vector<Tensor> StaticFunction::operator()(const std::vector<Tensor>& inputs
   }
   TraceResult r = trace(fn_, inputs, options_.trace);
   ++traces_;
-  graphs_.push_back(std::make_unique<Executable>(optimize(r.graph, options_)));
+  graphs_.push_back(std::make_unique<Executable>(optimize(r.graph, options_), ReplayOptions{.cuda_graph = options_.cuda_graph}));
   last_ = graphs_.back().get();
   return r.outputs;
 }

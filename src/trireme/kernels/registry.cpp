@@ -1,5 +1,6 @@
 // Kernel registry lookup and its error hint.
 #include "trireme/kernels/registry.h"
+#include "trireme/kernels/scalar_slots.h"
 
 namespace trireme {
 
@@ -32,6 +33,11 @@ namespace trireme {
 KernelTape*& active_kernel_tape() {
   thread_local KernelTape* tape = nullptr;
   return tape;
+}
+
+ScalarSlots*& active_scalar_slots() {
+  thread_local ScalarSlots* slots = nullptr;
+  return slots;
 }
 
 }  // namespace trireme

@@ -24,6 +24,7 @@
 
 #include <cmath>
 
+#include "trireme/cuda/graph_capture.h"
 #include "trireme/kernels/cuda/attention_common.cuh"
 
 namespace trireme::cuda_kernels {
@@ -486,6 +487,7 @@ __global__ void __launch_bounds__(kThreads) flash_backward_q_kernel(AttnArgs a) 
 template <class Kernel>
 void launch_with_smem(Kernel kernel, dim3 grid, size_t bytes, cudaStream_t stream, const AttnArgs& a) {
   if (bytes > 48 * 1024) {
+    cuda::RelaxedCaptureScope relaxed;  // an attribute of the kernel, not work on the stream
     TRIREME_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
   }
   kernel<<<grid, kThreads, bytes, stream>>>(a);

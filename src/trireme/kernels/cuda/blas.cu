@@ -6,6 +6,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "trireme/cuda/graph_capture.h"
+
 namespace trireme::cuda_kernels {
 namespace {
 
@@ -50,7 +52,10 @@ BlasContext blas_context(int device, cudaStream_t stream) {
   auto& h = st.handles[device];
   if (!h) TRIREME_CUBLAS_CHECK(cublasLtCreate(&h));
   auto& w = st.workspaces[{device, stream}];
-  if (!w) TRIREME_CUDA_CHECK(cudaMalloc(&w, kBlasWorkspaceBytes));
+  if (!w) {
+    cuda::RelaxedCaptureScope relaxed;  // a stream's first GEMM may be inside a capture, which keeps the workspace
+    TRIREME_CUDA_CHECK(cudaMalloc(&w, kBlasWorkspaceBytes));
+  }
   return {h, w};
 }
 

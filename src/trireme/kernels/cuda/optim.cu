@@ -8,6 +8,7 @@
 #include "trireme/kernels/cuda/vector_map.cuh"
 #include "trireme/kernels/optim.h"
 #include "trireme/kernels/registry.h"
+#include "trireme/kernels/scalar_slots.h"
 
 namespace trireme::cuda_kernels {
 namespace {
@@ -36,10 +37,13 @@ __device__ __forceinline__ void adamw_element(D& p, D g_in, A& m, A& v, const Ad
 // reads and writes ~22 bytes an element for bf16 parameters, so it is bound by memory, and one
 // 2-byte access per instruction left an H200 at ~3 TB/s (9.7 ms a step for GPT 1.3B's
 // parameters). V = 1: one element at a time, any alignment. The last n % V elements take the
-// scalar loop.
+// scalar loop. `placed`: the scalars in device memory (Note [scalars in device memory]), else
+// null and `by_value` holds them.
 template <class D, int V>
-__global__ void adamw_kernel(D* p, const D* g, dacc_t<D>* m, dacc_t<D>* v, int64_t n, AdamWScalars<dacc_t<D>> s) {
+__global__ void adamw_kernel(D* p, const D* g, dacc_t<D>* m, dacc_t<D>* v, int64_t n, AdamWScalars<dacc_t<D>> by_value,
+                             const AdamWScalars<dacc_t<D>>* placed) {
   using A = dacc_t<D>;
+  const AdamWScalars<A> s = placed ? *placed : by_value;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t vectors = V > 1 ? n / V : 0;
@@ -72,6 +76,8 @@ void adamw_cuda(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_
   s.bc2_sqrt = A(std::sqrt(h.bias_correction2));
   s.eps = A(h.eps);
   s.neg_step_size = A(-(h.lr / h.bias_correction1));
+  const AdamWScalars<A>* placed = nullptr;
+  if (!place_scalars(s, placed)) return;
   LaunchContext ctx(param);
   D* p = dptr<T>(param);
   const D* g = dptr<T>(grad);
@@ -81,9 +87,9 @@ void adamw_cuda(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_
   // types), two for f64.
   constexpr int V = sizeof(A) == 8 ? 2 : 4;
   if (aligned16(p) && aligned16(g) && aligned16(m) && aligned16(v)) {
-    adamw_kernel<D, V><<<grid_for((n + V - 1) / V), kBlock, 0, ctx.stream>>>(p, g, m, v, n, s);
+    adamw_kernel<D, V><<<grid_for((n + V - 1) / V), kBlock, 0, ctx.stream>>>(p, g, m, v, n, s, placed);
   } else {
-    adamw_kernel<D, 1><<<grid_for(n), kBlock, 0, ctx.stream>>>(p, g, m, v, n, s);
+    adamw_kernel<D, 1><<<grid_for(n), kBlock, 0, ctx.stream>>>(p, g, m, v, n, s, placed);
   }
   TRIREME_CUDA_CHECK_LAUNCH();
 }
