@@ -32,7 +32,9 @@ TEST(DropoutReplay, MasksDifferBetweenReplaysAndEqualEagers) {
     std::vector<Tensor> eager = body(x);
     ASSERT_TRUE(bitwise_equal(replayed[0], eager[0])) << "step " << step;
     ASSERT_TRUE(bitwise_equal(replayed[1], eager[1])) << "step " << step;
-    if (!previous.empty()) EXPECT_FALSE(bitwise_equal(replayed[0], previous[0])) << "step " << step;
+    if (!previous.empty()) {
+      EXPECT_FALSE(bitwise_equal(replayed[0], previous[0])) << "step " << step;
+    }
     previous = replayed;
   }
   EXPECT_EQ(f.traces(), 1);

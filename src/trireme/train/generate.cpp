@@ -14,6 +14,7 @@
 #include "trireme/cuda/device.h"
 #include "trireme/ops/copy.h"
 #include "trireme/ops/factory.h"
+#include "trireme/ops/nn_functional.h"
 #include "trireme/io/tokenizer_char.h"
 #include "trireme/io/utf8.h"
 #include "trireme/ops/elementwise.h"
@@ -132,10 +133,12 @@ std::vector<float> TextGenerator::next_token_logits(const std::vector<int32_t>& 
   } else {
     if (!static_forward_) {
       // The row to keep is an input, not a constant: one graph serves every length of its bucket.
+      // It is gathered as an embedding lookup, whose kernel reads the index on the device (so a
+      // CUDA graph holds it; index_select checks its indices on the host).
       static_forward_ = std::make_unique<graph::StaticFunction>(
           [this](const std::vector<Tensor>& in) -> std::vector<Tensor> {
             Tensor logits = model_->forward(in[0]);  // (1, L, V)
-            return {index_select(reshape(logits, {logits.size(1), logits.size(2)}), 0, in[1])};
+            return {embedding(reshape(logits, {logits.size(1), logits.size(2)}), in[1])};
           },
           graph::StaticOptions{.max_graphs = 16});
     }
