@@ -4,6 +4,7 @@
 
 #include "graph_test_util.h"
 #include "trireme/autograd/grad_mode.h"
+#include "trireme/graph/dump.h"
 #include "trireme/graph/executable.h"
 #include "trireme/graph/fusion.h"
 #include "trireme/graph/passes.h"
@@ -77,7 +78,7 @@ TEST(Fusion, Bf16IntermediatesRoundAsTheUnfusedKernelsStoreThem) {
     return {to_dtype(mul(exp(mul(h, 1.7)), h), DType::f32)};
   };
   Fused f = trace_and_fuse(fn, {random_tensor({4096}, 1)}, {random_tensor({4096}, 2)});
-  ASSERT_EQ(f.fused.nodes.size(), 1u);
+  ASSERT_EQ(f.fused.nodes.size(), 1u) << graph::list_nodes(f.unfused) << graph::list_nodes(f.fused);
   const FusedProgram* p = graph::fused_program(f.fused.nodes[0]);
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(p->name, "copy+mul_scalar+exp+mul+copy");

@@ -217,33 +217,41 @@ Graph fuse_elementwise(const Graph& g) {
   std::vector<int> group_of(nn, -1);
   auto members_of = [&](int node) { return group_of[size_t(node)] < 0 ? std::vector<int>{node} : groups[size_t(group_of[size_t(node)])]; };
   // Each intermediate buffer written once by a candidate and read only by candidates of its shape
-  // links its writer to its readers, in graph order.
-  for (size_t b = 0; b < g.buffers.size(); ++b) {
-    const std::vector<int>& t = touching[b];
-    if (g.buffers[b].kind != BufferKind::intermediate || writers[b] != 1 || t.size() < 2) continue;
-    const int producer = t.front();
-    if (!pw[size_t(producer)] || g.values[size_t(pw[size_t(producer)]->write)].buffer != int(b)) continue;
-    const Value& made = g.values[size_t(pw[size_t(producer)]->write)];
-    bool ok = true;
-    for (size_t k = 1; k < t.size() && ok; ++k) {
-      const auto& q = pw[size_t(t[k])];
-      ok = q.has_value() && g.values[size_t(q->write)].sizes == made.sizes &&
-           g.nodes[size_t(t[k])].device == g.nodes[size_t(producer)].device;
+  // links its writer to its readers. A link refused now may be accepted once the calls between
+  // have joined (a chain's first result read again at its end), so the links are tried until
+  // none is accepted.
+  std::vector<bool> linked(g.buffers.size(), false);
+  for (bool merged_any = true; merged_any;) {
+    merged_any = false;
+    for (size_t b = 0; b < g.buffers.size(); ++b) {
+      const std::vector<int>& t = touching[b];
+      if (linked[b] || g.buffers[b].kind != BufferKind::intermediate || writers[b] != 1 || t.size() < 2) continue;
+      const int producer = t.front();
+      if (!pw[size_t(producer)] || g.values[size_t(pw[size_t(producer)]->write)].buffer != int(b)) continue;
+      const Value& made = g.values[size_t(pw[size_t(producer)]->write)];
+      bool ok = true;
+      for (size_t k = 1; k < t.size() && ok; ++k) {
+        const auto& q = pw[size_t(t[k])];
+        ok = q.has_value() && g.values[size_t(q->write)].sizes == made.sizes &&
+             g.nodes[size_t(t[k])].device == g.nodes[size_t(producer)].device;
+      }
+      if (!ok) continue;
+      std::vector<int> merged;
+      for (int node : t) {
+        for (int m : members_of(node)) merged.push_back(m);
+      }
+      std::sort(merged.begin(), merged.end());
+      merged.erase(std::unique(merged.begin(), merged.end()), merged.end());
+      if (!movable(g, merged) || !build(g, merged, pw, touching)) continue;
+      const int id = int(groups.size());
+      for (int m : merged) {
+        if (group_of[size_t(m)] >= 0) groups[size_t(group_of[size_t(m)])].clear();
+      }
+      groups.push_back(merged);
+      for (int m : merged) group_of[size_t(m)] = id;
+      linked[b] = true;
+      merged_any = true;
     }
-    if (!ok) continue;
-    std::vector<int> merged;
-    for (int node : t) {
-      for (int m : members_of(node)) merged.push_back(m);
-    }
-    std::sort(merged.begin(), merged.end());
-    merged.erase(std::unique(merged.begin(), merged.end()), merged.end());
-    if (!movable(g, merged) || !build(g, merged, pw, touching)) continue;
-    const int id = int(groups.size());
-    for (int m : merged) {
-      if (group_of[size_t(m)] >= 0) groups[size_t(group_of[size_t(m)])].clear();
-    }
-    groups.push_back(merged);
-    for (int m : merged) group_of[size_t(m)] = id;
   }
   // Prepare each group's kernel; the group replaces its members at the place of its last one.
   std::vector<std::optional<Node>> fused_at(nn);
