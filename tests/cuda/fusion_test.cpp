@@ -14,12 +14,14 @@
 #include "trireme/ops/elementwise.h"
 
 using namespace trireme;
+using trireme::testing::bitwise_equal;
+using trireme::testing::random_tensor;
 
 namespace {
 
 Tensor on_gpu(const Tensor& t) { return to_device(t, Device::cuda(0)); }
 bool same_bits(const Tensor& a, const Tensor& b) {
-  return testing::bitwise_equal(to_device(a, Device::cpu()), to_device(b, Device::cpu()));
+  return bitwise_equal(to_device(a, Device::cpu()), to_device(b, Device::cpu()));
 }
 
 // Traces fn on the GPU, fuses it into one call and checks the replay against the unfused replay
@@ -32,7 +34,7 @@ void expect_fused_equals_unfused(const graph::StepFn& fn, const std::vector<Tens
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(p->steps.size(), steps);
   std::vector<Tensor> again;
-  for (const Tensor& t : in) again.push_back(to_dtype(on_gpu(testing::random_tensor(t.sizes(), 99 + again.size())), t.dtype()));
+  for (const Tensor& t : in) again.push_back(to_dtype(on_gpu(random_tensor(t.sizes(), 99 + again.size())), t.dtype()));
   Tensor unfused = graph::Executable(g).run(again)[0];
   Tensor fused = graph::Executable(f).run(again)[0];
   Tensor eager = fn(again)[0];
@@ -48,7 +50,7 @@ TEST(CudaFusion, BiasScaleGeluF32) {
   graph::StepFn fn = [](const std::vector<Tensor>& in) -> std::vector<Tensor> {
     return {gelu(add(mul(in[0], 0.5), in[1]))};
   };
-  expect_fused_equals_unfused(fn, {on_gpu(testing::random_tensor({64, 1024}, 1)), on_gpu(testing::random_tensor({1024}, 2))}, 3);
+  expect_fused_equals_unfused(fn, {on_gpu(random_tensor({64, 1024}, 1)), on_gpu(random_tensor({1024}, 2))}, 3);
 }
 
 TEST(CudaFusion, MultiplyThenAddIsNotContractedF32) {
@@ -58,7 +60,7 @@ TEST(CudaFusion, MultiplyThenAddIsNotContractedF32) {
     return {sub(add(mul(in[0], in[1]), in[2]), mul(in[0], in[2]))};
   };
   std::vector<Tensor> in;
-  for (uint64_t s = 1; s <= 3; ++s) in.push_back(on_gpu(testing::random_tensor({100003}, s)));
+  for (uint64_t s = 1; s <= 3; ++s) in.push_back(on_gpu(random_tensor({100003}, s)));
   expect_fused_equals_unfused(fn, in, 4);
 }
 
@@ -70,5 +72,5 @@ TEST(CudaFusion, Bf16ChainWithCastsAndBroadcast) {
     return {to_dtype(add(mul(gelu(add(h, in[1])), h), 1.25), DType::f32)};  // in[1]: a bf16 bias
   };
   expect_fused_equals_unfused(
-      fn, {on_gpu(testing::random_tensor({32, 768}, 3)), to_dtype(on_gpu(testing::random_tensor({768}, 4)), DType::bf16)}, 6);
+      fn, {on_gpu(random_tensor({32, 768}, 3)), to_dtype(on_gpu(random_tensor({768}, 4)), DType::bf16)}, 6);
 }
