@@ -4,9 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
-#include <numeric>
 #include <optional>
-#include <tuple>
 
 #include "trireme/kernels/elementwise.h"
 #include "trireme/kernels/kernel_tape.h"
@@ -153,11 +151,10 @@ std::optional<Built> build(const Graph& g, const std::vector<int>& members, cons
     p.name += pointwise_op_name(st.op);
   }
   // Outputs: the last write of every buffer that a call outside the group, or the caller, sees.
-  const std::vector<int> sorted_members = members;
   for (const auto& [buffer, vs] : written) {
     bool internal = g.buffers[size_t(buffer)].kind == BufferKind::intermediate && !external.count(buffer);
     for (int t : touching[size_t(buffer)]) {
-      if (!std::binary_search(sorted_members.begin(), sorted_members.end(), t)) internal = false;
+      if (!std::binary_search(members.begin(), members.end(), t)) internal = false;
     }
     if (internal) continue;
     p.outputs.push_back(ni + vs.second);

@@ -124,14 +124,15 @@ void fused_cpu(const FusedProgram& p, Tensor* const* tensors) {
     const Tensor& t = *tensors[k];
     if (!t.is_contiguous() || t.sizes() != p.sizes) walks[size_t(k)].emplace(p.sizes, t.strides());
   }
-  const int64_t tiles = (n + kTile - 1) / kTile;
-  parallel_for(tiles, kTile, [&](int64_t t0, int64_t t1) {
-    // One tile per slot, each kTile acc values (doubles' room: f64 slots need it).
-    std::vector<double> buffer(slots * size_t(kTile));
-    std::vector<int64_t> off(static_cast<size_t>(kTile));
-    auto tile = [&]<class A>(int slot) { return reinterpret_cast<A*>(buffer.data() + size_t(slot) * kTile); };
+  const int64_t len = std::min(kTile, n);  // a tile's elements (a small program's one tile: n)
+  const int64_t tiles = (n + len - 1) / len;
+  parallel_for(tiles, len, [&](int64_t t0, int64_t t1) {
+    // One tile per slot, each len acc values (doubles' room: f64 slots need it).
+    std::vector<double> buffer(slots * size_t(len));
+    std::vector<int64_t> off(static_cast<size_t>(len));
+    auto tile = [&]<class A>(int slot) { return reinterpret_cast<A*>(buffer.data() + size_t(slot) * size_t(len)); };
     for (int64_t t = t0; t < t1; ++t) {
-      const int64_t begin = t * kTile, m = std::min(kTile, n - begin);
+      const int64_t begin = t * len, m = std::min(len, n - begin);
       for (int k = 0; k < p.inputs; ++k) {
         dispatch_float(p.slot_dtype[size_t(k)], [&]<class T>() {
           using A = acc_t<T>;
