@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "graph_test_util.h"
+#include "static_one_process_compare.h"
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/graph/dump.h"
 #include "trireme/graph/executable.h"
@@ -115,4 +116,10 @@ TEST(Fusion, AnInPlaceUpdateFusesWithTheChainThatFeedsIt) {
   Tensor expected = add(clone(acc), mul(tanh(x), y));
   graph::Executable(f).run({x, y});
   EXPECT_TRUE(bitwise_equal(acc, expected));
+}
+
+TEST(Fusion, ALlamaTrainedStaticallyUnderBf16EqualsEager) {
+  // Its step fuses each MLP's SiLU backward with its product, in bf16, and the casts of the
+  // gradients (trireme graph shows the groups): the replays must still train as eager does.
+  trireme::testing::expect_static_equals_eager("fusion_llama_bf16", {"model.arch=llama", "model.bias=false", "train.precision=bf16"}, 8);
 }

@@ -34,6 +34,14 @@ TEST(GraphCommand, PrintsThePassesAndTheMemoryPlanAndWritesDot) {
   fs::remove(dot);
 }
 
+TEST(GraphCommand, ShowsTheFusedGroupsOfALlamaStep) {
+  auto r = run("graph " + kTiny + " --set model.arch=llama --set train.precision=bf16 --list");
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (const char* part : {"after elementwise fusion", "mul+silu_backward bf16", "fused:mul+silu_backward"}) {
+    EXPECT_NE(r.out.find(part), std::string::npos) << part << " not in:\n" << r.out;
+  }
+}
+
 TEST(GraphCommand, DataParallelIsTracedAsOneRankSaysHow) {
   auto r = run("graph " + kTiny + " --set parallel.dp=2");
   EXPECT_EQ(r.status, 2) << r.out;
