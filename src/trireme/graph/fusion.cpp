@@ -261,7 +261,9 @@ Graph fuse_elementwise(const Graph& g) {
     auto prepare = kernel_registry().find<FusedPrepareKernel>("fused_prepare", last.device.type, key);
     std::string error;
     prepare(b.program, last.device, error);
-    if (!error.empty()) {
+    if (!error.empty()) {  // one line: the compiler's log, if long, is cut
+      std::replace(error.begin(), error.end(), '\n', ' ');
+      if (error.size() > 400) error = error.substr(0, 400) + " ...";
       std::fprintf(stderr, "trireme: fusion: the group %s on %s stays unfused: %s\n", b.program.name.c_str(),
                    str_cat(last.device).c_str(), error.c_str());
       continue;
