@@ -23,7 +23,7 @@ TEST(GraphCommand, PrintsThePassesAndTheMemoryPlanAndWritesDot) {
   auto r = run("graph " + kTiny + " --dot " + dot.string());
   ASSERT_EQ(r.status, 0) << r.out;
   for (const char* part : {"kernel calls per step:", "traced", "after dead-code elimination", "after common subexpressions",
-                           "scheduled for memory", "adamw", "dropout", "arena:", "eager peak", "arena / eager peak"}) {
+                           "after elementwise fusion", "fused elementwise calls:", "scheduled for memory", "adamw", "dropout", "arena:", "eager peak", "arena / eager peak"}) {
     EXPECT_NE(r.out.find(part), std::string::npos) << part << " not in:\n" << r.out;
   }
   std::ifstream in(dot);
@@ -32,6 +32,14 @@ TEST(GraphCommand, PrintsThePassesAndTheMemoryPlanAndWritesDot) {
   EXPECT_EQ(text.str().rfind("digraph step {", 0), 0u);
   EXPECT_NE(text.str().find("-> n"), std::string::npos);
   fs::remove(dot);
+}
+
+TEST(GraphCommand, ShowsTheFusedGroupsOfALlamaStep) {
+  auto r = run("graph " + kTiny + " --set model.arch=llama --set train.precision=bf16 --list");
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (const char* part : {"after elementwise fusion", "mul+silu_backward bf16", "fused:mul+silu_backward"}) {
+    EXPECT_NE(r.out.find(part), std::string::npos) << part << " not in:\n" << r.out;
+  }
 }
 
 TEST(GraphCommand, DataParallelIsTracedAsOneRankSaysHow) {

@@ -7,6 +7,7 @@
 #include "trireme/cli/commands.h"
 #include "trireme/core/rng.h"
 #include "trireme/graph/dump.h"
+#include "trireme/graph/fusion.h"
 #include "trireme/graph/static_function.h"
 #include "trireme/io/file_write.h"
 #include "trireme/ops/copy.h"
@@ -54,6 +55,11 @@ int run_graph(const Options& opt, const io::TrainConfig& tc) {
   const graph::Graph traced = runner->trace_step(batch).graph;
   const graph::Graph dce = graph::eliminate_dead_code(traced);
   const graph::Graph cse = graph::eliminate_common_subexpressions(dce);
+  graph::StaticOptions unfused;
+  unfused.fuse_elementwise = false;
+  unfused.schedule_for_memory = false;
+  const graph::Graph dce2 = graph::optimize(traced, unfused);
+  const graph::Graph fused = graph::fuse_elementwise(dce2);
   const graph::Graph final_graph = graph::optimize(traced);
   const graph::MemoryPlan plan = graph::plan_memory(final_graph);
   graph::StaticOptions unscheduled;
@@ -66,9 +72,11 @@ int run_graph(const Options& opt, const io::TrainConfig& tc) {
   std::printf("\nkernel calls per step:\n  traced                          %6zu\n", traced.nodes.size());
   std::printf("  after dead-code elimination     %6zu\n", dce.nodes.size());
   std::printf("  after common subexpressions     %6zu\n", cse.nodes.size());
-  std::printf("  after dead-code elimination     %6zu\n", final_graph.nodes.size());
+  std::printf("  after dead-code elimination     %6zu\n", dce2.nodes.size());
+  std::printf("  after elementwise fusion        %6zu\n", fused.nodes.size());
   std::printf("  scheduled for memory            %6zu  (replayed; updates moved next to their gradient's last write)\n",
               final_graph.nodes.size());
+  std::printf("%s", graph::describe_fusion(final_graph).c_str());
   std::printf("\nby op (replayed):\n");
   for (const auto& [op, n] : graph::op_counts(final_graph)) std::printf("  %-40s %6lld\n", op.c_str(), (long long)n);
   int64_t dynamic = 0;

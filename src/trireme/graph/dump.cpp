@@ -1,6 +1,8 @@
 // Text and dot renderings of a graph.
 #include "trireme/graph/dump.h"
 
+#include "trireme/graph/fusion.h"
+
 #include <sstream>
 
 namespace trireme::graph {
@@ -27,6 +29,34 @@ std::string list_nodes(const Graph& g) {
          << v.buffer << v.sizes;
     }
     os << ")\n";
+  }
+  return os.str();
+}
+
+std::string describe_fusion(const Graph& g) {
+  struct Seen {
+    int64_t count = 0;
+    size_t steps = 0, inputs = 0, outputs = 0;
+  };
+  std::map<std::string, Seen> by_program;
+  int64_t calls = 0, replaced = 0;
+  for (const Node& n : g.nodes) {
+    const FusedProgram* p = fused_program(n);
+    if (p == nullptr) continue;
+    Seen& s = by_program[str_cat(p->name, " ", dtype_name(n.dtype))];
+    ++s.count;
+    s.steps = p->steps.size();
+    s.inputs = size_t(p->inputs);
+    s.outputs = p->outputs.size();
+    ++calls;
+    replaced += int64_t(p->steps.size());
+  }
+  if (calls == 0) return {};
+  std::ostringstream os;
+  os << "\nfused elementwise calls: " << calls << ", replacing " << replaced << " calls (" << replaced - calls
+     << " fewer per step)\n";
+  for (const auto& [name, s] : by_program) {
+    os << "  " << s.count << " x " << name << "  (" << s.inputs << " in, " << s.outputs << " out)\n";
   }
   return os.str();
 }

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "trireme/kernels/elementwise.h"
+#include "trireme/kernels/fused.h"
 #include "trireme/kernels/nn.h"
 
 namespace trireme::graph {
@@ -33,7 +34,8 @@ bool whole_buffer(const Graph& g, int value) {
 // dtype, both whole contiguous buffers. Not copy: a contiguous copy is a memcpy, whose source
 // and destination must not overlap. The eager engine cannot do this (it does
 // not know the input's last use); the plan can, which is what puts its arena below the eager
-// peak. Kernels are recognised by op name: signature types do not tell them apart (a matmul's
+// peak. Fused elementwise calls (graph/fusion.h) qualify too. Kernels are recognised by op name:
+// signature types do not tell them apart (a matmul's
 // signature is where's), and an op missing from the list is only never reused in place.
 bool elementwise(const Node& n) {
   static const std::set<std::string> ops = {
@@ -44,6 +46,9 @@ bool elementwise(const Node& n) {
   const bool signature = n.kernel_type == std::type_index(typeid(UnaryKernel)) ||
                          n.kernel_type == std::type_index(typeid(BinaryKernel)) ||
                          n.kernel_type == std::type_index(typeid(WhereKernel));
+  // A fused kernel loads every input of an element (a CPU tile, a GPU thread's element) before
+  // it stores that element's outputs.
+  if (n.kernel_type == std::type_index(typeid(FusedElementwiseKernel))) return true;
   if (n.op == "cross_entropy_backward") return n.kernel_type == std::type_index(typeid(CrossEntropyBackwardKernel));
   return signature && ops.count(n.op) > 0;
 }

@@ -1,12 +1,15 @@
 // The cache of graphs by input signature.
 #include "trireme/graph/static_function.h"
 
+#include "trireme/graph/fusion.h"
+
 namespace trireme::graph {
 
 Graph optimize(const Graph& g, const StaticOptions& o) {
   Graph out = o.dead_code ? eliminate_dead_code(g) : g;
   if (o.common_subexpressions) out = eliminate_common_subexpressions(out);
   if (o.dead_code && o.common_subexpressions) out = eliminate_dead_code(out);  // what CSE left unused
+  if (o.fuse_elementwise) out = fuse_elementwise(out);
   if (o.schedule_for_memory) out = schedule_for_memory(out);
   return out;
 }

@@ -21,6 +21,7 @@ struct StaticOptions {
   bool dead_code = true;
   bool common_subexpressions = true;
   bool schedule_for_memory = true;
+  bool fuse_elementwise = true;  // graph/fusion.h
   // On a CUDA device, replay as CUDA graphs (executable.h: ReplayOptions); off to compare.
   bool cuda_graph = true;
   TraceOptions trace;

@@ -1,13 +1,11 @@
 // Internal to the CUDA kernels: device element types, strided offsets, and launch helpers.
 //
 // Kernels are templated on the device element type (D: double, float, __nv_bfloat16, __half,
-// int64_t, int32_t, bool) and compute in acc_t (float for the 16-bit types). Strided operands
-// go through OffsetCalc (dims coalesced on the host first, so most tensors take the contiguous
+// int64_t, int32_t, bool) and compute in its accumulation type (element_types.cuh: float for the
+// 16-bit types). Strided operands go through OffsetCalc (dims coalesced on the host first, so most tensors take the contiguous
 // path or one or two strided dims).
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <array>
@@ -18,6 +16,7 @@
 #include "trireme/cuda/check.h"
 #include "trireme/cuda/device.h"
 #include "trireme/cuda/stream.h"
+#include "trireme/kernels/cuda/element_types.cuh"
 
 namespace trireme::cuda_kernels {
 
@@ -26,18 +25,6 @@ template <class T> struct device_type { using type = T; };
 template <> struct device_type<bf16_t> { using type = __nv_bfloat16; };
 template <> struct device_type<f16_t> { using type = __half; };
 template <class T> using device_t = typename device_type<T>::type;
-
-template <class D> struct acc_of { using type = D; };
-template <> struct acc_of<__nv_bfloat16> { using type = float; };
-template <> struct acc_of<__half> { using type = float; };
-template <class D> using dacc_t = typename acc_of<D>::type;
-
-template <class D> __device__ __forceinline__ dacc_t<D> to_acc(D x) { return x; }
-template <> __device__ __forceinline__ float to_acc(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <> __device__ __forceinline__ float to_acc(__half x) { return __half2float(x); }
-template <class D, class A> __device__ __forceinline__ D from_acc(A x) { return D(x); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_acc(float x) { return __float2bfloat16_rn(x); }
-template <> __device__ __forceinline__ __half from_acc(float x) { return __float2half_rn(x); }
 
 // ---- strided offsets ----
 inline constexpr int kMaxDims = 8;

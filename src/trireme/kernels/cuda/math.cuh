@@ -1,7 +1,9 @@
 // Internal to the CUDA kernels: the float/double math the elementwise and nn kernels share.
 #pragma once
 
+#ifndef __CUDACC_RTC__  // NVRTC (fused.cu) has the math functions built in
 #include <cuda_runtime.h>
+#endif
 
 namespace trireme::cuda_kernels {
 
