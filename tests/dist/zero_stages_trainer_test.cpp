@@ -43,7 +43,9 @@ class ZeroStages : public ::testing::TestWithParam<Case> {
     Result r = run_cli("train -c " + (root_ / "tiny.toml").string() + " --set train.out_dir=" + dir.string() +
                        " --set train.steps=20 --set train.eval_interval=5 " + extra);
     EXPECT_EQ(r.status, 0) << r.output;
-    if (!expect_in_log.empty()) EXPECT_NE(r.output.find(expect_in_log), std::string::npos) << r.output;
+    if (!expect_in_log.empty()) {
+      EXPECT_NE(r.output.find(expect_in_log), std::string::npos) << r.output;
+    }
     return read_metrics(dir);
   }
   static void expect_same_run(const std::vector<Step>& got, const std::vector<Step>& want, const std::string& what) {
