@@ -21,7 +21,7 @@ seconds() {  # mode, tokens: wall seconds of one generate run
   build-gpu/trireme generate --checkpoint "$run_dir" --prompt 春眠 -n "$2" -t 0.8 --seed 1 --device "$device" \
     --mode "$1" > "$out/generate_$1_$2.txt" 2>&1 || { echo "generate --mode $1 failed: $(tail -3 "$out/generate_$1_$2.txt")" >&2; }
   t1=$(date +%s.%N)
-  echo "$t1 - $t0" | bc -l
+  awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }'
 }
 echo "| mode | tokens | seconds (less a 1-token run) | tokens/s |"
 echo "|---|---|---|---|"
@@ -30,8 +30,8 @@ for mode in eager static; do
   seconds "$mode" 1 > /dev/null
   base=$(seconds "$mode" 1)
   all=$(seconds "$mode" "$tokens")
-  net=$(echo "$all - $base" | bc -l)
-  printf "| %s | %d | %.3f | %.0f |\n" "$mode" "$tokens" "$net" "$(echo "($tokens - 1) / $net" | bc -l)"
+  awk -v m="$mode" -v n="$tokens" -v all="$all" -v base="$base" \
+    'BEGIN { net = all - base; printf "| %s | %d | %.3f | %.0f |\n", m, n, net, (n - 1) / net }'
 done
 if cmp -s "$out/generate_eager_$tokens.txt" "$out/generate_static_$tokens.txt"; then
   echo "the two modes wrote the same text"
