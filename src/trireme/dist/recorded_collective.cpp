@@ -153,7 +153,8 @@ std::unique_ptr<StagedReduceScatter> record_reduce_scatter_staged(ProcessGroup& 
 
 void record_release(const Tensor& t) {
   if (recording()) {
-    KernelCallRecord r = collective_record("release", {t}, /*writes=*/true);
+    const std::vector<Tensor> tensors = {t};  // the record points at them until the tape has it
+    KernelCallRecord r = collective_record("release", tensors, /*writes=*/true);
     r.pinned = true;  // a call moved across it would find the memory gone, or not yet gathered
     r.invoke = [](void*, Tensor* const* x) { x[0]->storage()->release(); };
     active_kernel_tape()->record(std::move(r));
