@@ -37,3 +37,9 @@ TEST(StaticParallel, ZeroThreeResumesAcrossModes) {
   trireme::testing::expect_resume_across_modes_equals_eager(
       StaticLayout{"dp2_zero3_resume", 2, "--set parallel.dp=2 --set parallel.zero=3 --set schedule.kind=constant"});
 }
+
+// parallel.auto picks its layout before the run among those static mode runs; the static run of
+// that choice is the eager one bit for bit.
+TEST(StaticParallel, AutoLayoutEqualsEager) {
+  trireme::testing::expect_static_equals_eager(StaticLayout{"auto2", 2, "--set parallel.auto=true"});
+}

@@ -37,8 +37,9 @@ WorkPtr record_transfer(const char* op, const std::vector<Tensor>& tensors, bool
 // reduce-scatter at finish() or others_sum()), and is one node of the step, so that a replay
 // issues it again on the replay's tensors where the traced step did; what the caller does with
 // the arrivals and chunks (its GEMMs, keep_others' copies, the zeroed own chunk of others_sum)
-// are kernel calls around it. The values are the staged op's, bit for bit. Without a trace these
-// are group.all_gather_staged and group.reduce_scatter_staged.
+// are kernel calls around it. Over a backend without staging (Gloo) that is what the eager step
+// runs; elsewhere the values are those the staged ops promise (all_gather's and reduce_scatter's).
+// Without a trace these are group.all_gather_staged and group.reduce_scatter_staged.
 std::unique_ptr<StagedAllGather> record_all_gather_staged(ProcessGroup& group, const Tensor& output,
                                                           const Tensor& input);
 std::unique_ptr<StagedReduceScatter> record_reduce_scatter_staged(ProcessGroup& group, const Tensor& output,
