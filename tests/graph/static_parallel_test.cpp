@@ -22,6 +22,10 @@ INSTANTIATE_TEST_SUITE_P(Layouts, StaticParallel,
                                            StaticLayout{"dp2_zero1", 2, "--set parallel.dp=2 --set parallel.zero=1"},
                                            // small buckets: several in flight, settled as they finish
                                            StaticLayout{"dp2_zero2", 2, "--set parallel.dp=2 --set parallel.zero=2 --set parallel.bucket_mb=0.05"},
+                                           // f16: the overflow flag all-reduced on the device, the update masked by it
+                                           StaticLayout{"dp2_tp2_f16", 4,
+                                                        "--set parallel.dp=2 --set parallel.tp=2 --set train.precision=f16 "
+                                                        "--set train.loss_scale_interval=2"},
                                            // ZeRO-3: each block's gathers, before its forward and its backward, and
                                            // its releases as nodes
                                            StaticLayout{"dp2_zero3", 2, "--set parallel.dp=2 --set parallel.zero=3"},
