@@ -26,6 +26,13 @@ INSTANTIATE_TEST_SUITE_P(Layouts, StaticParallel,
                                            StaticLayout{"dp2_tp2_f16", 4,
                                                         "--set parallel.dp=2 --set parallel.tp=2 --set train.precision=f16 "
                                                         "--set train.loss_scale_interval=2"},
+                                           // ... with ZeRO: the masked update of the shards, then their gathers
+                                           StaticLayout{"dp2_zero2_f16", 2,
+                                                        "--set parallel.dp=2 --set parallel.zero=2 --set train.precision=f16 "
+                                                        "--set train.loss_scale_interval=2"},
+                                           StaticLayout{"dp2_zero3_f16", 2,
+                                                        "--set parallel.dp=2 --set parallel.zero=3 --set train.precision=f16 "
+                                                        "--set train.loss_scale_interval=2"},
                                            // ZeRO-3: each block's gathers, before its forward and its backward, and
                                            // its releases as nodes
                                            StaticLayout{"dp2_zero3", 2, "--set parallel.dp=2 --set parallel.zero=3"},
