@@ -508,10 +508,6 @@ const std::vector<CrossCheck>& cross_checks() {
           return "train.mode: \"static\" runs pipelines for language-model training only for now (a pipeline's "
                  "micro-batch loss weights of packed fine-tuning batches are not refreshed per replay); set "
                  "parallel.pp = 1, or train.mode = \"eager\"";
-        if (c.get_string("train.precision") == "f16" && c.get_int("parallel.pp") > 1)
-          return "train.mode: \"static\" runs f16's loss scaling without a pipeline only for now (the pipeline "
-                 "scales each micro-batch's loss by a host number that a replay does not refresh); set "
-                 "parallel.pp = 1, train.precision = \"bf16\", or train.mode = \"eager\"";
         return "";
       },
       [](const Config& c) -> std::string {

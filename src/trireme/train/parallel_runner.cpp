@@ -529,13 +529,7 @@ class ParallelRunner : public StepRunner {
       out = (*static_graph_)({b.inputs, b.targets});
     }
     StepResult r{.grad_norm = host_value(out[0])};
-    if (precision_.has_scaler()) {
-      if (in_graph && !precision_.update()) {  // the replay's step was masked: it did not count
-        optimizer_->uncount_step();
-        r.grad_norm = NAN;
-      }
-      r.loss_scale = precision_.loss_scale(), r.skipped_steps = precision_.skipped_steps();
-    }
+    after_static_step(in_graph, r);
     double loss_sum = 0;
     for (size_t i = 1; i < out.size(); ++i) loss_sum += host_value(out[i]);
     r.loss = mean_over(ctx().dp_group(), loss_sum, job_->device);
@@ -544,30 +538,46 @@ class ParallelRunner : public StepRunner {
     return r;
   }
 
+  // f16, after a static step: the flag the graph left on the device read, the scale updated; a
+  // step the graph masked does not count and has no gradient norm, as an eager skipped step.
+  void after_static_step(bool in_graph, StepResult& r) {
+    if (!precision_.has_scaler()) return;
+    if (in_graph && !precision_.update()) {
+      optimizer_->uncount_step();
+      r.grad_norm = NAN;
+    }
+    r.loss_scale = precision_.loss_scale(), r.skipped_steps = precision_.skipped_steps();
+  }
+
   // train.mode = "static" with a pipeline: the whole step of train_step with nothing read on the
   // host: the executor's schedule (forwards, backwards, its sends and receives recorded as
   // transfers that a replay issues and waits for where the schedule does, the tied weight's sum)
   // and reduce_clip_and_update. Returns {the gradient norm, the sum of the micro-batches' losses
   // (0 but on the last stage)}.
-  std::vector<Tensor> pipeline_device_step(const std::vector<Tensor>& in) {
+  std::vector<Tensor> pipeline_device_step(const std::vector<Tensor>& in, bool in_graph = true) {
     auto autocast = precision_.autocast_guard(job_->device);  // as pipeline_step
     Tensor loss_sum = pipe_->run_schedule(in[0], in[1], first_global_row());
-    return {reduce_clip_and_update(), loss_sum};
+    return {reduce_clip_and_update(in_graph), loss_sum};
   }
 
   // The first step runs eagerly (it creates AdamW's state), the second is traced, later ones
-  // replay; the loss goes from the last stage to the others after the graph.
+  // replay; the loss goes from the last stage to the others after the graph. f16: as static_step.
   StepResult static_pipeline_step(int64_t step, const io::Batch& b) {
     std::vector<Tensor> out;
-    if (!static_graph_) {
-      out = pipeline_device_step({b.inputs, b.targets});
-      static_graph_ = std::make_unique<graph::StaticFunction>(
-          [this](const std::vector<Tensor>& in) { return pipeline_device_step(in); });
+    pipe_->set_loss_scale(precision_.has_scaler() ? precision_.loss_scale() : 1.0);  // read by every replay
+    const bool in_graph = static_graph_ && optimizer_->step_count() > 0;
+    if (!in_graph) {
+      out = pipeline_device_step({b.inputs, b.targets}, /*in_graph=*/false);
+      if (!static_graph_) {
+        static_graph_ = std::make_unique<graph::StaticFunction>(
+            [this](const std::vector<Tensor>& in) { return pipeline_device_step(in); });
+      }
     } else {
       out = (*static_graph_)({b.inputs, b.targets});
     }
     StepResult r{.loss = mean_over(ctx().dp_group(), pipe_->mean_loss(out[1]), job_->device),
                  .grad_norm = host_value(out[0])};
+    after_static_step(in_graph, r);
     r.graph_traces = static_graph_->traces();
     check_replicas(step);
     return r;
