@@ -87,9 +87,10 @@ std::unique_ptr<StagedAllGather> ProcessGroup::all_gather_staged(const Tensor& o
 
 std::unique_ptr<StagedReduceScatter> ProcessGroup::reduce_scatter_staged(const Tensor& output, const Tensor& input,
                                                                          const ReduceScatterOptions& options) {
-  return reduce_scatter_at_finish(*this, output, input, options.op, [this, options](const Tensor& out, const Tensor& in) {
-    return reduce_scatter(out, in, options);
-  });
+  return reduce_scatter_at_finish(*this, output, input, options.op,
+                                  [this, options](const Tensor& out, const Tensor& in) {
+                                    return reduce_scatter(out, in, options);
+                                  });
 }
 
 WorkPtr ProcessGroup::all_to_all(const Tensor&, const Tensor&, const AllToAllOptions&) { unsupported("all_to_all"); }

@@ -145,10 +145,11 @@ std::unique_ptr<StagedAllGather> record_all_gather_staged(ProcessGroup& group, c
 std::unique_ptr<StagedReduceScatter> record_reduce_scatter_staged(ProcessGroup& group, const Tensor& output,
                                                                   const Tensor& input) {
   if (!recording()) return group.reduce_scatter_staged(output, input);
-  return reduce_scatter_at_finish(group, output, input, ReduceOp::sum, [g = &group](const Tensor& out, const Tensor& in) {
-    return record_collective("reduce_scatter", {out, in},
-                             [g](Tensor* const* t) { return g->reduce_scatter(*t[0], *t[1]); });
-  });
+  return reduce_scatter_at_finish(
+      group, output, input, ReduceOp::sum, [g = &group](const Tensor& out, const Tensor& in) {
+        return record_collective("reduce_scatter", {out, in},
+                                 [g](Tensor* const* t) { return g->reduce_scatter(*t[0], *t[1]); });
+      });
 }
 
 void record_release(const Tensor& t) {
