@@ -1,6 +1,7 @@
 // One parallel layout trained for 20 steps eagerly and in train.mode = "static" (`trireme train
 // --nproc N` over Gloo, dropout and clipping on): the two runs must agree bit for bit in every
-// step's loss and gradient norm and in the final model and every rank's optimizer file.
+// step's loss and gradient norm and in the final model and every rank's optimizer file; and the
+// same with the run interrupted after 10 steps and resumed in the other mode.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -63,7 +65,9 @@ inline void expect_static_equals_eager(const StaticLayout& l, const std::string&
   ASSERT_EQ(ms.size(), 20u);
   for (size_t i = 0; i < 20; ++i) {
     EXPECT_EQ(ms[i]["loss"].get<double>(), me[i]["loss"].get<double>()) << "step " << i + 1;
-    EXPECT_EQ(ms[i]["grad_norm"].get<double>(), me[i]["grad_norm"].get<double>()) << "step " << i + 1;
+    EXPECT_EQ(ms[i]["grad_norm"], me[i]["grad_norm"]) << "step " << i + 1;  // null: f16 skipped it
+    for (const char* f16 : {"loss_scale", "skipped_steps"})
+      EXPECT_EQ(ms[i].value(f16, nlohmann::json()), me[i].value(f16, nlohmann::json())) << "step " << i + 1;
     EXPECT_EQ(ms[i].value("graph_traces", int64_t(-1)), i == 0 ? 0 : 1) << "step " << i + 1;
   }
   std::vector<std::string> files = {"model.safetensors"};
@@ -75,6 +79,38 @@ inline void expect_static_equals_eager(const StaticLayout& l, const std::string&
   }
   fs::remove_all(e);
   fs::remove_all(s);
+}
+
+// Trains `l` for 20 steps eagerly, and twice for 10 steps in one mode resumed for 10 in the other
+// (train.steps 10, then 20 with --resume: `l` must make the schedule independent of train.steps);
+// every step's loss and gradient norm and the final model must be the uninterrupted run's.
+inline void expect_resume_across_modes_equals_eager(const StaticLayout& l) {
+  namespace fs = std::filesystem;
+  using trireme::cli_testing::run;
+  const std::string whole = fresh_run_dir(std::string("trireme_static_resume_whole_") + l.name);
+  auto re = run(static_layout_train_command(l, "eager", whole));
+  ASSERT_EQ(re.status, 0) << re.out;
+  const auto want = static_layout_metrics(fs::path(whole) / "metrics.jsonl");
+  ASSERT_EQ(want.size(), 20u);
+  const fs::path last = fs::path("checkpoints") / "step_00000020" / "model.safetensors";
+  const std::string model = static_layout_file_bytes(fs::path(whole) / last);
+  for (const auto& [first, second] : {std::pair{"eager", "static"}, std::pair{"static", "eager"}}) {
+    const std::string d = fresh_run_dir(std::string("trireme_static_resume_") + first + "_" + l.name);
+    auto ra = run(static_layout_train_command(l, first, d) +
+                  " --set train.steps=10 --set train.checkpoint_interval=10");
+    ASSERT_EQ(ra.status, 0) << ra.out;
+    auto rb = run(static_layout_train_command(l, second, d) + " --resume");
+    ASSERT_EQ(rb.status, 0) << rb.out;
+    const auto got = static_layout_metrics(fs::path(d) / "metrics.jsonl");
+    ASSERT_EQ(got.size(), 20u) << first << " then " << second;
+    for (size_t i = 0; i < 20; ++i) {
+      EXPECT_EQ(got[i]["loss"], want[i]["loss"]) << first << " then " << second << ", step " << i + 1;
+      EXPECT_EQ(got[i]["grad_norm"], want[i]["grad_norm"]) << first << " then " << second << ", step " << i + 1;
+    }
+    EXPECT_TRUE(static_layout_file_bytes(fs::path(d) / last) == model) << first << " then " << second;
+    fs::remove_all(d);
+  }
+  fs::remove_all(whole);
 }
 
 }  // namespace trireme::testing

@@ -22,6 +22,10 @@ INSTANTIATE_TEST_SUITE_P(
                                    "--set parallel.virtual_stages=2 --set model.n_layer=4"},
                       StaticLayout{"dp2_pp2_zero1", 4, "--set parallel.dp=2 --set parallel.pp=2 --set parallel.micro_batches=2 --set parallel.zero=1"},
                       StaticLayout{"dp2_pp2_zero2", 4, "--set parallel.dp=2 --set parallel.pp=2 --set parallel.micro_batches=2 --set parallel.zero=2"},
+                      // f16: each micro-batch's loss scale refreshed per replay, the update masked by the flag
+                      StaticLayout{"pp2_f16", 2,
+                                   "--set parallel.pp=2 --set parallel.micro_batches=2 --set train.precision=f16 "
+                                   "--set train.loss_scale_interval=2"},
                       // tp's mappings inside each stage's traced schedule, under bf16 autocast
                       StaticLayout{"pp2_tp2_bf16", 4,
                                    "--set parallel.pp=2 --set parallel.tp=2 --set parallel.micro_batches=2 --set train.precision=bf16"}),

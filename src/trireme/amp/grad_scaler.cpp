@@ -9,6 +9,7 @@
 #include "trireme/ops/copy.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/factory.h"
+#include "trireme/ops/step_scalar.h"
 
 namespace trireme::amp {
 
@@ -24,7 +25,9 @@ GradScaler::GradScaler(GradScalerOptions options) : options_(options), scale_(op
 
 Tensor GradScaler::scale(const Tensor& loss) const {
   TRIREME_CHECK(loss.defined(), "GradScaler.scale: the loss is undefined");
-  return mul(loss, scale_);
+  // The scale as an argument a traced step refreshes before each replay (update() changes it
+  // between steps); the same mul_scalar call eagerly.
+  return mul_step_scalar(loss, [this] { return scale_; });
 }
 
 void GradScaler::unscale(const std::vector<Tensor>& grads) {
@@ -37,6 +40,9 @@ void GradScaler::unscale(const std::vector<Tensor>& grads) {
     TRIREME_CHECK(g.device() == found_inf_.device(), "GradScaler.unscale: gradients on ", found_inf_.device(),
                   " and ", g.device(), "; one scaler handles the gradients of one device");
     auto kernel = find_kernel<AmpUnscaleKernel>("amp_unscale", g.device(), g.dtype());
+    // In a traced step the inverse scale is an argument refreshed before each replay.
+    refresh_next_kernel_call<AmpUnscaleKernel>(
+        [this](KernelArgs<AmpUnscaleKernel>& a) { std::get<2>(a) = 1.0 / scale_; });
     if (g.is_contiguous()) {
       Tensor t = g;  // shares g's storage: the kernel writes the gradient itself
       kernel(t, found_inf_, inv);

@@ -1,10 +1,7 @@
 // The backend-independent part of ProcessGroup: rank bookkeeping and "does not support" errors.
 #include "trireme/dist/process_group.h"
 
-#include <algorithm>
-
-#include "trireme/kernels/elementwise.h"
-#include "trireme/kernels/registry.h"
+#include "trireme/dist/staged_at_once.h"
 
 namespace trireme::dist {
 
@@ -81,87 +78,21 @@ WorkPtr ProcessGroup::reduce_scatter(const Tensor&, const Tensor&, const ReduceS
   unsupported("reduce_scatter");
 }
 
-namespace {
-// The staged reduce-scatter of a backend that cannot start early: the whole op at the end.
-class ReduceScatterAtFinish : public StagedReduceScatter {
- public:
-  ReduceScatterAtFinish(ProcessGroup& group, Tensor output, Tensor input, ReduceScatterOptions options)
-      : group_(group), output_(std::move(output)), input_(std::move(input)), options_(options) {}
-  bool sends_early() const override { return false; }
-  void chunk_written(int) override {}
-  Tensor others_sum() override {
-    TRIREME_CHECK(!summed_, group_.backend_name(), " reduce_scatter_staged: others_sum() asked twice");
-    TRIREME_CHECK(options_.op == ReduceOp::sum, group_.backend_name(),
-                  " reduce_scatter_staged: others_sum() is for sums only");
-    summed_ = true;
-    // This rank's chunk, which the caller does not write, counts as zero: x + 0 is x exactly.
-    const int64_t n = output_.numel();
-    Tensor own = input_.alias({n}, {1}, input_.offset() + int64_t(group_.rank()) * n);
-    find_kernel<FillKernel>("fill", own.device(), own.dtype())(own, 0.0);
-    summed_work_ = group_.reduce_scatter(output_, input_, options_);
-    summed_work_->wait();
-    return output_;
-  }
-  WorkPtr finish(const Tensor& bias, const Tensor& residual) override {
-    TRIREME_CHECK(!bias.defined() && !residual.defined(), group_.backend_name(),
-                  " reduce_scatter_staged: this backend does not add a bias or a residual");
-    if (summed_) return summed_work_;
-    return group_.reduce_scatter(output_, input_, options_);
-  }
-
- private:
-  ProcessGroup& group_;
-  Tensor output_, input_;
-  ReduceScatterOptions options_;
-  bool summed_ = false;
-  WorkPtr summed_work_;  // others_sum()'s reduce-scatter, already waited for
-};
-}  // namespace
-
-namespace {
-// The staged all-gather of a backend without staging: the whole op at once, read from output.
-class AllGatherAtOnce : public StagedAllGather {
- public:
-  AllGatherAtOnce(WorkPtr work, Tensor output, Tensor input, int me)
-      : work_(std::move(work)), output_(std::move(output)), input_(std::move(input)), me_(me) {}
-  Tensor arrived(int rank) override {
-    if (rank == me_) return input_;
-    work_->wait();
-    const int64_t n = input_.numel();
-    return output_.alias(input_.sizes(), input_.strides(), output_.offset() + int64_t(rank) * n);
-  }
-  void keep_others(const Tensor& others) override {
-    const int64_t n = input_.numel(), size = output_.numel() / std::max<int64_t>(n, 1);
-    TRIREME_CHECK(others.is_contiguous() && others.numel() == (size - 1) * n && others.dtype() == input_.dtype(),
-                  "all_gather_staged: keep_others needs a contiguous ", input_.dtype(), " tensor of ", (size - 1) * n,
-                  " elements, got ", others.sizes(), " ", others.dtype());
-    for (int q = 0, slot = 0; q < size; ++q) {
-      if (q == me_) continue;
-      Tensor to = others.alias(input_.sizes(), input_.strides(), others.offset() + int64_t(slot++) * n);
-      find_kernel<CopyKernel>("copy", to.device(), to.dtype())(arrived(q), to);
-    }
-  }
-  WorkPtr finish() override { return work_; }
-
- private:
-  WorkPtr work_;
-  Tensor output_, input_;
-  int me_;
-};
-}  // namespace
-
 std::unique_ptr<StagedAllGather> ProcessGroup::all_gather_staged(const Tensor& output, const Tensor& input,
                                                                  const AllGatherOptions& options) {
-  TRIREME_CHECK(input.is_contiguous() && (!output.defined() || output.is_contiguous()), backend_name(),
-                " all_gather_staged: input and output must be contiguous");
-  const Tensor out = output.defined() ? output : Tensor::empty({size_ * input.numel()}, input.dtype(), input.device());
-  return std::make_unique<AllGatherAtOnce>(all_gather(out, input, options), out, input, rank_);
+  return all_gather_at_once(*this, output, input, [this, options](const Tensor& out, const Tensor& in) {
+    return all_gather(out, in, options);
+  });
 }
 
 std::unique_ptr<StagedReduceScatter> ProcessGroup::reduce_scatter_staged(const Tensor& output, const Tensor& input,
                                                                          const ReduceScatterOptions& options) {
-  return std::make_unique<ReduceScatterAtFinish>(*this, output, input, options);
+  return reduce_scatter_at_finish(*this, output, input, options.op,
+                                  [this, options](const Tensor& out, const Tensor& in) {
+                                    return reduce_scatter(out, in, options);
+                                  });
 }
+
 WorkPtr ProcessGroup::all_to_all(const Tensor&, const Tensor&, const AllToAllOptions&) { unsupported("all_to_all"); }
 WorkPtr ProcessGroup::send(const Tensor&, int, const SendRecvOptions&) { unsupported("send"); }
 WorkPtr ProcessGroup::recv(const Tensor&, int, const SendRecvOptions&) { unsupported("recv"); }

@@ -4,6 +4,8 @@
 #include <memory>
 
 #include "trireme/core/error.h"
+#include "trireme/core/storage.h"
+#include "trireme/dist/staged_at_once.h"
 #include "trireme/kernels/kernel_tape.h"
 
 namespace trireme::dist {
@@ -123,6 +125,42 @@ WorkPtr record_transfer(const char* op, const std::vector<Tensor>& tensors, bool
   }
   return std::make_shared<RecordedTransferWork>(std::move(inner), writes ? "wait_recv" : "wait_send", std::move(own),
                                                 std::move(pending));
+}
+
+namespace {
+bool recording() {
+  KernelTape* tape = active_kernel_tape();
+  return tape != nullptr && !tape->in_kernel();
+}
+}  // namespace
+
+std::unique_ptr<StagedAllGather> record_all_gather_staged(ProcessGroup& group, const Tensor& output,
+                                                          const Tensor& input) {
+  if (!recording()) return group.all_gather_staged(output, input);
+  return all_gather_at_once(group, output, input, [g = &group](const Tensor& out, const Tensor& in) {
+    return record_collective("all_gather", {out, in}, [g](Tensor* const* t) { return g->all_gather(*t[0], *t[1]); });
+  });
+}
+
+std::unique_ptr<StagedReduceScatter> record_reduce_scatter_staged(ProcessGroup& group, const Tensor& output,
+                                                                  const Tensor& input) {
+  if (!recording()) return group.reduce_scatter_staged(output, input);
+  return reduce_scatter_at_finish(
+      group, output, input, ReduceOp::sum, [g = &group](const Tensor& out, const Tensor& in) {
+        return record_collective("reduce_scatter", {out, in},
+                                 [g](Tensor* const* t) { return g->reduce_scatter(*t[0], *t[1]); });
+      });
+}
+
+void record_release(const Tensor& t) {
+  if (recording()) {
+    const std::vector<Tensor> tensors = {t};  // the record points at them until the tape has it
+    KernelCallRecord r = collective_record("release", tensors, /*writes=*/true);
+    r.pinned = true;  // a call moved across it would find the memory gone, or not yet gathered
+    r.invoke = [](void*, Tensor* const* x) { x[0]->storage()->release(); };
+    active_kernel_tape()->record(std::move(r));
+  }
+  t.storage()->release();
 }
 
 }  // namespace trireme::dist

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "trireme/core/tensor.h"
@@ -29,5 +30,26 @@ WorkPtr record_collective(const char* op, const std::vector<Tensor>& tensors,
 // scheduling for memory moves no call across them. Without a trace this is `issue` on `tensors`.
 WorkPtr record_transfer(const char* op, const std::vector<Tensor>& tensors, bool writes,
                         std::function<WorkPtr(Tensor* const* tensors)> issue);
+
+// A staged all-gather or reduce-scatter of `group` (Note [staged all-gather], Note [staged
+// reduce-scatter] in dist/process_group.h) inside a traced step: while a trace records on this
+// thread, the collective runs whole, as on a backend without staging (the all-gather at once, the
+// reduce-scatter at finish() or others_sum()), and is one node of the step, so that a replay
+// issues it again on the replay's tensors where the traced step did; what the caller does with
+// the arrivals and chunks (its GEMMs, keep_others' copies, the zeroed own chunk of others_sum)
+// are kernel calls around it. Over a backend without staging (Gloo) that is what the eager step
+// runs; elsewhere the values are those the staged ops promise (all_gather's and reduce_scatter's).
+// Without a trace these are group.all_gather_staged and group.reduce_scatter_staged.
+std::unique_ptr<StagedAllGather> record_all_gather_staged(ProcessGroup& group, const Tensor& output,
+                                                          const Tensor& input);
+std::unique_ptr<StagedReduceScatter> record_reduce_scatter_staged(ProcessGroup& group, const Tensor& output,
+                                                                  const Tensor& input);
+
+// t's storage gives its memory back (Note [released storage] in core/storage.h) as one call of a
+// traced step, which a replay makes again where the traced step did: ZeRO-3's release of a unit's
+// gathered parameters. The call is pinned (no call moves across it), and the collective that fills
+// the storage again reacquires it inside its own node (record_collective's `issue`), so that the
+// memory exists exactly where the traced step had it. Without a trace: t.storage()->release().
+void record_release(const Tensor& t);
 
 }  // namespace trireme::dist

@@ -501,19 +501,13 @@ const std::vector<CrossCheck>& cross_checks() {
   static const std::vector<CrossCheck> checks = {
       data_dir_conflicts,
       // What a traced step cannot hold yet (docs/STATIC_GRAPH.md): each says how to run instead.
+      // parallel.auto's choice passes this check too: the planner drops the layouts it refuses.
       [](const Config& c) -> std::string {
         if (c.get_string("train.mode") != "static") return "";
-        if (c.get_int("parallel.zero") > 2 || c.get_bool("parallel.sequence_parallel") || c.get_bool("parallel.auto"))
-          return "train.mode: \"static\" runs data, tensor and pipeline parallelism and ZeRO-1/2 for now: ZeRO-3, "
-                 "sequence parallelism and parallel.auto are not recorded yet; set parallel.zero to at most 2, "
-                 "parallel.sequence_parallel to false and parallel.auto to false, or train.mode = \"eager\"";
         if (c.get_int("parallel.pp") > 1 && (c.get_string("finetune.task") != "lm" || c.get_int("lora.rank") > 0))
           return "train.mode: \"static\" runs pipelines for language-model training only for now (a pipeline's "
                  "micro-batch loss weights of packed fine-tuning batches are not refreshed per replay); set "
                  "parallel.pp = 1, or train.mode = \"eager\"";
-        if (c.get_string("train.precision") == "f16")
-          return "train.mode: \"static\" cannot replay f16's loss scaling (it reads the gradients' inf check on "
-                 "the host every step); use train.precision = \"bf16\" or \"f32\", or train.mode = \"eager\"";
         return "";
       },
       [](const Config& c) -> std::string {

@@ -133,7 +133,10 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 void addmm_(Tensor& out, const Tensor& a, const Tensor& b) { addmm_into(out, out, a, b); }
 
 void addmm_into(Tensor& out, const Tensor& c, const Tensor& a, const Tensor& b) {
-  const bool in_place = c.defined() && out.defined() && c.data_ptr() == out.data_ptr();
+  // The same memory told by storage and offset, not by pointer: reading data_ptr() here would be
+  // a host read inside a traced step (graph/trace.h).
+  const bool same_storage = c.defined() && out.defined() && c.storage() == out.storage();
+  const bool in_place = same_storage && c.offset() == out.offset();
   const char* op = in_place ? "addmm_" : "addmm_into";
   check_operands(op, "left operand", a, "right operand", b);
   check_operands(op, "output", out, "left operand", a);
@@ -144,11 +147,9 @@ void addmm_into(Tensor& out, const Tensor& c, const Tensor& a, const Tensor& b) 
   TRIREME_CHECK(out.is_contiguous(), op, ": out ", out.sizes(), " must be contiguous");
   TRIREME_CHECK(c.sizes() == out.sizes() && c.is_contiguous(), op, ": the addend ", c.sizes(),
                 " must be contiguous and of out's shape ", out.sizes());
-  if (!in_place) {
-    const auto* c0 = static_cast<const char*>(c.data_ptr());
-    const auto* o0 = static_cast<const char*>(out.data_ptr());
-    const size_t bytes = size_t(out.numel()) * dtype_size(out.dtype());
-    TRIREME_CHECK(c0 + bytes <= o0 || o0 + bytes <= c0, op, ": the addend and out overlap without being the same memory");
+  if (same_storage && !in_place) {  // both contiguous, of one shape and dtype
+    const int64_t c0 = c.offset(), o0 = out.offset(), n = out.numel();
+    TRIREME_CHECK(c0 + n <= o0 || o0 + n <= c0, op, ": the addend and out overlap without being the same memory");
   }
   TRIREME_CHECK(!out.requires_grad() || !autograd::grad_enabled(), op,
                 ": records no autograd, so out may not require grad while grad mode is on");

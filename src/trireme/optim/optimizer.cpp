@@ -32,7 +32,26 @@ void Optimizer::step() {
   for (auto& [name, p] : params_) {
     const Tensor& g = p.grad();
     if (!g.defined()) continue;
-    update(name, p, g, step_count_);
+    if (skip_.defined()) {
+      masked_update(name, p, g);
+    } else {
+      update(name, p, g, step_count_);
+    }
+  }
+}
+
+void Optimizer::masked_update(const std::string& name, Tensor& param, const Tensor& grad) {
+  // What the update writes: the parameter and its state (created before the first masked step:
+  // a state tensor made inside a traced step would be made again by every replay).
+  std::vector<Tensor> written = {param};
+  for (auto& [key, t] : state_[name]) written.push_back(t);
+  std::vector<Tensor> before;
+  for (const Tensor& t : written) before.push_back(clone(t.detach()));
+  update(name, param, grad, step_count_);
+  const Tensor skipped = gt(skip_, 0.0);
+  for (size_t i = 0; i < written.size(); ++i) {
+    Tensor t = written[i].detach();
+    copy_(t, where(skipped, before[i], t));
   }
 }
 

@@ -38,6 +38,15 @@ class Optimizer {
   virtual void step();
   virtual void zero_grad(bool set_to_none = true);
 
+  // f16 loss scaling in a traced step (docs/STATIC_GRAPH.md), where the host cannot read whether
+  // the gradients overflowed: while `skip` (a one-element f32 tensor, nonzero: skip) is set, step()
+  // updates each parameter and then gives it and its state tensors their values from before the
+  // update back where `skip` says so, bit for bit a step that did not run. The count advances
+  // either way; uncount_step() takes a skipped step back once the host has read the flag.
+  // An undefined `skip` ends the masking.
+  void mask_steps_by(Tensor skip) { skip_ = std::move(skip); }
+  void uncount_step() { --step_count_; }
+
   double lr() const { return lr_; }
   void set_lr(double lr) { lr_ = lr; }
   int64_t step_count() const { return step_count_; }  // completed steps
@@ -77,6 +86,9 @@ class Optimizer {
   double lr_;
   int64_t step_count_ = 0;
   std::map<std::string, std::map<std::string, Tensor>> state_;
+  Tensor skip_;  // mask_steps_by
+  // update(), undone where skip_ is nonzero.
+  void masked_update(const std::string& name, Tensor& param, const Tensor& grad);
 };
 
 }  // namespace trireme::optim

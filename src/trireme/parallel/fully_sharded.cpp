@@ -3,6 +3,7 @@
 
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/autograd/node.h"
+#include "trireme/dist/recorded_collective.h"
 #include "trireme/ops/copy.h"
 #include "trireme/ops/factory.h"
 #include "trireme/ops/view.h"
@@ -102,8 +103,13 @@ void FullyShardedParams::prefetch(size_t u) {
   if (unit.gathered || unit.trained.gathering) return;
   for (Flat* f : {&unit.trained, &unit.frozen}) {
     if (!f->whole.defined()) continue;
-    f->whole.storage()->reacquire();
-    f->gathering = reducer_.dp_group()->all_gather(f->whole, f->shard);
+    // One node of a traced step (dist/recorded_collective.h) that also reacquires the memory,
+    // which the unit's release nodes give back.
+    f->gathering = dist::record_collective("all_gather", {f->whole, f->shard}, [group = reducer_.dp_group()](
+                                                                                  Tensor* const* t) {
+      t[0]->storage()->reacquire();
+      return group->all_gather(*t[0], *t[1]);
+    });
   }
 }
 
@@ -128,7 +134,7 @@ void FullyShardedParams::release(size_t u) {
       f->gathering->wait();
       f->gathering.reset();
     }
-    f->whole.storage()->release();
+    dist::record_release(f->whole);
   }
   unit.gathered = false;
 }

@@ -18,6 +18,7 @@
 #include "trireme/ops/copy.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/factory.h"
+#include "trireme/ops/step_scalar.h"
 #include "trireme/ops/view.h"
 #include "trireme/optim/clip_grad.h"
 
@@ -235,7 +236,9 @@ Tensor PipelineExecutor::run_schedule(const Tensor& ids, const Tensor& targets, 
             NoGradGuard no_grad;
             loss_sum = add(loss_sum, to_dtype(loss.detach(), DType::f64));
           }
-          out = mul(loss, loss_scale_ / m);  // every micro-batch weighs 1/m of the batch's mean (x the f16 loss scale)
+          // Every micro-batch weighs 1/m of the batch's mean (x the f16 loss scale, which a traced
+          // step takes as an argument refreshed before each replay).
+          out = mul_step_scalar(loss, [this, m] { return loss_scale_ / m; });
         }
         s.output = out;
         stats_.compute += seconds_since(t);

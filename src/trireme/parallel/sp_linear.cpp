@@ -6,6 +6,7 @@
 
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/autograd/node.h"
+#include "trireme/dist/recorded_collective.h"
 #include "trireme/kernels/linalg.h"
 #include "trireme/kernels/registry.h"
 #include "trireme/ops/autocast_policy.h"
@@ -61,7 +62,7 @@ Tensor transposed(const Tensor& w) { return w.alias({w.size(1), w.size(0)}, {w.s
 // Note [the weight gradient by source]); the returned work says when it has them.
 dist::WorkPtr product_by_source(const Tensor& mine, const Tensor& kept, const Tensor& b, const Tensor& bias,
                                 const TpGroup& tp, dist::ProcessGroup& group, Tensor& out) {
-  std::unique_ptr<dist::StagedAllGather> gather = group.all_gather_staged(Tensor(), mine);
+  std::unique_ptr<dist::StagedAllGather> gather = dist::record_all_gather_staged(group, Tensor(), mine);
   gather->keep_others(kept);
   const int64_t rows = mine.size(0);
   gemm_into(mine, b, bias, rows_of(out, tp.rank, rows));
@@ -134,7 +135,7 @@ Tensor column_parallel(const Tensor& x_rows, const Tensor& weight, const Tensor&
              gx = Tensor::empty({rows, in}, kept.dtype(), kept.device());
              const Tensor gx_full = Tensor::empty({n, in}, kept.dtype(), kept.device());
              // Note [the input gradient's sum in the GEMM]: the others' rows only
-             staged = grp.reduce_scatter_staged(gx, gx_full);
+             staged = dist::record_reduce_scatter_staged(grp, gx, gx_full);
              for (int step = 1; step < tp.size; ++step) {
                const int q = (tp.rank + step) % tp.size;
                gemm_into(go[size_t(q)], w, Tensor(), rows_of(gx_full, q, rows));
@@ -205,7 +206,7 @@ Tensor row_parallel_start(const std::function<Tensor(int)>& x_block, int64_t row
     // (Split on every backend, so that the CPU tests run the GPU's code; a backend that cannot
     // send early loses only the difference between one GEMM and tp of 1/tp the rows.) No
     // collective of the group may come between here and finish(): x_block runs none.
-    std::unique_ptr<dist::StagedReduceScatter> scatter = group.reduce_scatter_staged(mine, partial);
+    std::unique_ptr<dist::StagedReduceScatter> scatter = dist::record_reduce_scatter_staged(group, mine, partial);
     for (int step = 1; step <= tp.size; ++step) {
       const int q = (tp.rank + step) % tp.size;  // this rank's own rows last
       xs[size_t(q)] = block(q);                  // recorded by autograd like any op of the caller's
@@ -249,7 +250,7 @@ Tensor row_parallel_start(const std::function<Tensor(int)>& x_block, int64_t row
     // so this rank's part of both runs while the others' rows travel, and g is never gathered
     // into one tensor.
     std::unique_ptr<dist::StagedAllGather> gather =
-        group_of(tp, "sp_row_parallel_linear backward").all_gather_staged(Tensor(), g_rows);
+        dist::record_all_gather_staged(group_of(tp, "sp_row_parallel_linear backward"), Tensor(), g_rows);
     const Tensor w = need_x ? sw.unpack("sp_row_parallel_linear") : Tensor();
     Tensor gx = need_x ? Tensor::empty({n, in_local}, g_rows.dtype(), g_rows.device()) : Tensor(), gw, gb;
     const Tensor lb = need_u ? slb.unpack("sp_row_parallel_linear") : Tensor();

@@ -12,6 +12,7 @@
 #include "trireme/graph/static_function.h"
 #include "trireme/ops/step_scalar.h"
 #include "trireme/dist/process_group_factory.h"
+#include "trireme/dist/recorded_collective.h"
 #include "trireme/nn/dropout.h"
 #include "trireme/ops/copy.h"
 #include "trireme/ops/elementwise.h"
@@ -459,9 +460,11 @@ class ParallelRunner : public StepRunner {
   // train.mode = "static" (io/config.cpp refuses what it cannot hold): the step of train_step
   // with nothing read on the host inside it, so that it can be traced (docs/STATIC_GRAPH.md).
   // Returns {the gradient norm, each micro-batch's loss}.
-  std::vector<Tensor> device_step(const io::Batch& b) {
+  // in_graph: f16's step is masked by the inf/NaN flag on the device (the step of a traced
+  // graph) rather than skipped on the host (an eager step of static mode; see static_step).
+  std::vector<Tensor> device_step(const io::Batch& b, bool in_graph = true) {
     std::vector<Tensor> out = micro_batch_losses(b);
-    out.insert(out.begin(), reduce_clip_and_update());
+    out.insert(out.begin(), reduce_clip_and_update(in_graph));
     return out;
   }
 
@@ -469,7 +472,7 @@ class ParallelRunner : public StepRunner {
   // gradients whole (as train_step), the global norm and clipping on the device, the optimizer
   // step and the gradients zeroed. Returns the norm. The end of both static steps (device_step,
   // pipeline_device_step).
-  Tensor reduce_clip_and_update() {
+  Tensor reduce_clip_and_update(bool in_graph = true) {
     if (pipe_) {
       reducer_->reduce_accumulated();  // its all-reduces are nodes of the graph (dist/recorded_collective.h)
     } else {
@@ -478,8 +481,18 @@ class ParallelRunner : public StepRunner {
     }
     auto pieces =
         parallel::optimizer_grad_pieces(*optimizer_, trainable(), model_->shard_specs(), second_tied_copy());
+    if (precision_.has_scaler()) {  // f16: unscaled; the step skipped (masked) on overflow, as train_step
+      std::vector<Tensor> grads;
+      for (const auto& piece : pieces) grads.push_back(piece.grad);
+      if (!in_graph && !unscale_and_check(grads)) {
+        optimizer_->zero_grad(/*set_to_none=*/reducer_ == nullptr);
+        return full({1}, NAN, DType::f32, job_->device);  // no norm, as train_step
+      }
+      if (in_graph) optimizer_->mask_steps_by(unscale(grads));  // static_step reads the flag after
+    }
     Tensor norm = parallel::clip_global_grad_norm_on_device(pieces, cfg_.optim.grad_clip, ctx());
     optimizer_->step();
+    optimizer_->mask_steps_by(Tensor());
     optimizer_->zero_grad(/*set_to_none=*/reducer_ == nullptr);  // as train_step
     return norm;
   }
@@ -490,7 +503,7 @@ class ParallelRunner : public StepRunner {
   graph::TraceResult trace_step(const io::Batch& b) override {
     TRIREME_CHECK(cfg_.train.mode == "static", "trace_step: train.mode is \"", cfg_.train.mode, "\", not \"static\"");
     TRIREME_CHECK(!pipe_, "trace_step: traces one process's step; trace a pipeline's computation with parallel.pp = 1");
-    device_step(b);
+    device_step(b, /*in_graph=*/false);
     return graph::trace([this](const std::vector<Tensor>& in) { return device_step_of(in); }, {b.inputs, b.targets});
   }
 
@@ -498,18 +511,25 @@ class ParallelRunner : public StepRunner {
   // trace), the second is traced (it runs eagerly while recording), later ones replay the graph;
   // a batch of another shape traces another graph.
   // packed: the batch's micro-batches are weighted (see train_step); global_counted as there.
+  // f16: steps run eagerly until the optimizer has stepped once (overflowing first steps create no
+  // optimizer state); in the graph the step is masked by the device's inf/NaN flag, read here after
+  // the replay to update the loss scale.
   StepResult static_step(int64_t step, const io::Batch& b, bool packed, int64_t global_counted) {
     if (pipe_) return static_pipeline_step(step, b);  // packed batches: refused by the config check
     static_weights_ = packed ? micro_batch_weights(b.targets, global_counted) : std::vector<double>{};
     std::vector<Tensor> out;
-    if (!static_graph_) {
-      out = device_step(b);
-      static_graph_ =
-          std::make_unique<graph::StaticFunction>([this](const std::vector<Tensor>& in) { return device_step_of(in); });
+    const bool in_graph = static_graph_ && optimizer_->step_count() > 0;
+    if (!in_graph) {
+      out = device_step(b, /*in_graph=*/false);
+      if (!static_graph_) {
+        static_graph_ = std::make_unique<graph::StaticFunction>(
+            [this](const std::vector<Tensor>& in) { return device_step_of(in); });
+      }
     } else {
       out = (*static_graph_)({b.inputs, b.targets});
     }
     StepResult r{.grad_norm = host_value(out[0])};
+    after_static_step(in_graph, r);
     double loss_sum = 0;
     for (size_t i = 1; i < out.size(); ++i) loss_sum += host_value(out[i]);
     r.loss = mean_over(ctx().dp_group(), loss_sum, job_->device);
@@ -518,30 +538,46 @@ class ParallelRunner : public StepRunner {
     return r;
   }
 
+  // f16, after a static step: the flag the graph left on the device read, the scale updated; a
+  // step the graph masked does not count and has no gradient norm, as an eager skipped step.
+  void after_static_step(bool in_graph, StepResult& r) {
+    if (!precision_.has_scaler()) return;
+    if (in_graph && !precision_.update()) {
+      optimizer_->uncount_step();
+      r.grad_norm = NAN;
+    }
+    r.loss_scale = precision_.loss_scale(), r.skipped_steps = precision_.skipped_steps();
+  }
+
   // train.mode = "static" with a pipeline: the whole step of train_step with nothing read on the
   // host: the executor's schedule (forwards, backwards, its sends and receives recorded as
   // transfers that a replay issues and waits for where the schedule does, the tied weight's sum)
   // and reduce_clip_and_update. Returns {the gradient norm, the sum of the micro-batches' losses
   // (0 but on the last stage)}.
-  std::vector<Tensor> pipeline_device_step(const std::vector<Tensor>& in) {
+  std::vector<Tensor> pipeline_device_step(const std::vector<Tensor>& in, bool in_graph = true) {
     auto autocast = precision_.autocast_guard(job_->device);  // as pipeline_step
     Tensor loss_sum = pipe_->run_schedule(in[0], in[1], first_global_row());
-    return {reduce_clip_and_update(), loss_sum};
+    return {reduce_clip_and_update(in_graph), loss_sum};
   }
 
   // The first step runs eagerly (it creates AdamW's state), the second is traced, later ones
-  // replay; the loss goes from the last stage to the others after the graph.
+  // replay; the loss goes from the last stage to the others after the graph. f16: as static_step.
   StepResult static_pipeline_step(int64_t step, const io::Batch& b) {
     std::vector<Tensor> out;
-    if (!static_graph_) {
-      out = pipeline_device_step({b.inputs, b.targets});
-      static_graph_ = std::make_unique<graph::StaticFunction>(
-          [this](const std::vector<Tensor>& in) { return pipeline_device_step(in); });
+    pipe_->set_loss_scale(precision_.has_scaler() ? precision_.loss_scale() : 1.0);  // read by every replay
+    const bool in_graph = static_graph_ && optimizer_->step_count() > 0;
+    if (!in_graph) {
+      out = pipeline_device_step({b.inputs, b.targets}, /*in_graph=*/false);
+      if (!static_graph_) {
+        static_graph_ = std::make_unique<graph::StaticFunction>(
+            [this](const std::vector<Tensor>& in) { return pipeline_device_step(in); });
+      }
     } else {
       out = (*static_graph_)({b.inputs, b.targets});
     }
     StepResult r{.loss = mean_over(ctx().dp_group(), pipe_->mean_loss(out[1]), job_->device),
                  .grad_norm = host_value(out[0])};
+    after_static_step(in_graph, r);
     r.graph_traces = static_graph_->traces();
     check_replicas(step);
     return r;
@@ -596,9 +632,17 @@ class ParallelRunner : public StepRunner {
   // f16: unscales `grads` and decides, the same on every rank (the inf/NaN flag all-reduced
   // with max over the whole world: dp, tp and pp), whether this step may run.
   bool unscale_and_check(const std::vector<Tensor>& grads) {
-    return precision_.unscale_and_check(grads, job_->device, [this](Tensor& flag) {
-      if (job_->world) job_->world->all_reduce(flag, {.op = dist::ReduceOp::max})->wait();
-    });
+    return precision_.unscale_and_check(grads, job_->device, all_reduce_max());
+  }
+  // The same with the flag left on the device (a traced step's).
+  Tensor unscale(const std::vector<Tensor>& grads) { return precision_.unscale(grads, job_->device, all_reduce_max()); }
+  std::function<void(Tensor&)> all_reduce_max() {
+    return [this](Tensor& flag) {
+      if (!job_->world) return;
+      dist::record_collective("all_reduce", {flag}, [world = job_->world.get()](Tensor* const* t) {
+        return world->all_reduce(*t[0], {.op = dist::ReduceOp::max});
+      })->wait();
+    };
   }
 
   // Every parallel.replica_check_interval steps: the dp replicas' parameters still agree

@@ -18,14 +18,21 @@ TrainPrecision::TrainPrecision(const io::TrainConfig& cfg) : name_(cfg.train.pre
 bool TrainPrecision::unscale_and_check(const std::vector<Tensor>& grads, Device device,
                                        const std::function<void(Tensor& flag)>& all_reduce_max) {
   if (!scaler_) return true;
-  scaler_->unscale(grads);
-  if (all_reduce_max) {
-    // A rank without gradients (none defined) still takes part, with a clean flag.
-    if (!scaler_->found_inf().defined()) scaler_->found_inf() = zeros({1}, DType::f32, device);
-    all_reduce_max(scaler_->found_inf());
-  }
-  return scaler_->update();
+  unscale(grads, device, all_reduce_max);
+  return update();
 }
+
+Tensor TrainPrecision::unscale(const std::vector<Tensor>& grads, Device device,
+                               const std::function<void(Tensor& flag)>& all_reduce_max) {
+  if (!scaler_) return Tensor();
+  scaler_->unscale(grads);
+  // A rank without gradients (none defined) still takes part, with a clean flag.
+  if (!scaler_->found_inf().defined()) scaler_->found_inf() = zeros({1}, DType::f32, device);
+  if (all_reduce_max) all_reduce_max(scaler_->found_inf());
+  return scaler_->found_inf();
+}
+
+bool TrainPrecision::update() { return scaler_ ? scaler_->update() : true; }
 
 void TrainPrecision::add_state(NamedTensors& optimizer_state) const {
   if (!scaler_) return;

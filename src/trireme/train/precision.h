@@ -41,6 +41,13 @@ class TrainPrecision {
   // true without a scaler). One host sync per step.
   bool unscale_and_check(const std::vector<Tensor>& grads, Device device,
                          const std::function<void(Tensor& flag)>& all_reduce_max = {});
+  // unscale_and_check in two halves, for a traced step (static mode), which cannot read the flag:
+  // unscale() leaves the common inf/NaN flag on the device and returns it (the optimizer's step
+  // masked by it: Optimizer::mask_steps_by); update(), after the step, reads it and updates the
+  // scale, returning whether the step counted.
+  Tensor unscale(const std::vector<Tensor>& grads, Device device,
+                 const std::function<void(Tensor& flag)>& all_reduce_max = {});
+  bool update();
 
   bool has_scaler() const { return scaler_ != nullptr; }
   double loss_scale() const { return scaler_ ? scaler_->scale_value() : 0.0; }
