@@ -1,6 +1,8 @@
 // The cache of graphs by input signature.
 #include "trireme/graph/static_function.h"
 
+#include "trireme/graph/multi_tensor.h"
+
 namespace trireme::graph {
 
 Graph optimize(const Graph& g, const StaticOptions& o) {
@@ -8,6 +10,7 @@ Graph optimize(const Graph& g, const StaticOptions& o) {
   if (o.common_subexpressions) out = eliminate_common_subexpressions(out);
   if (o.dead_code && o.common_subexpressions) out = eliminate_dead_code(out);  // what CSE left unused
   if (o.schedule_for_memory) out = schedule_for_memory(out);
+  if (o.multi_tensor_adamw) out = merge_adamw(out);  // after scheduling: it merges the updates where they landed
   return out;
 }
 
