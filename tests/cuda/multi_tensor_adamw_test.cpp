@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cuda_test_util.h"
+#include "graph/many_params_step.h"
 #include "trireme/core/rng.h"
 #include "trireme/graph/dump.h"
 #include "trireme/graph/static_function.h"
@@ -20,8 +21,6 @@
 #include "trireme/ops/reduce.h"
 #include "trireme/ops/view.h"
 #include "trireme/optim/adamw.h"
-#include "trireme/parallel/context.h"
-#include "trireme/parallel/grad_norm.h"
 
 using namespace trireme;
 
@@ -119,52 +118,6 @@ TEST(CudaMultiTensorAdamW, ATensorOfMoreChunksThanOneTableSplitsIntoLaunches) {
 
 namespace {
 
-// 150 parameters (f32 and bf16, in two optimizers with their own learning rate and weight decay)
-// trained with clipping, as static replays: per step the loss, and the final parameters.
-struct ManyParams {
-  std::vector<Tensor> params;
-  optim::AdamW first, second;
-
-  static std::vector<Tensor> make() {
-    Generator gen(11);
-    std::vector<Tensor> out;
-    for (int i = 0; i < 150; ++i) {
-      const int64_t n = i == 5 ? 70001 : 1 + (i * 53) % 500;
-      Tensor t = to_device(to_dtype(randn({n}, gen), i % 3 == 0 ? DType::bf16 : DType::f32), Device::cuda(0));
-      out.push_back(t.set_requires_grad(true));
-    }
-    return out;
-  }
-  static optim::NamedParams group(const std::vector<Tensor>& ps, int parity) {
-    optim::NamedParams out;
-    for (size_t i = 0; i < ps.size(); ++i) {
-      if (int(i % 2) == parity) out.emplace_back("p" + std::to_string(i), ps[i]);
-    }
-    return out;
-  }
-  ManyParams()
-      : params(make()),
-        first(group(params, 0), {.lr = 1e-2, .weight_decay = 0.1}),
-        second(group(params, 1), {.lr = 3e-3, .betas = {0.9, 0.95}, .weight_decay = 0.0}) {}
-
-  std::vector<Tensor> step(const std::vector<Tensor>& in) {
-    Tensor loss = zeros({1}, DType::f32, Device::cuda(0));
-    for (const Tensor& p : params) loss = add(loss, to_dtype(sum(mul(p, p)), DType::f32));
-    loss = mul(loss, in[0]);
-    sum(loss).backward();
-    const nn::NamedTensors named = group(params, 0), odd = group(params, 1);
-    nn::NamedTensors all = named;
-    all.insert(all.end(), odd.begin(), odd.end());
-    Tensor norm = parallel::clip_global_grad_norm_on_device(parallel::grad_pieces(all, {}), 1.0,
-                                                            parallel::ParallelContext::single());
-    first.step();
-    second.step();
-    first.zero_grad();
-    second.zero_grad();
-    return {loss.detach(), norm};
-  }
-};
-
 struct Trained {
   std::vector<Tensor> losses, params;
   graph::Graph graph;
@@ -172,7 +125,7 @@ struct Trained {
 };
 
 Trained train(bool is_static, bool merge, bool captured) {
-  ManyParams m;
+  trireme::testing::ManyParams m(Device::cuda(0));
   graph::StaticOptions o;
   o.multi_tensor_adamw = merge;
   o.cuda_graph = captured;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "graph_test_util.h"
+#include "many_params_step.h"
 #include "trireme/graph/dump.h"
 #include "trireme/graph/multi_tensor.h"
 #include "trireme/graph/passes.h"
@@ -222,4 +223,29 @@ TEST(MultiTensorAdamW, GptStepWithClippingAndTwoWeightDecaysEqualsEager) {
     }
   }
   EXPECT_TRUE(graph::plan_conflicts(g, f.last()->plan()).empty());
+}
+
+// Many parameters of two dtypes in two optimizers: one call per dtype, the same bits.
+TEST(MultiTensorAdamW, ManyParametersOfTwoDtypesBecomeOneCallPerDtype) {
+  trireme::testing::ManyParams eager(Device::cpu()), replayed(Device::cpu());
+  graph::StaticFunction f([&](const std::vector<Tensor>& in) { return replayed.step(in); });
+  for (int s = 0; s < 5; ++s) {
+    for (trireme::testing::ManyParams* m : {&eager, &replayed}) {
+      m->first.set_lr(1e-2 / double(s + 1));
+      m->second.set_lr(3e-3 * double(s + 1));
+    }
+    Tensor scale = full({1}, 0.5 + 0.25 * s);
+    std::vector<Tensor> e = eager.step({scale}), r = s == 0 ? replayed.step({scale}) : f({scale});
+    EXPECT_TRUE(bitwise_equal(e[0], r[0])) << "loss, step " << s;
+  }
+  for (size_t i = 0; i < eager.params.size(); ++i) EXPECT_TRUE(bitwise_equal(eager.params[i], replayed.params[i])) << i;
+  ASSERT_NE(f.last(), nullptr);
+  const graph::Graph& g = f.last()->graph();
+  EXPECT_EQ(count(g, "adamw"), 0);
+  EXPECT_EQ(count(g, "adamw_multi"), 2);
+  for (const graph::Node& n : g.nodes) {
+    if (n.op == "adamw_multi") {
+      EXPECT_EQ(n.calls, n.dtype == DType::bf16 ? 50 : 100);
+    }
+  }
 }
