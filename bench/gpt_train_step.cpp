@@ -8,7 +8,9 @@
 //   build/bench/gpt_train_step --model tiny --batch 8 --threads 1
 //   build/bench/gpt_train_step --model tiny --batch 8 --threads 1 --mode static   (docs/STATIC_GRAPH.md)
 //   build/bench/gpt_train_step --model gpt2-124m --batch 16 --device cuda --mode static --cuda-graph 0
-//     (static, replayed kernel by kernel instead of as CUDA graphs; --dropout P sets model.dropout)
+//     (static, replayed kernel by kernel instead of as CUDA graphs; --dropout P sets model.dropout;
+//     --multi-tensor 0 keeps one AdamW call per parameter; --clip C clips the gradients' global norm
+//     on the device as the trainer does: every update then waits for the norm and they all merge)
 //   build/bench/gpt_train_step --model gpt2-124m --batch 16 --device cuda --dtype f32
 //   build/bench/gpt_train_step --model gpt2-124m --batch 16 --device cuda --dtype amp-bf16
 //   build/bench/gpt_train_step --model gpt-1.3b --batch 8 --device cuda --dtype bf16 --recompute full
@@ -31,6 +33,8 @@
 #include "trireme/graph/static_function.h"
 #include "trireme/models/gpt.h"
 #include "trireme/optim/adamw.h"
+#include "trireme/parallel/context.h"
+#include "trireme/parallel/grad_norm.h"
 #include "trireme/runtime/cpu_setup.h"
 
 using namespace trireme;
@@ -40,6 +44,8 @@ int main(int argc, char** argv) {
   std::string model = "tiny";
   std::string mode = "eager";
   bool cuda_graph = true;  // --mode static on CUDA: replay as CUDA graphs (0: kernel by kernel)
+  bool multi_tensor = true;  // --mode static: merge the AdamW updates (0: one call per parameter)
+  double clip = 0;           // --clip C: clip the global gradient norm to C on the device, as the trainer does
   double dropout = 0.0;
   std::string device_name = "cpu", dtype_name_arg = "f32", recompute = "none";
   int64_t batch = 8, threads = 0, warmup = 3, iters = 10;
@@ -55,6 +61,8 @@ int main(int argc, char** argv) {
     else if (k == "--recompute") recompute = argv[i + 1];
     else if (k == "--mode") mode = argv[i + 1];
     else if (k == "--cuda-graph") cuda_graph = std::string(argv[i + 1]) != "0";
+    else if (k == "--multi-tensor") multi_tensor = std::string(argv[i + 1]) != "0";
+    else if (k == "--clip") clip = std::atof(argv[i + 1]);
     else if (k == "--dropout") dropout = std::atof(argv[i + 1]);
     else {
       std::fprintf(stderr, "gpt_train_step: unknown flag %s\n", k.c_str());
@@ -127,12 +135,19 @@ int main(int argc, char** argv) {
       loss = gpt.loss(in[0], in[1]);
     }
     loss.backward();
+    if (clip > 0) {
+      parallel::clip_global_grad_norm_on_device(parallel::grad_pieces(gpt.named_parameters(), {}), clip,
+                                                parallel::ParallelContext::single());
+    }
     opt.step();
     opt.zero_grad(true);
     return {loss.detach()};
   };
   // Static: the first call runs eagerly (the optimizer's state), the second traces, the rest replay.
-  graph::StaticFunction static_step(eager_step, {.cuda_graph = cuda_graph});
+  graph::StaticOptions static_options;
+  static_options.cuda_graph = cuda_graph;
+  static_options.multi_tensor_adamw = multi_tensor;
+  graph::StaticFunction static_step(eager_step, static_options);
   int64_t calls = 0;
   auto step = [&] {
     if (mode == "static" && calls++ > 0) static_step({x, y});
@@ -161,14 +176,18 @@ int main(int argc, char** argv) {
   struct rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   const graph::CaptureSummary capture = static_step.last() ? static_step.last()->capture_summary() : graph::CaptureSummary{};
+  int adamw_calls = 0;  // static: the replayed AdamW calls, one per parameter or merged (adamw_multi)
+  if (static_step.last()) {
+    for (const graph::Node& n : static_step.last()->graph().nodes) adamw_calls += n.op == "adamw" || n.op == "adamw_multi";
+  }
   std::printf(
       "{\"impl\": \"trireme-%s\", \"mode\": \"%s\", \"model\": \"%s\", \"device\": \"%s\", \"dtype\": \"%s\", \"recompute\": \"%s\", "
       "\"batch\": %lld, \"seq\": %lld, \"params\": %lld, \"step_ms\": %.3f, \"host_ms\": %.3f, \"tokens_per_s\": %.1f, \"mfu\": %.4f, \"threads\": %d, \"openblas_core\": \"%s\", "
-      "\"dropout\": %g, \"cuda_graphs\": %d, \"outside_calls\": %d, \"graph_pool_MiB\": %.1f, \"peak_tensor_MiB\": %.1f, \"peak_mem_GiB\": %.3f, \"max_rss_MiB\": %.1f}\n",
+      "\"dropout\": %g, \"cuda_graphs\": %d, \"outside_calls\": %d, \"adamw_calls\": %d, \"graph_pool_MiB\": %.1f, \"peak_tensor_MiB\": %.1f, \"peak_mem_GiB\": %.3f, \"max_rss_MiB\": %.1f}\n",
       TRIREME_VERSION, mode.c_str(), s->name, device_name.c_str(), dtype_name_arg.c_str(), recompute.c_str(), (long long)batch,
       (long long)s->T,
       (long long)gpt.num_parameters(), t * 1e3, hosts[hosts.size() / 2] * 1e3, tokens_per_s, tokens_per_s * flops_per_token / 989e12,
-      omp_get_max_threads(), openblas_get_corename(), dropout, capture.graphs, capture.outside_calls,
+      omp_get_max_threads(), openblas_get_corename(), dropout, capture.graphs, capture.outside_calls, adamw_calls,
       double(capture.pool_bytes) / (1 << 20), peak_mib, peak_mib / 1024.0, double(ru.ru_maxrss) / 1024.0);
   return 0;
 }

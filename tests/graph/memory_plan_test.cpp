@@ -5,6 +5,7 @@
 
 #include "graph_test_util.h"
 #include "trireme/graph/dump.h"
+#include "trireme/graph/multi_tensor.h"
 #include "trireme/graph/static_function.h"
 #include "trireme/graph/trace.h"
 #include "trireme/models/gpt.h"
@@ -86,6 +87,7 @@ TEST(MemoryPlan, SchedulingUpdatesEarlierShrinksTheArenaAndKeepsTheBits) {
   const graph::Graph& scheduled = f.last()->graph();
   graph::StaticOptions unscheduled;
   unscheduled.schedule_for_memory = false;
+  unscheduled.multi_tensor_adamw = false;  // it merges the updates where they are: compared below
   // The same calls in another order, and a smaller arena: the gradients die after their update.
   graph::Graph traced = graph::trace([&](const std::vector<Tensor>& in) { return body(static_model, static_opt, in); },
                                      {to_dtype(mul(rand({4, 16}, gen), 39.0), DType::i64),
@@ -95,5 +97,14 @@ TEST(MemoryPlan, SchedulingUpdatesEarlierShrinksTheArenaAndKeepsTheBits) {
   EXPECT_EQ(graph::op_counts(moved), graph::op_counts(plain));
   EXPECT_LT(graph::plan_memory(moved).arena_bytes, graph::plan_memory(plain).arena_bytes);
   EXPECT_TRUE(graph::plan_conflicts(moved, graph::plan_memory(moved)).empty());
-  EXPECT_EQ(scheduled.nodes.size(), moved.nodes.size());
+  // Then the updates merge where that costs no memory: every gradient dies at its update, so only
+  // updates that no allocating call separates may merge, and the arena stays the scheduled graph's.
+  const graph::Graph merged = graph::merge_adamw(moved);
+  EXPECT_EQ(scheduled.nodes.size(), merged.nodes.size());
+  EXPECT_LE(graph::plan_memory(merged).arena_bytes, graph::plan_memory(moved).arena_bytes);
+  EXPECT_TRUE(graph::plan_conflicts(merged, graph::plan_memory(merged)).empty());
+  // Unscheduled, the updates are adjacent at the end of the step: they all merge into one call.
+  const auto merged_at_end = graph::op_counts(graph::merge_adamw(plain));
+  EXPECT_EQ(merged_at_end.count("adamw"), 0u);
+  EXPECT_EQ(merged_at_end.count("adamw_multi") ? merged_at_end.at("adamw_multi") : 0, 1);
 }

@@ -58,8 +58,12 @@ int run_graph(const Options& opt, const io::TrainConfig& tc) {
   graph::StaticOptions unfused;
   unfused.fuse_elementwise = false;
   unfused.schedule_for_memory = false;
+  unfused.multi_tensor_adamw = false;
   const graph::Graph dce2 = graph::optimize(traced, unfused);
   const graph::Graph fused = graph::fuse_elementwise(dce2);
+  graph::StaticOptions unmerged;
+  unmerged.multi_tensor_adamw = false;
+  const graph::Graph scheduled = graph::optimize(traced, unmerged);
   const graph::Graph final_graph = graph::optimize(traced);
   const graph::MemoryPlan plan = graph::plan_memory(final_graph);
   graph::StaticOptions unscheduled;
@@ -74,8 +78,13 @@ int run_graph(const Options& opt, const io::TrainConfig& tc) {
   std::printf("  after common subexpressions     %6zu\n", cse.nodes.size());
   std::printf("  after dead-code elimination     %6zu\n", dce2.nodes.size());
   std::printf("  after elementwise fusion        %6zu\n", fused.nodes.size());
-  std::printf("  scheduled for memory            %6zu  (replayed; updates moved next to their gradient's last write)\n",
-              final_graph.nodes.size());
+  std::printf("  scheduled for memory            %6zu  (updates moved next to their gradient's last write)\n",
+              scheduled.nodes.size());
+  int64_t merged = 0;
+  for (const auto& n : final_graph.nodes) merged += n.calls > 1 ? n.calls : 0;
+  std::printf("  multi-tensor AdamW              %6zu  (replayed; %lld updates in %lld adamw_multi calls)\n",
+              final_graph.nodes.size(), (long long)merged,
+              (long long)graph::op_counts(final_graph)["adamw_multi"]);
   std::printf("%s", graph::describe_fusion(final_graph).c_str());
   std::printf("\nby op (replayed):\n");
   for (const auto& [op, n] : graph::op_counts(final_graph)) std::printf("  %-40s %6lld\n", op.c_str(), (long long)n);

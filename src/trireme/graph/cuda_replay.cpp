@@ -29,7 +29,8 @@ std::unique_ptr<CudaReplay> CudaReplay::capture(Executable&, const std::vector<u
 
 namespace {
 
-// Room for the placed scalars of one refreshed call (AdamW's are 64 bytes in f64).
+// Room for the placed scalars of one refreshed call (AdamW's are 64 bytes in f64); a node that
+// merged several calls (Node::calls) has room for each.
 constexpr size_t kSlotBytesPerCall = 256;
 
 // The scalars of the refreshed calls inside the graphs: one device buffer the captured kernels
@@ -44,7 +45,7 @@ class SlotBuffer final : public ScalarSlots {
   const void* place(const void* bytes, size_t n, size_t align) override {
     cursor = (cursor + align - 1) / align * align;
     TRIREME_CHECK(cursor + n <= host.size(), "graph: a call placed more scalars in device memory than the ",
-                  kSlotBytesPerCall, " bytes a call has");
+                  kSlotBytesPerCall, " bytes per merged call it has");
     std::memcpy(host.data() + cursor, bytes, n);
     const void* at = static_cast<const char*>(device_copy->data()) + cursor;
     cursor += n;
@@ -107,7 +108,7 @@ class CudaGraphReplay final : public CudaReplay {
       const Node& n = g.nodes[i];
       outside_[i] = n.kernel == nullptr || !n.device.is_cuda();
       if (!outside_[i] && n.device.index != device_) return str_cat("its calls are on cuda:", device_, " and ", n.device);
-      if (n.dynamic && !outside_[i]) ++refreshed;
+      if (n.dynamic && !outside_[i]) refreshed += size_t(n.calls);
     }
     for (size_t i = 0; i < g.inputs.size(); ++i) {
       const Value& in = g.values[size_t(g.inputs[i])];

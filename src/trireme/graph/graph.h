@@ -60,6 +60,9 @@ struct Node {
   // Kept in its place relative to every other call by the passes that reorder: a transfer's post
   // or wait (dist::record_transfer), which the other ranks meet in this order.
   bool pinned = false;
+  // The traced kernel calls this node does the work of: more than one for a multi-tensor call that
+  // merged them (multi_tensor.h); a replay reserves room for the scalars of each.
+  int calls = 1;
   std::shared_ptr<void> host_args;
   std::function<void(void* args, Tensor* const* tensors)> invoke;
   std::vector<std::function<void(void*)>> refresh;             // before each replay

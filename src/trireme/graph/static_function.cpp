@@ -2,6 +2,7 @@
 #include "trireme/graph/static_function.h"
 
 #include "trireme/graph/fusion.h"
+#include "trireme/graph/multi_tensor.h"
 
 namespace trireme::graph {
 
@@ -11,6 +12,7 @@ Graph optimize(const Graph& g, const StaticOptions& o) {
   if (o.dead_code && o.common_subexpressions) out = eliminate_dead_code(out);  // what CSE left unused
   if (o.fuse_elementwise) out = fuse_elementwise(out);
   if (o.schedule_for_memory) out = schedule_for_memory(out);
+  if (o.multi_tensor_adamw) out = merge_adamw(out);  // after scheduling: it merges the updates where they landed
   return out;
 }
 

@@ -22,6 +22,8 @@ struct StaticOptions {
   bool common_subexpressions = true;
   bool schedule_for_memory = true;
   bool fuse_elementwise = true;  // graph/fusion.h
+  // Merge the AdamW updates into multi-tensor calls (multi_tensor.h: merge_adamw).
+  bool multi_tensor_adamw = true;
   // On a CUDA device, replay as CUDA graphs (executable.h: ReplayOptions); off to compare.
   bool cuda_graph = true;
   TraceOptions trace;

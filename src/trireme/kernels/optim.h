@@ -1,6 +1,8 @@
 // Signatures of the optimizer kernel family: fused single-pass parameter updates.
 #pragma once
 
+#include <span>
+
 #include "trireme/core/tensor.h"
 
 namespace trireme {
@@ -25,5 +27,22 @@ struct AdamWHyper {
 // All four tensors are contiguous with the same number of elements, on one device.
 using AdamWKernel = void (*)(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
                              const AdamWHyper& hyper);
+
+// One parameter's update in a multi-tensor AdamW call: adamw's arguments.
+struct AdamWUpdate {
+  Tensor* param;
+  const Tensor* grad;
+  Tensor* exp_avg;
+  Tensor* exp_avg_sq;
+  const AdamWHyper* hyper;
+};
+
+// The AdamW step of many parameters in one call (one launch on a GPU, split only when its table
+// of chunks is too large for one): each element gets exactly the operations adamw gives it, with
+// its own parameter's hyper-parameters, so the results are adamw's bit for bit. Registered as
+// "adamw_multi" by the dtype T of every param and grad (m and v acc_t<T>); every tensor is
+// contiguous, all on one device, and no two updates touch the same elements.
+// graph/multi_tensor.h merges a static graph's adamw calls into one call of it.
+using AdamWMultiKernel = void (*)(std::span<const AdamWUpdate> updates);
 
 }  // namespace trireme

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <type_traits>
 
 namespace trireme {
@@ -32,15 +33,23 @@ class ScalarSlots {
 ScalarSlots*& active_scalar_slots();
 
 // False: the call only refreshed its scalars; launch nothing. True: launch, reading the scalars
-// from `on_device` when it is not null.
+// from `on_device` when it is not null. An array of scalars (a multi-tensor kernel's, one per
+// tensor) is placed as one block, on_device[i] being host[i]: a wrapper that launches several
+// kernels places all their scalars in one call, before the first launch.
 template <class S>
-bool place_scalars(const S& host, const S*& on_device) {
+bool place_scalars(std::span<const S> host, const S*& on_device) {
   static_assert(std::is_trivially_copyable_v<S>, "scalars placed in device memory are copied as bytes");
   on_device = nullptr;
   ScalarSlots* slots = active_scalar_slots();
   if (slots == nullptr) [[likely]] return true;
-  on_device = static_cast<const S*>(slots->place(&host, sizeof(S), alignof(S)));
+  on_device = static_cast<const S*>(slots->place(host.data(), host.size_bytes(), alignof(S)));
   return on_device != nullptr;
+}
+
+// One struct of scalars.
+template <class S>
+bool place_scalars(const S& host, const S*& on_device) {
+  return place_scalars(std::span<const S>(&host, 1), on_device);
 }
 
 }  // namespace trireme

@@ -1,7 +1,12 @@
 // CUDA optimizer kernels: AdamW in one pass over the elements, the twin of kernels/cpu/optim.cpp
 // (same order of operations and the same scalars rounded once to the state type; m and v are f32
-// for bf16/f16 parameters, which are updated in f32 and rounded once).
+// for bf16/f16 parameters, which are updated in f32 and rounded once), for one parameter or for
+// many in one launch (adamw_multi).
+#include <algorithm>
 #include <cmath>
+#include <memory>
+#include <span>
+#include <vector>
 
 #include "trireme/kernels/cuda/launch.cuh"
 #include "trireme/kernels/cuda/math.cuh"
@@ -17,6 +22,25 @@ template <class A>
 struct AdamWScalars {
   A decay, beta1, one_minus_beta1, beta2, one_minus_beta2, bc2_sqrt, eps, neg_step_size;
 };
+
+template <class A>
+AdamWScalars<A> adamw_scalars(const AdamWHyper& h) {
+  AdamWScalars<A> s;
+  s.decay = A(1.0 - h.lr * h.weight_decay);
+  s.beta1 = A(h.beta1);
+  s.one_minus_beta1 = A(1.0 - h.beta1);
+  s.beta2 = A(h.beta2);
+  s.one_minus_beta2 = A(1.0 - h.beta2);
+  s.bc2_sqrt = A(std::sqrt(h.bias_correction2));
+  s.eps = A(h.eps);
+  s.neg_step_size = A(-(h.lr / h.bias_correction1));
+  return s;
+}
+
+// 16-byte state accesses: four f32 states a thread (8-byte parameter accesses for 16-bit
+// types), two for f64.
+template <class A>
+inline constexpr int kAdamWVec = sizeof(A) == 8 ? 2 : 4;
 
 // One element's update; every path below runs exactly these operations, so the bits do not
 // depend on which path took an element (nor differ from the CPU twin's).
@@ -67,15 +91,7 @@ void adamw_cuda(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_
   using A = acc_t<T>;
   const int64_t n = param.numel();
   if (n == 0) return;
-  AdamWScalars<A> s;
-  s.decay = A(1.0 - h.lr * h.weight_decay);
-  s.beta1 = A(h.beta1);
-  s.one_minus_beta1 = A(1.0 - h.beta1);
-  s.beta2 = A(h.beta2);
-  s.one_minus_beta2 = A(1.0 - h.beta2);
-  s.bc2_sqrt = A(std::sqrt(h.bias_correction2));
-  s.eps = A(h.eps);
-  s.neg_step_size = A(-(h.lr / h.bias_correction1));
+  const AdamWScalars<A> s = adamw_scalars<A>(h);
   const AdamWScalars<A>* placed = nullptr;
   if (!place_scalars(s, placed)) return;
   LaunchContext ctx(param);
@@ -83,9 +99,7 @@ void adamw_cuda(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_
   const D* g = dptr<T>(grad);
   A* m = exp_avg.data<A>();
   A* v = exp_avg_sq.data<A>();
-  // 16-byte state accesses: four f32 states a thread (8-byte parameter accesses for 16-bit
-  // types), two for f64.
-  constexpr int V = sizeof(A) == 8 ? 2 : 4;
+  constexpr int V = kAdamWVec<A>;
   if (aligned16(p) && aligned16(g) && aligned16(m) && aligned16(v)) {
     adamw_kernel<D, V><<<grid_for((n + V - 1) / V), kBlock, 0, ctx.stream>>>(p, g, m, v, n, s, placed);
   } else {
@@ -94,11 +108,126 @@ void adamw_cuda(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_
   TRIREME_CUDA_CHECK_LAUNCH();
 }
 
+// ---- many parameters in one launch ----
+//
+// A launch's work is a table of chunks, passed as the kernel's parameter (up to 32 KB since CUDA
+// 12.1; no copy to device memory, so nothing but the scalars changes between replays of a
+// captured launch): one block per chunk of kAdamWChunk elements of one tensor. A call whose
+// tensors or chunks do not fit in one table launches several, in order.
+constexpr int64_t kAdamWChunk = 1 << 16;
+
+template <class D>
+struct AdamWChunkTable {
+  using A = dacc_t<D>;
+  static constexpr int kTensors = 96;
+  static constexpr int kChunks = 1024;
+  D* p[kTensors];
+  const D* g[kTensors];
+  A* m[kTensors];
+  A* v[kTensors];
+  int64_t n[kTensors];
+  AdamWScalars<A> by_value[kTensors];
+  // The scalars in device memory (Note [scalars in device memory]), for every update of the call:
+  // this launch's tensor k reads placed[update[k]]; null: by_value[k].
+  const AdamWScalars<A>* placed;
+  int update[kTensors];
+  int tensors, chunks;
+  int chunk_tensor[kChunks];  // chunk c: elements [chunk_index[c] * kAdamWChunk, ...) of tensor chunk_tensor[c]
+  int chunk_index[kChunks];
+};
+
+// The same elements, in the same operations, as adamw_kernel: vectors when the tensor's four
+// buffers are 16-byte aligned (a chunk starts at a multiple of kAdamWChunk, so its pointers are
+// aligned as the tensor's), else one element at a time.
+template <class D>
+__global__ void __launch_bounds__(kBlock) adamw_multi_kernel(const __grid_constant__ AdamWChunkTable<D> t) {
+  using A = dacc_t<D>;
+  constexpr int V = kAdamWVec<A>;
+  const int k = t.chunk_tensor[blockIdx.x];
+  const int64_t begin = int64_t(t.chunk_index[blockIdx.x]) * kAdamWChunk;
+  const int64_t n = t.n[k] - begin < kAdamWChunk ? t.n[k] - begin : kAdamWChunk;
+  const AdamWScalars<A> s = t.placed ? t.placed[t.update[k]] : t.by_value[k];
+  D* p = t.p[k] + begin;
+  const D* g = t.g[k] + begin;
+  A* m = t.m[k] + begin;
+  A* v = t.v[k] + begin;
+  const bool vectors_ok = ((reinterpret_cast<uintptr_t>(p) | reinterpret_cast<uintptr_t>(g) |
+                            reinterpret_cast<uintptr_t>(m) | reinterpret_cast<uintptr_t>(v)) % 16) == 0;
+  const int64_t vectors = vectors_ok ? n / V : 0;
+  for (int64_t j = threadIdx.x; j < vectors; j += blockDim.x) {
+    Packed<D, V> pv = reinterpret_cast<const Packed<D, V>*>(p)[j];
+    const Packed<D, V> gv = reinterpret_cast<const Packed<D, V>*>(g)[j];
+    Packed<A, V> mv = reinterpret_cast<const Packed<A, V>*>(m)[j];
+    Packed<A, V> vv = reinterpret_cast<const Packed<A, V>*>(v)[j];
+#pragma unroll
+    for (int e = 0; e < V; ++e) adamw_element(pv.v[e], gv.v[e], mv.v[e], vv.v[e], s);
+    reinterpret_cast<Packed<D, V>*>(p)[j] = pv;
+    reinterpret_cast<Packed<A, V>*>(m)[j] = mv;
+    reinterpret_cast<Packed<A, V>*>(v)[j] = vv;
+  }
+  for (int64_t i = vectors * V + threadIdx.x; i < n; i += blockDim.x) adamw_element(p[i], g[i], m[i], v[i], s);
+}
+
+template <class T>
+void adamw_multi_cuda(std::span<const AdamWUpdate> updates) {
+  using D = device_t<T>;
+  using A = acc_t<T>;
+  using Table = AdamWChunkTable<D>;
+  static_assert(sizeof(Table) <= 32000, "a kernel's parameters are at most 32764 bytes");
+  if (updates.empty()) return;
+  std::vector<AdamWScalars<A>> scalars;
+  scalars.reserve(updates.size());
+  for (const AdamWUpdate& u : updates) scalars.push_back(adamw_scalars<A>(*u.hyper));
+  const AdamWScalars<A>* placed = nullptr;
+  if (!place_scalars(std::span<const AdamWScalars<A>>(scalars), placed)) return;
+  LaunchContext ctx(*updates[0].param);
+  auto table = std::make_unique<Table>();
+  auto reset = [&] {
+    table->placed = placed;
+    table->tensors = 0;
+    table->chunks = 0;
+  };
+  auto launch = [&] {
+    if (table->chunks == 0) return;
+    adamw_multi_kernel<D><<<unsigned(table->chunks), kBlock, 0, ctx.stream>>>(*table);
+    TRIREME_CUDA_CHECK_LAUNCH();
+  };
+  reset();
+  for (size_t u = 0; u < updates.size(); ++u) {
+    const AdamWUpdate& up = updates[u];
+    const int64_t n = up.param->numel();
+    int k = -1;  // the tensor's index in the current table, once it is in it
+    for (int64_t c = 0; c * kAdamWChunk < n; ++c) {
+      if (table->chunks == Table::kChunks || (k < 0 && table->tensors == Table::kTensors)) {
+        launch();
+        reset();
+        k = -1;
+      }
+      if (k < 0) {
+        k = table->tensors++;
+        table->update[k] = int(u);
+        table->p[k] = dptr<T>(*up.param);
+        table->g[k] = dptr<T>(*up.grad);
+        table->m[k] = up.exp_avg->data<A>();
+        table->v[k] = up.exp_avg_sq->data<A>();
+        table->n[k] = n;
+        table->by_value[k] = scalars[u];
+      }
+      table->chunk_tensor[table->chunks] = k;
+      table->chunk_index[table->chunks] = int(c);
+      ++table->chunks;
+    }
+  }
+  launch();
+}
+
 }  // namespace
 
 TRIREME_REGISTER_KERNELS(cuda_optim) {
   registry.add_each<AdamWKernel, double, float, bf16_t, f16_t>("adamw", DeviceType::cuda,
                                                                 []<class T>() { return &adamw_cuda<T>; });
+  registry.add_each<AdamWMultiKernel, double, float, bf16_t, f16_t>("adamw_multi", DeviceType::cuda,
+                                                                     []<class T>() { return &adamw_multi_cuda<T>; });
 }
 
 }  // namespace trireme::cuda_kernels
