@@ -128,6 +128,23 @@ TEST(ZeroOptimizer, StateNamesRankAndShard) {
   EXPECT_THROW(zero.load_state_dict(state), Error);
 }
 
+// Gradients of whole rows, a tail, and fewer than two rows (grad_norm.cpp sums large ones by rows):
+// the norm and the clipped on-device norm are the f64 norm of every element.
+TEST(GlobalGradNorm, LargeGradientsSummedByRowsGiveTheWholeNorm) {
+  Generator gen(4);
+  std::vector<GradPiece> pieces;
+  double squares = 0;
+  for (int64_t n : {3 * 4096 + 17, 2 * 4096, 4096 + 5, 100}) {
+    Tensor g = rand({n}, gen, DType::f32);
+    for (float v : g.to_vector<float>()) squares += double(v) * double(v);
+    pieces.push_back({g, false, false, true});
+  }
+  const double want = std::sqrt(squares);
+  EXPECT_NEAR(global_grad_norm(pieces, ParallelContext::single()), want, 1e-12 * want);
+  const Tensor on_device = clip_global_grad_norm_on_device(pieces, 0.0, ParallelContext::single());
+  EXPECT_NEAR(on_device.to_vector<double>()[0], want, 1e-12 * want);
+}
+
 TEST(GlobalGradNorm, OneProcessIsTheL2Norm) {
   models::GPT a(tiny_config(), 9);
   a.loss(tokens(2, 8, 0), tokens(2, 8, 1)).backward();
