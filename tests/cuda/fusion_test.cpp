@@ -20,10 +20,6 @@ using trireme::testing::random_tensor;
 namespace {
 
 Tensor on_gpu(const Tensor& t) { return to_device(t, Device::cuda(0)); }
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return bitwise_equal(to_device(a, Device::cpu()), to_device(b, Device::cpu()));
-}
-
 // Traces fn on the GPU, fuses it into one call and checks the replay against the unfused replay
 // and the eager (unfused kernels') result, bit for bit.
 void expect_fused_equals_unfused(const graph::StepFn& fn, const std::vector<Tensor>& in, size_t steps) {
@@ -38,8 +34,8 @@ void expect_fused_equals_unfused(const graph::StepFn& fn, const std::vector<Tens
   Tensor unfused = graph::Executable(g).run(again)[0];
   Tensor fused = graph::Executable(f).run(again)[0];
   Tensor eager = fn(again)[0];
-  EXPECT_TRUE(same_bits(fused, unfused)) << p->name;
-  EXPECT_TRUE(same_bits(fused, eager)) << p->name;
+  EXPECT_TRUE(trireme::testing::bitwise_equal(fused, unfused)) << p->name;
+  EXPECT_TRUE(trireme::testing::bitwise_equal(fused, eager)) << p->name;
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "cuda_test_util.h"
 #include "graph/many_params_step.h"
+#include "graph/graph_test_util.h"
 #include "trireme/core/rng.h"
 #include "trireme/graph/dump.h"
 #include "trireme/graph/static_function.h"
@@ -26,12 +27,6 @@
 using namespace trireme;
 
 namespace {
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  Tensor ca = contiguous(to_device(a.detach(), Device::cpu())), cb = contiguous(to_device(b.detach(), Device::cpu()));
-  if (ca.sizes() != cb.sizes() || ca.dtype() != cb.dtype()) return false;
-  return std::memcmp(ca.data_ptr(), cb.data_ptr(), size_t(ca.numel()) * ca.element_size()) == 0;
-}
 
 // The four tensors and the hyper-parameters of each update; every third tensor is a view at
 // element 1 of a larger buffer (contiguous, not 16-byte aligned: the kernels' element path).
@@ -83,11 +78,11 @@ void expect_multi_equals_single(DType dtype, const std::vector<int64_t>& sizes) 
     all(updates);
   }
   for (size_t i = 0; i < sizes.size(); ++i) {
-    EXPECT_TRUE(same_bits(single.p[i], multi.p[i])) << dtype_name(dtype) << " param " << i << " of " << sizes[i];
-    EXPECT_TRUE(same_bits(single.m[i], multi.m[i])) << dtype_name(dtype) << " exp_avg " << i;
-    EXPECT_TRUE(same_bits(single.v[i], multi.v[i])) << dtype_name(dtype) << " exp_avg_sq " << i;
+    EXPECT_TRUE(trireme::testing::bitwise_equal(single.p[i], multi.p[i])) << dtype_name(dtype) << " param " << i << " of " << sizes[i];
+    EXPECT_TRUE(trireme::testing::bitwise_equal(single.m[i], multi.m[i])) << dtype_name(dtype) << " exp_avg " << i;
+    EXPECT_TRUE(trireme::testing::bitwise_equal(single.v[i], multi.v[i])) << dtype_name(dtype) << " exp_avg_sq " << i;
   }
-  EXPECT_FALSE(same_bits(single.p[largest], initial));  // the updates changed it
+  EXPECT_FALSE(trireme::testing::bitwise_equal(single.p[largest], initial));  // the updates changed it
 }
 
 // Sizes around the vector width and the chunk (65536), an empty tensor, and more tensors than
@@ -152,9 +147,9 @@ Trained train(bool is_static, bool merge, bool captured) {
 
 void expect_same(const Trained& a, const Trained& b, const char* what) {
   ASSERT_EQ(a.losses.size(), b.losses.size());
-  for (size_t s = 0; s < a.losses.size(); ++s) EXPECT_TRUE(same_bits(a.losses[s], b.losses[s])) << what << ": step " << s;
+  for (size_t s = 0; s < a.losses.size(); ++s) EXPECT_TRUE(trireme::testing::bitwise_equal(a.losses[s], b.losses[s])) << what << ": step " << s;
   ASSERT_EQ(a.params.size(), b.params.size());
-  for (size_t i = 0; i < a.params.size(); ++i) EXPECT_TRUE(same_bits(a.params[i], b.params[i])) << what << ": param " << i;
+  for (size_t i = 0; i < a.params.size(); ++i) EXPECT_TRUE(trireme::testing::bitwise_equal(a.params[i], b.params[i])) << what << ": param " << i;
 }
 
 }  // namespace
@@ -177,5 +172,5 @@ TEST(CudaMultiTensorAdamW, StaticTrainingWithMergedUpdatesEqualsEagerCapturedAnd
   EXPECT_EQ(merged_captured.capture.graphs, 1);
   EXPECT_EQ(merged_captured.capture.outside_calls, 0);
   EXPECT_EQ(graph::op_counts(unmerged_captured.graph).at("adamw"), 150);
-  EXPECT_FALSE(same_bits(eager.losses[2], eager.losses[5]));
+  EXPECT_FALSE(trireme::testing::bitwise_equal(eager.losses[2], eager.losses[5]));
 }

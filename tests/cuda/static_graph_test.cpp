@@ -8,6 +8,7 @@
 
 #include "cuda_test_util.h"
 #include "graph/static_one_process_compare.h"
+#include "graph/graph_test_util.h"
 #include "trireme/amp/autocast.h"
 #include "trireme/graph/static_function.h"
 #include "trireme/models/gpt.h"
@@ -22,12 +23,6 @@
 using namespace trireme;
 
 namespace {
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  Tensor ca = contiguous(to_device(a.detach(), Device::cpu())), cb = contiguous(to_device(b.detach(), Device::cpu()));
-  if (ca.sizes() != cb.sizes() || ca.dtype() != cb.dtype()) return false;
-  return std::memcmp(ca.data_ptr(), cb.data_ptr(), size_t(ca.numel()) * ca.element_size()) == 0;
-}
 
 enum class Run { eager, uncaptured, captured };
 
@@ -81,11 +76,11 @@ GptRun train_gpt(Run run, bool autocast, int steps) {
 void expect_same_runs(const GptRun& a, const GptRun& b, const char* what) {
   ASSERT_EQ(a.losses.size(), b.losses.size());
   for (size_t s = 0; s < a.losses.size(); ++s) {
-    EXPECT_TRUE(same_bits(a.losses[s], b.losses[s])) << what << ": loss of step " << s + 1;
-    EXPECT_TRUE(same_bits(a.norms[s], b.norms[s])) << what << ": gradient norm of step " << s + 1;
+    EXPECT_TRUE(trireme::testing::bitwise_equal(a.losses[s], b.losses[s])) << what << ": loss of step " << s + 1;
+    EXPECT_TRUE(trireme::testing::bitwise_equal(a.norms[s], b.norms[s])) << what << ": gradient norm of step " << s + 1;
   }
   ASSERT_EQ(a.params.size(), b.params.size());
-  for (size_t i = 0; i < a.params.size(); ++i) EXPECT_TRUE(same_bits(a.params[i], b.params[i])) << what << ": parameter " << i;
+  for (size_t i = 0; i < a.params.size(); ++i) EXPECT_TRUE(trireme::testing::bitwise_equal(a.params[i], b.params[i])) << what << ": parameter " << i;
 }
 
 void expect_captured_equals_uncaptured_and_eager(bool autocast) {
@@ -104,7 +99,7 @@ void expect_captured_equals_uncaptured_and_eager(bool autocast) {
   EXPECT_GT(captured.capture.pool_bytes, 0u);
   EXPECT_EQ(uncaptured.capture.graphs, 0);
   // The losses change from step to step (the replays train).
-  EXPECT_FALSE(same_bits(captured.losses[2], captured.losses[5]));
+  EXPECT_FALSE(trireme::testing::bitwise_equal(captured.losses[2], captured.losses[5]));
 }
 
 }  // namespace
@@ -135,8 +130,8 @@ TEST(CudaStaticGraph, UncapturableCallRunsBetweenGraphs) {
     Tensor x = to_device(randn({16, 8}, g), dev);
     Tensor idx = from_vector(std::vector<int64_t>{int64_t(s), 3, 15, int64_t(s) + 1}, {4}, dev);
     const Tensor eager = fn({x, idx})[0];
-    EXPECT_TRUE(same_bits(captured({x, idx})[0], eager)) << "step " << s;
-    EXPECT_TRUE(same_bits(uncaptured({x, idx})[0], eager)) << "step " << s;
+    EXPECT_TRUE(trireme::testing::bitwise_equal(captured({x, idx})[0], eager)) << "step " << s;
+    EXPECT_TRUE(trireme::testing::bitwise_equal(uncaptured({x, idx})[0], eager)) << "step " << s;
   }
   const graph::CaptureSummary c = captured.last()->capture_summary();
   EXPECT_EQ(c.outside_calls, 1);  // index_select

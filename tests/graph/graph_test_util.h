@@ -12,9 +12,10 @@
 
 namespace trireme::testing {
 
+// On any device: GPU tensors are compared on the host.
 inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
   if (a.sizes() != b.sizes() || a.dtype() != b.dtype()) return false;
-  Tensor ca = contiguous(a), cb = contiguous(b);
+  Tensor ca = contiguous(to_device(a.detach(), Device::cpu())), cb = contiguous(to_device(b.detach(), Device::cpu()));
   return std::memcmp(ca.data_ptr(), cb.data_ptr(), size_t(ca.numel()) * ca.element_size()) == 0;
 }
 

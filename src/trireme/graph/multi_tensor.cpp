@@ -5,6 +5,7 @@
 #include <optional>
 #include <tuple>
 
+#include "trireme/graph/passes.h"
 #include "trireme/kernels/optim.h"
 #include "trireme/kernels/registry.h"
 
@@ -94,16 +95,9 @@ struct Run {
 }  // namespace
 
 Graph merge_adamw(const Graph& g) {
-  const size_t nb = g.buffers.size();
-  std::vector<int> first(nb, -1), last(nb, -1);
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    for (int v : g.nodes[i].args) {
-      if (v < 0) continue;
-      const size_t b = size_t(buffer_of(g, v));
-      if (first[b] < 0) first[b] = int(i);
-      last[b] = int(i);
-    }
-  }
+  const BufferSpans spans = buffer_spans(g);
+  const std::vector<int>& first = spans.first;
+  const std::vector<int>& last = spans.last;
   auto intermediate = [&](int b) { return g.buffers[size_t(b)].kind == BufferKind::intermediate; };
   std::vector<std::optional<Node>> placed(g.nodes.size());
   std::map<std::tuple<int, int, int>, Run> open;  // by (device type, device index, dtype)

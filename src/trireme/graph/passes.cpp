@@ -180,17 +180,23 @@ Graph eliminate_common_subexpressions(const Graph& g) {
   return out;
 }
 
-Graph schedule_for_memory(const Graph& g) {
-  const size_t nb = g.buffers.size();
-  std::vector<int> first(nb, -1), last(nb, -1);
+BufferSpans buffer_spans(const Graph& g) {
+  BufferSpans s{std::vector<int>(g.buffers.size(), -1), std::vector<int>(g.buffers.size(), -1)};
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     for (int v : g.nodes[i].args) {
       if (v < 0) continue;
       const size_t b = size_t(buffer_of(g, v));
-      if (first[b] < 0) first[b] = int(i);
-      last[b] = int(i);
+      if (s.first[b] < 0) s.first[b] = int(i);
+      s.last[b] = int(i);
     }
   }
+  return s;
+}
+
+Graph schedule_for_memory(const Graph& g) {
+  const BufferSpans spans = buffer_spans(g);
+  const std::vector<int>& first = spans.first;
+  const std::vector<int>& last = spans.last;
   // Per node: the buffers it touches, and whether it writes each.
   auto touches = [&](const Node& n) {
     std::map<int, bool> out;
@@ -240,16 +246,9 @@ MemoryPlan plan_memory(const Graph& g, size_t alignment) {
   MemoryPlan p;
   const size_t nb = g.buffers.size();
   p.offset.assign(nb, -1);
-  p.first.assign(nb, -1);
-  p.last.assign(nb, -1);
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    for (int v : g.nodes[i].args) {
-      if (v < 0) continue;
-      const size_t b = size_t(buffer_of(g, v));
-      if (p.first[b] < 0) p.first[b] = int(i);
-      p.last[b] = int(i);
-    }
-  }
+  BufferSpans spans = buffer_spans(g);
+  p.first = std::move(spans.first);
+  p.last = std::move(spans.last);
   // See Note [in-place reuse]: which buffers take over an input's bytes, and the chains they form.
   p.reuses.assign(nb, -1);
   std::vector<bool> reused(nb, false);

@@ -9,6 +9,13 @@
 
 namespace trireme::graph {
 
+// Per buffer: the first and the last node that touches it (-1 for both when none does): the
+// liveness every reordering and planning pass starts from.
+struct BufferSpans {
+  std::vector<int> first, last;
+};
+BufferSpans buffer_spans(const Graph& g);
+
 // Drops the kernel calls whose results nothing observes: a call is kept when it writes a buffer
 // that outlives the step (an input, captured or output buffer) or one a kept call
 // reads later. Buffers count as a whole: a write into part of a needed buffer is kept.
