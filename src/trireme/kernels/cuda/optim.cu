@@ -57,20 +57,12 @@ __device__ __forceinline__ void adamw_element(D& p, D g_in, A& m, A& v, const Ad
   p = from_acc<D>(pi);
 }
 
-// V elements per thread and access when every buffer is 16-byte aligned (V > 1): the update
-// reads and writes ~22 bytes an element for bf16 parameters, so it is bound by memory, and one
-// 2-byte access per instruction left an H200 at ~3 TB/s (9.7 ms a step for GPT 1.3B's
-// parameters). V = 1: one element at a time, any alignment. The last n % V elements take the
-// scalar loop. `placed`: the scalars in device memory (Note [scalars in device memory]), else
-// null and `by_value` holds them.
-template <class D, int V>
-__global__ void adamw_kernel(D* p, const D* g, dacc_t<D>* m, dacc_t<D>* v, int64_t n, AdamWScalars<dacc_t<D>> by_value,
-                             const AdamWScalars<dacc_t<D>>* placed) {
-  using A = dacc_t<D>;
-  const AdamWScalars<A> s = placed ? *placed : by_value;
-  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t vectors = V > 1 ? n / V : 0;
+// Updates elements [0, n) of one tensor, this thread taking every stride-th from `first`: the
+// first `vectors` packs of V elements as vectors, the rest one by one. Shared by the
+// single-tensor kernel (a grid-stride loop) and the multi-tensor one (a block per chunk).
+template <class D, int V, class A = dacc_t<D>>
+__device__ __forceinline__ void adamw_span(D* p, const D* g, A* m, A* v, int64_t n, int64_t vectors, int64_t first,
+                                           int64_t stride, const AdamWScalars<A>& s) {
   for (int64_t k = first; k < vectors; k += stride) {
     Packed<D, V> pv = reinterpret_cast<const Packed<D, V>*>(p)[k];
     const Packed<D, V> gv = reinterpret_cast<const Packed<D, V>*>(g)[k];
@@ -83,6 +75,21 @@ __global__ void adamw_kernel(D* p, const D* g, dacc_t<D>* m, dacc_t<D>* v, int64
     reinterpret_cast<Packed<A, V>*>(v)[k] = vv;
   }
   for (int64_t i = vectors * V + first; i < n; i += stride) adamw_element(p[i], g[i], m[i], v[i], s);
+}
+
+// V elements per thread and access when every buffer is 16-byte aligned (V > 1): the update
+// reads and writes ~22 bytes an element for bf16 parameters, so it is bound by memory, and one
+// 2-byte access per instruction left an H200 at ~3 TB/s (9.7 ms a step for GPT 1.3B's
+// parameters). V = 1: one element at a time, any alignment. The last n % V elements take the
+// scalar loop. `placed`: the scalars in device memory (Note [scalars in device memory]), else
+// null and `by_value` holds them.
+template <class D, int V>
+__global__ void adamw_kernel(D* p, const D* g, dacc_t<D>* m, dacc_t<D>* v, int64_t n, AdamWScalars<dacc_t<D>> by_value,
+                             const AdamWScalars<dacc_t<D>>* placed) {
+  using A = dacc_t<D>;
+  const AdamWScalars<A> s = placed ? *placed : by_value;
+  adamw_span<D, V>(p, g, m, v, n, V > 1 ? n / V : 0, int64_t(blockIdx.x) * blockDim.x + threadIdx.x,
+                   int64_t(gridDim.x) * blockDim.x, s);
 }
 
 template <class T>
@@ -153,19 +160,7 @@ __global__ void __launch_bounds__(kBlock) adamw_multi_kernel(const __grid_consta
   A* v = t.v[k] + begin;
   const bool vectors_ok = ((reinterpret_cast<uintptr_t>(p) | reinterpret_cast<uintptr_t>(g) |
                             reinterpret_cast<uintptr_t>(m) | reinterpret_cast<uintptr_t>(v)) % 16) == 0;
-  const int64_t vectors = vectors_ok ? n / V : 0;
-  for (int64_t j = threadIdx.x; j < vectors; j += blockDim.x) {
-    Packed<D, V> pv = reinterpret_cast<const Packed<D, V>*>(p)[j];
-    const Packed<D, V> gv = reinterpret_cast<const Packed<D, V>*>(g)[j];
-    Packed<A, V> mv = reinterpret_cast<const Packed<A, V>*>(m)[j];
-    Packed<A, V> vv = reinterpret_cast<const Packed<A, V>*>(v)[j];
-#pragma unroll
-    for (int e = 0; e < V; ++e) adamw_element(pv.v[e], gv.v[e], mv.v[e], vv.v[e], s);
-    reinterpret_cast<Packed<D, V>*>(p)[j] = pv;
-    reinterpret_cast<Packed<A, V>*>(m)[j] = mv;
-    reinterpret_cast<Packed<A, V>*>(v)[j] = vv;
-  }
-  for (int64_t i = vectors * V + threadIdx.x; i < n; i += blockDim.x) adamw_element(p[i], g[i], m[i], v[i], s);
+  adamw_span<D, V>(p, g, m, v, n, vectors_ok ? n / V : 0, threadIdx.x, blockDim.x, s);
 }
 
 template <class T>
