@@ -168,6 +168,21 @@ def analyse(path):
     return {k: v / n for k, v in kernels.items()}
 
 
+# A kernel's kind, by the first pattern its name matches (names differ between frameworks:
+# cuBLAS's and CUTLASS's GEMMs, Triton's generated kernels, trireme's own).
+KINDS = [("gemm", r"gemm|cutlass|nvjet|sm90_|xmma"), ("attention", r"flash|attention|fmha|sdpa"),
+         ("norm", r"norm"), ("loss", r"cross_entropy|softmax|nll"), ("optimizer", r"adam"),
+         ("embedding", r"embedding|index_select|gather|scatter"), ("reduction", r"sum|reduce|red_"),
+         ("copy/cast", r"copy|cast|convert|cat_|to_copy"), ("fused (generated)", r"triton|fused")]
+
+
+def kinds(kernels):
+    out = collections.Counter()
+    for name, ns in kernels.items():
+        out[next((k for k, pat in KINDS if re.search(pat, name, re.I)), "elementwise/other")] += ns
+    return out
+
+
 def main():
     results = {}
     for d in sys.argv[1:]:
@@ -177,6 +192,11 @@ def main():
                 results[path] = k
     if len(results) >= 2:  # the compute stream's kernels: first run against the last
         (a, ka), (b, kb) = list(results.items())[0], list(results.items())[-1]
+        print(f"== compute-stream kernel ms/step by kind: {a} vs {b}")
+        ca, cb = kinds(ka), kinds(kb)
+        for k in sorted(set(ca) | set(cb), key=lambda x: -(ca.get(x, 0) + cb.get(x, 0))):
+            print(f"   {ca.get(k, 0) / 1e6:8.3f} {cb.get(k, 0) / 1e6:8.3f}  {k}")
+        print(f"   {sum(ka.values()) / 1e6:8.3f} {sum(kb.values()) / 1e6:8.3f}  (all)")
         print(f"== compute-stream kernel ms/step: {a} vs {b}")
         for name in sorted(set(ka) | set(kb), key=lambda x: -(ka.get(x, 0) + kb.get(x, 0)))[:25]:
             print(f"   {ka.get(name, 0) / 1e6:8.3f} {kb.get(name, 0) / 1e6:8.3f}  {name}")

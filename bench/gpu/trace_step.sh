@@ -6,6 +6,8 @@
 #   alone     rank 0's shard with its collectives skipped (--tp-alone 2 --sp 1): the floor
 #   tp1       one GPU
 #   step      one GPU, bench/gpt_train_step with STEP_ARGS (default: GPT 6.7B, amp-bf16, full recomputation)
+#   peer      one GPU, the PyTorch peer (bench/peer/torch_gpt_bench.py) with PEER_ARGS (default: GPT-2
+#             124M, B 16, torch.compile), to set its kernels beside trireme's (timeline.py, step first)
 # FLAGS are added to every gpt_parallel_step; ENVS (assignments) to every run.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -35,6 +37,8 @@ for run in ${RUNS:-tp2sp alone}; do
     tp1) trace tp1 $bench "${big[@]}" ;;
     step) read -r -a step_args <<< "${STEP_ARGS:---model gpt-6.7b --batch 8 --device cuda --dtype amp-bf16 --recompute full --warmup 2 --iters 4}"
           trace step build-gpu/bench/gpt_train_step "${step_args[@]}" ;;
+    peer) read -r -a peer_args <<< "${PEER_ARGS:---model gpt2-124m --batch 16 --mode compile --warmup 3 --iters 5}"
+          trace peer python3 bench/peer/torch_gpt_bench.py "${peer_args[@]}" ;;
   esac
 done
 echo "total: $(($(date +%s) - start)) s"

@@ -104,6 +104,10 @@ TEST(CudaOps, Reductions) {
   std::vector<OpCase> cases = {
       {"sum_all", {kWide}, [](const std::vector<Tensor>& x) { return sum(x[0]); }},
       {"sum_last", {kWide}, [](const std::vector<Tensor>& x) { return sum(x[0], {-1}); }},
+      // Few long rows: summed in pieces by many blocks, then the pieces' totals (a whole
+      // gradient's squares in the gradient norm).
+      {"sum_all_long", {{300, 700}}, [](const std::vector<Tensor>& x) { return sum(x[0]); }},
+      {"sum_last_long", {{3, 50000}}, [](const std::vector<Tensor>& x) { return sum(x[0], {-1}); }},
       {"sum_first", {{1030, 3}}, [](const std::vector<Tensor>& x) { return sum(x[0], {0}); }},
       {"sum_cols_many", {{37, 2050}}, [](const std::vector<Tensor>& x) { return sum(x[0], {0}, true); }},
       {"sum_cols_tall", {{3001, 1100}}, [](const std::vector<Tensor>& x) { return sum(x[0], {0}); }},

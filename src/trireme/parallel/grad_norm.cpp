@@ -26,20 +26,11 @@ std::vector<GradPiece> grad_pieces(const nn::NamedTensors& params, const std::ma
 }
 
 namespace {
-// The sum of squares as an f64 scalar tensor on g's device (no host sync on a GPU). A large
-// gradient is summed as rows of kRowLength elements first, then the row sums (and the tail that
-// fills no row): the CUDA sum of a whole tensor runs on one block of threads, which leaves all
-// but one of the GPU's multiprocessors idle while it reads every gradient; each row sum is a block.
+// The sum of squares as an f64 scalar tensor on g's device (no host sync on a GPU).
 Tensor sum_of_squares(const Tensor& g) {
-  constexpr int64_t kRowLength = 4096;
   NoGradGuard no_grad;
   Tensor g64 = to_dtype(g.detach(), DType::f64);
-  Tensor squares = reshape(g64 * g64, {g.numel()});
-  const int64_t rows = g.numel() / kRowLength;
-  if (rows < 2) return sum(squares);
-  Tensor whole_rows = sum(sum(reshape(narrow(squares, 0, 0, rows * kRowLength), {rows, kRowLength}), {1}));
-  const int64_t tail = g.numel() - rows * kRowLength;
-  return tail == 0 ? whole_rows : whole_rows + sum(narrow(squares, 0, rows * kRowLength, tail));
+  return sum(g64 * g64);
 }
 
 void all_reduce_sum(Tensor& t, dist::ProcessGroup* group) {

@@ -39,15 +39,23 @@ ReducePlan plan_reduce(const Tensor& in, const Tensor& out) {
   return p;
 }
 
-// One block per output: threads stride over the reduced elements, then a tree in shared
-// memory. For reductions whose inner dim is contiguous in the input (rows of a matrix).
-template <class D, class A>
-__global__ void sum_rows_kernel(const D* x, D* o, int64_t num_red, OffsetCalc<2> kept, OffsetCalc<1> red, bool red_contig) {
+// Rows of the reduced elements (contiguous or not), each cut into `pieces` pieces of `piece`
+// consecutive elements: one block per piece, threads striding over it, then a tree in shared
+// memory; store(row, out_offset, piece_index, total). With one piece per row it is the sum of
+// each row, one block per output. A few long rows take many pieces (a whole tensor's sum, the
+// gradient norm's squares): as one block, the sum of a 38M-element f64 tensor took ~30 ms on an
+// H200; the pieces' totals are then added by a second launch (sum_cuda). The pieces depend only
+// on the shape, so results are the same run to run.
+template <class D, class A, class Store>
+__global__ void sum_rows_kernel(const D* x, int64_t num_red, int64_t piece, int64_t pieces, OffsetCalc<2> kept,
+                                OffsetCalc<1> red, bool red_contig, Store store) {
   __shared__ A partial[kBlock];
+  const int64_t row = int64_t(blockIdx.x) / pieces, k = int64_t(blockIdx.x) % pieces;
   int64_t offs[2];
-  kept.get(blockIdx.x, offs);
+  kept.get(row, offs);
+  const int64_t end = min(num_red, (k + 1) * piece);
   A acc = A(0);
-  for (int64_t r = threadIdx.x; r < num_red; r += blockDim.x) {
+  for (int64_t r = k * piece + threadIdx.x; r < end; r += blockDim.x) {
     int64_t ro[1] = {r};
     if (!red_contig) red.get(r, ro);
     acc += A(to_acc(x[offs[0] + ro[0]]));
@@ -58,7 +66,14 @@ __global__ void sum_rows_kernel(const D* x, D* o, int64_t num_red, OffsetCalc<2>
     if (int(threadIdx.x) < s) partial[threadIdx.x] += partial[threadIdx.x + s];
     __syncthreads();
   }
-  if (threadIdx.x == 0) o[offs[1]] = from_acc<D>(dacc_t<D>(partial[0]));
+  if (threadIdx.x == 0) store(row, offs[1], k, partial[0]);
+}
+
+// Pieces per row for sum_rows_kernel: about 1024 blocks in all (the H200 has 132 SMs), each piece
+// at least 8192 elements; one piece when the rows alone fill the GPU.
+inline int64_t row_pieces(int64_t num_out, int64_t num_red) {
+  const int64_t want = 1024 / num_out, most = (num_red + 8191) / 8192;
+  return std::max<int64_t>(1, std::min(want, most));
 }
 
 // One thread per output, adding its reduced elements in order. For reductions over outer or
@@ -122,8 +137,32 @@ void sum_cuda(const Tensor& in, Tensor& out) {
     sum_strided_kernel<D, A><<<grid_for(p.num_out), kBlock, 0, ctx.stream>>>(dptr<T>(in), dptr<T>(out), p.num_out,
                                                                               p.num_red, kept, red, red_contig);
   } else {
-    sum_rows_kernel<D, A><<<unsigned(p.num_out), kBlock, 0, ctx.stream>>>(dptr<T>(in), dptr<T>(out), p.num_red, kept,
-                                                                           red, red_contig);
+    D* o = dptr<T>(out);
+    const int64_t pieces = row_pieces(p.num_out, p.num_red);
+    if (pieces == 1) {
+      sum_rows_kernel<D, A><<<unsigned(p.num_out), kBlock, 0, ctx.stream>>>(
+          dptr<T>(in), p.num_red, p.num_red, 1, kept, red, red_contig,
+          [=] __device__(int64_t, int64_t at, int64_t, A v) { o[at] = from_acc<D>(dacc_t<D>(v)); });
+    } else {
+      // Pass 1: each piece's total into totals (num_out, pieces); pass 2: each row of totals, in order.
+      Tensor totals = Tensor::empty({p.num_out, pieces}, dtype_v<A>, in.device());
+      A* t = totals.data<A>();
+      const int64_t piece = (p.num_red + pieces - 1) / pieces;
+      sum_rows_kernel<D, A><<<unsigned(p.num_out * pieces), kBlock, 0, ctx.stream>>>(
+          dptr<T>(in), p.num_red, piece, pieces, kept, red, red_contig,
+          [=] __device__(int64_t row, int64_t, int64_t k, A v) { t[row * pieces + k] = v; });
+      TRIREME_CUDA_CHECK_LAUNCH();
+      Shape totals_in;  // row-major (kept sizes..., pieces): each kept index's stride in totals
+      int64_t stride = pieces;
+      for (auto it = p.kept_sizes.rbegin(); it != p.kept_sizes.rend(); ++it) {
+        totals_in.insert(totals_in.begin(), stride);
+        stride *= *it;
+      }
+      const OffsetCalc<2> rows = make_offset_calc<2>(p.kept_sizes, {&totals_in, &p.kept_out}, unused);
+      sum_rows_kernel<A, A><<<unsigned(p.num_out), kBlock, 0, ctx.stream>>>(
+          t, pieces, pieces, 1, rows, OffsetCalc<1>{}, true,
+          [=] __device__(int64_t, int64_t at, int64_t, A v) { o[at] = from_acc<D>(dacc_t<D>(v)); });
+    }
   }
   TRIREME_CUDA_CHECK_LAUNCH();
 }
