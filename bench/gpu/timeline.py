@@ -44,6 +44,9 @@ def short(name):
             out = subprocess.run(["c++filt", name], capture_output=True, text=True).stdout.strip()
         except OSError:
             pass
+    if os.environ.get("TIMELINE_FULL_NAMES") == "1":  # keep template arguments: which op a generic kernel ran
+        _names[name] = re.sub(r"\(.*$", "", out)[:160]
+        return _names[name]
     depth, s = 0, ""
     for ch in out:  # drop template arguments and parameter lists
         if ch in "<(":
@@ -198,7 +201,8 @@ def main():
             print(f"   {ca.get(k, 0) / 1e6:8.3f} {cb.get(k, 0) / 1e6:8.3f}  {k}")
         print(f"   {sum(ka.values()) / 1e6:8.3f} {sum(kb.values()) / 1e6:8.3f}  (all)")
         print(f"== compute-stream kernel ms/step: {a} vs {b}")
-        for name in sorted(set(ka) | set(kb), key=lambda x: -(ka.get(x, 0) + kb.get(x, 0)))[:25]:
+        top = int(os.environ.get("TIMELINE_TOP", "25"))  # how many kernels to list
+        for name in sorted(set(ka) | set(kb), key=lambda x: -(ka.get(x, 0) + kb.get(x, 0)))[:top]:
             print(f"   {ka.get(name, 0) / 1e6:8.3f} {kb.get(name, 0) / 1e6:8.3f}  {name}")
 
 
