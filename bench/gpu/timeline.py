@@ -45,7 +45,7 @@ def short(name):
         except OSError:
             pass
     if os.environ.get("TIMELINE_FULL_NAMES") == "1":  # keep template arguments: which op a generic kernel ran
-        _names[name] = re.sub(r"\(.*$", "", out)[:160]
+        _names[name] = out[:220]
         return _names[name]
     depth, s = 0, ""
     for ch in out:  # drop template arguments and parameter lists
