@@ -193,18 +193,19 @@ def main():
             k = analyse(path)
             if k:
                 results[path] = k
-    if len(results) >= 2:  # the compute stream's kernels: first run against the last
-        (a, ka), (b, kb) = list(results.items())[0], list(results.items())[-1]
-        print(f"== compute-stream kernel ms/step by kind: {a} vs {b}")
-        ca, cb = kinds(ka), kinds(kb)
-        for k in sorted(set(ca) | set(cb), key=lambda x: -(ca.get(x, 0) + cb.get(x, 0))):
-            print(f"   {ca.get(k, 0) / 1e6:8.3f} {cb.get(k, 0) / 1e6:8.3f}  {k}")
-        print(f"   {sum(ka.values()) / 1e6:8.3f} {sum(kb.values()) / 1e6:8.3f}  (all)")
-        print(f"== compute-stream kernel ms/step: {a} vs {b}")
-        top = int(os.environ.get("TIMELINE_TOP", "25"))  # how many kernels to list
-        for name in sorted(set(ka) | set(kb), key=lambda x: -(ka.get(x, 0) + kb.get(x, 0)))[:top]:
-            print(f"   {ka.get(name, 0) / 1e6:8.3f} {kb.get(name, 0) / 1e6:8.3f}  {name}")
-
+    if not results:
+        return
+    # The compute stream's kernels: the first run against the last (or the one run alone).
+    (a, ka), (b, kb) = list(results.items())[0], list(results.items())[-1]
+    print(f"== compute-stream kernel ms/step by kind: {a} vs {b}")
+    ca, cb = kinds(ka), kinds(kb)
+    for k in sorted(set(ca) | set(cb), key=lambda x: -(ca.get(x, 0) + cb.get(x, 0))):
+        print(f"   {ca.get(k, 0) / 1e6:8.3f} {cb.get(k, 0) / 1e6:8.3f}  {k}")
+    print(f"   {sum(ka.values()) / 1e6:8.3f} {sum(kb.values()) / 1e6:8.3f}  (all)")
+    print(f"== compute-stream kernel ms/step: {a} vs {b}")
+    top = int(os.environ.get("TIMELINE_TOP", "25"))  # how many kernels to list
+    for name in sorted(set(ka) | set(kb), key=lambda x: -(ka.get(x, 0) + kb.get(x, 0)))[:top]:
+        print(f"   {ka.get(name, 0) / 1e6:8.3f} {kb.get(name, 0) / 1e6:8.3f}  {name}")
 
 if __name__ == "__main__":
     main()

@@ -108,6 +108,11 @@ TEST(CudaOps, Reductions) {
       // gradient's squares in the gradient norm).
       {"sum_all_long", {{300, 700}}, [](const std::vector<Tensor>& x) { return sum(x[0]); }},
       {"sum_last_long", {{3, 50000}}, [](const std::vector<Tensor>& x) { return sum(x[0], {-1}); }},
+      // sum_squares returns f64 for every input dtype; cast back, so the comparison's tolerances
+      // and its backward's gradient seed follow the input dtype.
+      {"sum_squares", {kWide}, [](const std::vector<Tensor>& x) { return to_dtype(sum_squares(x[0]), x[0].dtype()); }},
+      {"sum_squares_long", {{300, 700}},
+       [](const std::vector<Tensor>& x) { return to_dtype(sum_squares(x[0]), x[0].dtype()); }},
       {"sum_first", {{1030, 3}}, [](const std::vector<Tensor>& x) { return sum(x[0], {0}); }},
       {"sum_cols_many", {{37, 2050}}, [](const std::vector<Tensor>& x) { return sum(x[0], {0}, true); }},
       {"sum_cols_tall", {{3001, 1100}}, [](const std::vector<Tensor>& x) { return sum(x[0], {0}); }},

@@ -35,11 +35,13 @@ t2=$(date +%s)
 grep -E "^\[  (FAILED|SKIPPED) |Failure|error|differ|^\[ (parity|training)" "$out/test_cuda.log" | head -60
 
 # The out-of-memory test is left out: the failing cudaMalloc it provokes on purpose would be
-# reported as an API error (seen on 2026-11-30: those were memcheck's only 4 reports).
+# reported as an API error (seen on 2026-11-30: those were memcheck's only 4 reports). So is the
+# test of a call that cannot be captured in a CUDA graph: its capture fails on purpose, with 3 API
+# errors (cudaStreamSynchronize while capturing, then the invalidated capture's end; 2026-12-02).
 mem_rc=skipped
 if [ "${TRIREME_MEMCHECK:-1}" != 0 ]; then
   timeout "${MEMCHECK_TIMEOUT:-240}" compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 \
-    build-gpu/tests/test_cuda --gtest_brief=1 --gtest_filter="${MEMCHECK_FILTER:--CudaAllocator.OutOfMemoryIsAnError:CudaGPT.*:CudaTrainer.*}" \
+    build-gpu/tests/test_cuda --gtest_brief=1 --gtest_filter="${MEMCHECK_FILTER:--CudaAllocator.OutOfMemoryIsAnError:CudaStaticGraph.UncapturableCallRunsBetweenGraphs:CudaGPT.*:CudaTrainer.*}" \
     > "$out/memcheck.log" 2>&1
   mem_rc=$?
 fi

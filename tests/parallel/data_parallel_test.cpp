@@ -128,13 +128,13 @@ TEST(ZeroOptimizer, StateNamesRankAndShard) {
   EXPECT_THROW(zero.load_state_dict(state), Error);
 }
 
-// Gradients of whole rows, a tail, and fewer than two rows (grad_norm.cpp sums large ones by rows):
-// the norm and the clipped on-device norm are the f64 norm of every element.
-TEST(GlobalGradNorm, LargeGradientsSummedByRowsGiveTheWholeNorm) {
+// Large and small gradients (sum_squares adds large ones in blocks): the norm and the clipped
+// on-device norm are the f64 norm of every element.
+TEST(GlobalGradNorm, LargeAndSmallGradientsGiveTheWholeNorm) {
   Generator gen(4);
   std::vector<GradPiece> pieces;
   double squares = 0;
-  for (int64_t n : {3 * 4096 + 17, 2 * 4096, 4096 + 5, 100}) {
+  for (int64_t n : {3 * 65536 + 17, 2 * 65536, 4096 + 5, 100}) {
     Tensor g = rand({n}, gen, DType::f32);
     for (float v : g.to_vector<float>()) squares += double(v) * double(v);
     pieces.push_back({g, false, false, true});

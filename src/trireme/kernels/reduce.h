@@ -7,6 +7,8 @@ namespace trireme {
 
 // out has in's rank with size 1 on the reduced dims (keepdim form); out = sum over them.
 using SumKernel = void (*)(const Tensor& in, Tensor& out);
+// out (0-dim, f64) = Σ in², every element of a contiguous `in` widened to f64 before it is squared.
+using SumSquaresKernel = void (*)(const Tensor& in, Tensor& out);
 // values/indices in keepdim form along `dim`; indices are i64, the first maximum wins.
 using MaxDimKernel = void (*)(const Tensor& in, int64_t dim, Tensor& values, Tensor& indices);
 // grad_in (zeroed by the caller) gets grad[..] at indices[..] along `dim`.

@@ -6,6 +6,7 @@
 #include "trireme/autograd/node.h"
 #include "trireme/kernels/reduce.h"
 #include "trireme/kernels/registry.h"
+#include "trireme/ops/copy.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/view.h"
 
@@ -58,6 +59,21 @@ Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
   if (any_requires_grad({&x})) {
     record("sum", {&x}, {&out}, [keep, in_shape = x.sizes()](const TensorList& g) -> TensorList {
       return {contiguous(expand(reshape(g[0], keep), in_shape))};
+    });
+  }
+  return out;
+}
+
+Tensor sum_squares(const Tensor& x) {
+  TRIREME_CHECK(x.defined(), "sum_squares: the input is undefined");
+  TRIREME_CHECK(is_floating(x.dtype()), "sum_squares: needs a floating dtype, got ", x.dtype());
+  Tensor xc = contiguous(x.detach());
+  Tensor out = Tensor::empty({}, DType::f64, x.device());
+  find_kernel<SumSquaresKernel>("sum_squares", x.device(), x.dtype())(xc, out);
+  if (any_requires_grad({&x})) {
+    record("sum_squares", {&x}, {&out}, [sx = SavedTensor(xc), dtype = x.dtype()](const TensorList& g) -> TensorList {
+      const Tensor xv = sx.unpack("sum_squares");
+      return {to_dtype(mul(to_dtype(xv, DType::f64), mul(g[0], 2.0)), dtype)};
     });
   }
   return out;

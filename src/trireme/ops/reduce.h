@@ -9,6 +9,9 @@
 namespace trireme {
 
 Tensor sum(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+// Σ x² over every element as a 0-dim f64 tensor on x's device, each element widened to f64 before
+// it is squared (the gradient norm's sum: one read of x, no f64 copy of it). Gradient 2x.
+Tensor sum_squares(const Tensor& x);
 Tensor mean(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 // Variance with `correction` (1 = unbiased, Bessel; 0 = population).
 Tensor var(const Tensor& x, const Shape& dims = {}, int64_t correction = 1, bool keepdim = false);

@@ -2,6 +2,7 @@
 #include "trireme/parallel/grad_norm.h"
 
 #include <cmath>
+#include <map>
 
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/dist/recorded_collective.h"
@@ -26,12 +27,6 @@ std::vector<GradPiece> grad_pieces(const nn::NamedTensors& params, const std::ma
 }
 
 namespace {
-// The sum of squares as an f64 scalar tensor on g's device (no host sync on a GPU).
-Tensor sum_of_squares(const Tensor& g) {
-  NoGradGuard no_grad;
-  Tensor g64 = to_dtype(g.detach(), DType::f64);
-  return sum(g64 * g64);
-}
 
 void all_reduce_sum(Tensor& t, dist::ProcessGroup* group) {
   if (!group || group->size() <= 1) return;
@@ -59,7 +54,7 @@ std::pair<Tensor, Tensor> squared_sums(const std::vector<GradPiece>& pieces, con
     if (!p.grad.defined() || p.grad.numel() == 0 || !p.counted) continue;
     if (!p.tp_sharded && ctx.tp_rank() != 0) continue;  // a tp-replicated copy: tp rank 0 counts it
     Tensor& a = acc[p.dp_sharded ? 1 : 0];
-    a = a + sum_of_squares(p.grad);
+    a = a + sum_squares(p.grad);
   }
   Tensor sums = contiguous(stack({acc[0], acc[1]}, 0));  // (2)
   all_reduce_sum(sums, ctx.tp_group());
@@ -86,14 +81,19 @@ Tensor clip_global_grad_norm_on_device(const std::vector<GradPiece>& pieces, dou
   if (max_norm <= 0) return norm;
   // max_norm / (norm + 1e-6) where the norm exceeds max_norm, else 1 (x * 1 is x exactly).
   Tensor factor = where(gt(norm, max_norm), rdiv(add(norm, 1e-6), max_norm), ones({1}, DType::f64, norm.device()));
+  std::map<DType, Tensor> factor_as;  // the factor in each gradient dtype, cast once
   for (const GradPiece& p : pieces) {
     if (!p.grad.defined()) continue;
     TRIREME_CHECK(p.grad.dtype() == DType::f32 || p.grad.dtype() == DType::f64,
                   "clip_global_grad_norm_on_device: gradients of dtype ", p.grad.dtype(),
                   " are not supported (f32 or f64: the eager clip scales in f32)");
     Tensor g = p.grad;
-    const Tensor f = to_dtype(factor, g.dtype());
-    mul_(g, f.alias({}, {}, f.offset()));  // the scalar kernel's product: x * float(factor)
+    auto [it, added] = factor_as.try_emplace(g.dtype());
+    if (added) {
+      const Tensor f = to_dtype(factor, g.dtype());
+      it->second = f.alias({}, {}, f.offset());
+    }
+    mul_(g, it->second);  // the scalar kernel's product: x * float(factor)
   }
   return norm;
 }

@@ -1,5 +1,6 @@
 // CPU reductions. Sums accumulate in double whatever the dtype, so f32 sums of many terms
 // stay accurate; each output is summed by one thread in a fixed order (deterministic).
+#include <algorithm>
 #include <vector>
 
 #include "trireme/kernels/cpu/loops.h"
@@ -92,6 +93,29 @@ void sum_cpu(const Tensor& in, Tensor& out) {
   });
 }
 
+// Blocks of kSquaresBlock elements summed in parallel, then the blocks' sums in order: the same
+// bits for any number of threads.
+template <class T>
+void sum_squares_cpu(const Tensor& in, Tensor& out) {
+  constexpr int64_t kSquaresBlock = 1 << 16;
+  const T* x = in.data<T>();
+  const int64_t n = in.numel(), blocks = (n + kSquaresBlock - 1) / kSquaresBlock;
+  std::vector<double> block_sums(size_t(blocks), 0.0);
+  parallel_for(blocks, kSquaresBlock, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      double acc = 0.0;
+      for (int64_t i = b * kSquaresBlock, end = std::min(n, i + kSquaresBlock); i < end; ++i) {
+        const double v = double(acc_t<T>(x[i]));
+        acc += v * v;
+      }
+      block_sums[size_t(b)] = acc;
+    }
+  });
+  double total = 0.0;
+  for (double v : block_sums) total += v;
+  *out.data<double>() = total;
+}
+
 template <class T>
 void max_dim_cpu(const Tensor& in, int64_t dim, Tensor& values, Tensor& indices) {
   const int64_t n = in.sizes()[size_t(dim)], stride = in.strides()[size_t(dim)];
@@ -155,6 +179,8 @@ TRIREME_REGISTER_KERNELS(cpu_reduce) {
   constexpr auto cpu = DeviceType::cpu;
   registry.add_each<SumKernel, double, float, bf16_t, f16_t, int64_t, int32_t>(
       "sum", cpu, []<class T>() { return &sum_cpu<T>; });
+  registry.add_each<SumSquaresKernel, double, float, bf16_t, f16_t>("sum_squares", cpu,
+                                                                    []<class T>() { return &sum_squares_cpu<T>; });
   registry.add_each<MaxDimKernel, double, float, bf16_t, f16_t, int64_t, int32_t>(
       "max_dim", cpu, []<class T>() { return &max_dim_cpu<T>; });
   registry.add_each<MaxBackwardKernel, double, float, bf16_t, f16_t>(

@@ -40,15 +40,15 @@ ReducePlan plan_reduce(const Tensor& in, const Tensor& out) {
 }
 
 // Rows of the reduced elements (contiguous or not), each cut into `pieces` pieces of `piece`
-// consecutive elements: one block per piece, threads striding over it, then a tree in shared
-// memory; store(row, out_offset, piece_index, total). With one piece per row it is the sum of
+// consecutive elements: one block per piece, threads striding over it adding term(element) in
+// A, then a tree in shared memory; store(row, out_offset, piece_index, total). With one piece per row it is the sum of
 // each row, one block per output. A few long rows take many pieces (a whole tensor's sum, the
 // gradient norm's squares): as one block, the sum of a 38M-element f64 tensor took ~30 ms on an
 // H200; the pieces' totals are then added by a second launch (sum_cuda). The pieces depend only
 // on the shape, so results are the same run to run.
-template <class D, class A, class Store>
+template <class D, class A, class Term, class Store>
 __global__ void sum_rows_kernel(const D* x, int64_t num_red, int64_t piece, int64_t pieces, OffsetCalc<2> kept,
-                                OffsetCalc<1> red, bool red_contig, Store store) {
+                                OffsetCalc<1> red, bool red_contig, Term term, Store store) {
   __shared__ A partial[kBlock];
   const int64_t row = int64_t(blockIdx.x) / pieces, k = int64_t(blockIdx.x) % pieces;
   int64_t offs[2];
@@ -58,7 +58,7 @@ __global__ void sum_rows_kernel(const D* x, int64_t num_red, int64_t piece, int6
   for (int64_t r = k * piece + threadIdx.x; r < end; r += blockDim.x) {
     int64_t ro[1] = {r};
     if (!red_contig) red.get(r, ro);
-    acc += A(to_acc(x[offs[0] + ro[0]]));
+    acc += term(x[offs[0] + ro[0]]);
   }
   partial[threadIdx.x] = acc;
   __syncthreads();
@@ -74,6 +74,41 @@ __global__ void sum_rows_kernel(const D* x, int64_t num_red, int64_t piece, int6
 inline int64_t row_pieces(int64_t num_out, int64_t num_red) {
   const int64_t want = 1024 / num_out, most = (num_red + 8191) / 8192;
   return std::max<int64_t>(1, std::min(want, most));
+}
+
+// o[out offset of row] = finish(Σ term(x) over the row) for every row of the plan, by
+// sum_rows_kernel: one block per row, or, for a few long rows, the pieces' totals first into a
+// temporary, then each row of totals in order.
+template <class D, class A, class Term, class Finish, class O>
+void launch_row_sums(const LaunchContext& ctx, Device device, const D* x, O* o, const ReducePlan& p,
+                     const OffsetCalc<2>& kept, const OffsetCalc<1>& red, bool red_contig, Term term, Finish finish) {
+  const int64_t pieces = row_pieces(p.num_out, p.num_red);
+  if (pieces == 1) {
+    sum_rows_kernel<D, A><<<unsigned(p.num_out), kBlock, 0, ctx.stream>>>(
+        x, p.num_red, p.num_red, 1, kept, red, red_contig, term,
+        [=] __device__(int64_t, int64_t at, int64_t, A v) { o[at] = finish(v); });
+    TRIREME_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  Tensor totals = Tensor::empty({p.num_out, pieces}, dtype_v<A>, device);
+  A* t = totals.data<A>();
+  const int64_t piece = (p.num_red + pieces - 1) / pieces;
+  sum_rows_kernel<D, A><<<unsigned(p.num_out * pieces), kBlock, 0, ctx.stream>>>(
+      x, p.num_red, piece, pieces, kept, red, red_contig, term,
+      [=] __device__(int64_t row, int64_t, int64_t k, A v) { t[row * pieces + k] = v; });
+  TRIREME_CUDA_CHECK_LAUNCH();
+  Shape totals_in;  // row-major (kept sizes..., pieces): each kept index's stride in totals
+  int64_t stride = pieces;
+  for (auto it = p.kept_sizes.rbegin(); it != p.kept_sizes.rend(); ++it) {
+    totals_in.insert(totals_in.begin(), stride);
+    stride *= *it;
+  }
+  bool unused = false;
+  const OffsetCalc<2> rows = make_offset_calc<2>(p.kept_sizes, {&totals_in, &p.kept_out}, unused);
+  sum_rows_kernel<A, A><<<unsigned(p.num_out), kBlock, 0, ctx.stream>>>(
+      t, pieces, pieces, 1, rows, OffsetCalc<1>{}, true, [] __device__(A v) { return v; },
+      [=] __device__(int64_t, int64_t at, int64_t, A v) { o[at] = finish(v); });
+  TRIREME_CUDA_CHECK_LAUNCH();
 }
 
 // One thread per output, adding its reduced elements in order. For reductions over outer or
@@ -137,34 +172,36 @@ void sum_cuda(const Tensor& in, Tensor& out) {
     sum_strided_kernel<D, A><<<grid_for(p.num_out), kBlock, 0, ctx.stream>>>(dptr<T>(in), dptr<T>(out), p.num_out,
                                                                               p.num_red, kept, red, red_contig);
   } else {
-    D* o = dptr<T>(out);
-    const int64_t pieces = row_pieces(p.num_out, p.num_red);
-    if (pieces == 1) {
-      sum_rows_kernel<D, A><<<unsigned(p.num_out), kBlock, 0, ctx.stream>>>(
-          dptr<T>(in), p.num_red, p.num_red, 1, kept, red, red_contig,
-          [=] __device__(int64_t, int64_t at, int64_t, A v) { o[at] = from_acc<D>(dacc_t<D>(v)); });
-    } else {
-      // Pass 1: each piece's total into totals (num_out, pieces); pass 2: each row of totals, in order.
-      Tensor totals = Tensor::empty({p.num_out, pieces}, dtype_v<A>, in.device());
-      A* t = totals.data<A>();
-      const int64_t piece = (p.num_red + pieces - 1) / pieces;
-      sum_rows_kernel<D, A><<<unsigned(p.num_out * pieces), kBlock, 0, ctx.stream>>>(
-          dptr<T>(in), p.num_red, piece, pieces, kept, red, red_contig,
-          [=] __device__(int64_t row, int64_t, int64_t k, A v) { t[row * pieces + k] = v; });
-      TRIREME_CUDA_CHECK_LAUNCH();
-      Shape totals_in;  // row-major (kept sizes..., pieces): each kept index's stride in totals
-      int64_t stride = pieces;
-      for (auto it = p.kept_sizes.rbegin(); it != p.kept_sizes.rend(); ++it) {
-        totals_in.insert(totals_in.begin(), stride);
-        stride *= *it;
-      }
-      const OffsetCalc<2> rows = make_offset_calc<2>(p.kept_sizes, {&totals_in, &p.kept_out}, unused);
-      sum_rows_kernel<A, A><<<unsigned(p.num_out), kBlock, 0, ctx.stream>>>(
-          t, pieces, pieces, 1, rows, OffsetCalc<1>{}, true,
-          [=] __device__(int64_t, int64_t at, int64_t, A v) { o[at] = from_acc<D>(dacc_t<D>(v)); });
-    }
+    launch_row_sums<D, A>(ctx, in.device(), dptr<T>(in), dptr<T>(out), p, kept, red, red_contig,
+                          [] __device__(D v) { return A(to_acc(v)); },
+                          [] __device__(A v) { return from_acc<D>(dacc_t<D>(v)); });
+    return;
   }
   TRIREME_CUDA_CHECK_LAUNCH();
+}
+
+// Σ x² of every element of a contiguous tensor into a 0-dim f64 tensor: each element widened to
+// f64 and squared (exactly, for f32 and 16-bit elements), added in f64 in launch_row_sums' order.
+template <class T>
+void sum_squares_cuda(const Tensor& in, Tensor& out) {
+  using D = device_t<T>;
+  LaunchContext ctx(out);
+  const int64_t n = in.numel();
+  double* o = out.data<double>();
+  if (n == 0) {
+    TRIREME_CUDA_CHECK(cudaMemsetAsync(o, 0, sizeof(double), ctx.stream));
+    return;
+  }
+  ReducePlan p;  // one row of n contiguous elements
+  p.red_sizes = {n};
+  p.red_in = {1};
+  p.num_red = n;
+  launch_row_sums<D, double>(ctx, in.device(), dptr<T>(in), o, p, OffsetCalc<2>{}, OffsetCalc<1>{}, true,
+                             [] __device__(D v) {
+                               const double x = double(to_acc(v));
+                               return x * x;
+                             },
+                             [] __device__(double v) { return v; });
 }
 
 // One thread per output row along `dim`; NaN wins and the first maximum wins, as on the CPU.
@@ -286,6 +323,8 @@ TRIREME_REGISTER_KERNELS(cuda_reduce) {
   constexpr auto cuda = DeviceType::cuda;
   registry.add_each<SumKernel, double, float, bf16_t, f16_t, int64_t, int32_t>(
       "sum", cuda, []<class T>() { return &sum_cuda<T>; });
+  registry.add_each<SumSquaresKernel, double, float, bf16_t, f16_t>("sum_squares", cuda,
+                                                                    []<class T>() { return &sum_squares_cuda<T>; });
   registry.add_each<MaxDimKernel, double, float, bf16_t, f16_t, int64_t, int32_t>(
       "max_dim", cuda, []<class T>() { return &max_dim_cuda<T>; });
   registry.add_each<MaxBackwardKernel, double, float, bf16_t, f16_t>(
