@@ -174,8 +174,8 @@ def analyse(path):
 # A kernel's kind, by the first pattern its name matches (names differ between frameworks:
 # cuBLAS's and CUTLASS's GEMMs, cuDNN's attention, Triton's generated kernels, trireme's own).
 KINDS = [("attention", r"flash|attention|fmha|sdpa"), ("gemm", r"gemm|cutlass|nvjet|sm90_|xmma"),
-         ("norm", r"norm"), ("loss", r"cross_entropy|softmax|nll"), ("optimizer", r"adam"),
-         ("embedding", r"embedding|index_select|gather|scatter"), ("reduction", r"sum|reduce|red_"),
+         ("norm", r"norm"), ("loss", r"cross_entropy|softmax|nll"), ("optimizer", r"adam|multi_tensor_apply"),
+         ("embedding", r"embedding|index_select|gather|scatter"), ("reduction", r"sum|reduce|red_|column"),
          ("copy/cast", r"copy|cast|convert|cat_|to_copy"), ("fused (generated)", r"triton|fused")]
 
 
