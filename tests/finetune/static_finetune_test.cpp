@@ -3,7 +3,7 @@
 // its one counted target per sample) and LoRA (frozen base weights, adapter dropout replayed per
 // step) train as eager does, bit for bit: every step's loss, gradient norm and validation loss,
 // and every tensor of the final checkpoint, with dropout on; in one process and over Gloo, also
-// with recomputation, with SGD, and under bf16 with ZeRO-2.
+// with recomputation, with SGD, under bf16 with ZeRO-2, and inside pipelines.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -159,4 +159,20 @@ TEST_F(StaticFinetune, SftWithSgdTensorParallelEqualsEager) {
 TEST_F(StaticFinetune, LoraUnderBf16WithZero2EqualsEager) {
   expect_static_equals_eager("lora_bf16_zero2", 10,
                              sft() + lora() + " --set train.precision=bf16 --nproc 2 --set parallel.dp=2 --set parallel.zero=2");
+}
+
+// Inside a pipeline: each micro-batch's loss weight (its share of the counted targets) is read
+// again by every replay of the stages' traced steps; LoRA's frozen base and adapter dropout as
+// in one process; classification's head on the last stage.
+TEST_F(StaticFinetune, SftPipelineEqualsEager) {
+  expect_static_equals_eager("sft_pp2", 10, sft() + " --nproc 2 --set parallel.pp=2 --set parallel.micro_batches=2");
+}
+
+TEST_F(StaticFinetune, LoraPipelineEqualsEager) {
+  expect_static_equals_eager("lora_pp2", 10,
+                             sft() + lora() + " --nproc 2 --set parallel.pp=2 --set parallel.micro_batches=2");
+}
+
+TEST_F(StaticFinetune, ClassificationPipelineEqualsEager) {
+  expect_static_equals_eager("classify_pp2", 10, classify() + " --nproc 2 --set parallel.pp=2 --set parallel.micro_batches=2");
 }

@@ -500,16 +500,6 @@ using CrossCheck = std::function<std::string(const Config&)>;
 const std::vector<CrossCheck>& cross_checks() {
   static const std::vector<CrossCheck> checks = {
       data_dir_conflicts,
-      // What a traced step cannot hold yet (docs/STATIC_GRAPH.md): each says how to run instead.
-      // parallel.auto's choice passes this check too: the planner drops the layouts it refuses.
-      [](const Config& c) -> std::string {
-        if (c.get_string("train.mode") != "static") return "";
-        if (c.get_int("parallel.pp") > 1 && (c.get_string("finetune.task") != "lm" || c.get_int("lora.rank") > 0))
-          return "train.mode: \"static\" runs pipelines for language-model training only for now (a pipeline's "
-                 "micro-batch loss weights of packed fine-tuning batches are not refreshed per replay); set "
-                 "parallel.pp = 1, or train.mode = \"eager\"";
-        return "";
-      },
       [](const Config& c) -> std::string {
         int64_t d = c.get_int("model.d_model"), h = c.get_int("model.n_head");
         return d % h == 0 ? "" : str_cat("model.n_head: expected a divisor of model.d_model = ", d, ", got ", h);

@@ -136,10 +136,9 @@ int PipelineExecutor::tag_of(int direction, int micro_batch, int sender_virtual_
   return (sender_virtual_stage * options_.micro_batches + micro_batch) * 2 + direction;
 }
 
-double PipelineExecutor::step(const Tensor& ids, const Tensor& targets, int64_t first_row,
-                              const std::vector<double>& weights) {
+double PipelineExecutor::step(const Tensor& ids, const Tensor& targets, int64_t first_row) {
   const auto step_start = Clock::now();
-  const Tensor loss_sum = run_schedule(ids, targets, first_row, weights);
+  const Tensor loss_sum = run_schedule(ids, targets, first_row);
   const auto t = Clock::now();
   const double loss = mean_loss(loss_sum);
   stats_.wait += seconds_since(t);
@@ -158,8 +157,7 @@ double PipelineExecutor::mean_loss(const Tensor& loss_sum) {
   return loss;
 }
 
-Tensor PipelineExecutor::run_schedule(const Tensor& ids, const Tensor& targets, int64_t first_row,
-                                      const std::vector<double>& weights) {
+Tensor PipelineExecutor::run_schedule(const Tensor& ids, const Tensor& targets, int64_t first_row) {
   stats_ = {};
   const int m = options_.micro_batches;
   TRIREME_CHECK(ids.dim() == 2 && targets.sizes() == ids.sizes(), "PipelineExecutor.step: ids ", ids.sizes(),
@@ -169,7 +167,7 @@ Tensor PipelineExecutor::run_schedule(const Tensor& ids, const Tensor& targets, 
   const int64_t b = B / m;
   const DType act_dtype = stage_->activation_dtype();
   TRIREME_CHECK(first_row >= 0, "PipelineExecutor.step: first_row must be >= 0, got ", first_row);
-  TRIREME_CHECK(weights.empty() || int(weights.size()) == m, "PipelineExecutor.step: ", weights.size(),
+  TRIREME_CHECK(weights_.empty() || int(weights_.size()) == m, "PipelineExecutor.step: ", weights_.size(),
                 " micro-batch weights for ", m, " micro-batches");
 
   // State of one (micro-batch, chunk) between its actions.
@@ -231,7 +229,9 @@ Tensor PipelineExecutor::run_schedule(const Tensor& ids, const Tensor& targets, 
         Tensor out = stage_->forward_chunk(a.chunk, input);
         if (stage_->pipeline().is_last(a.chunk)) {
           Tensor loss = stage_->loss_of(out, narrow(targets, 0, a.micro_batch * b, b));
-          if (!weights.empty()) loss = mul(loss, weights[size_t(a.micro_batch)]);
+          if (!weights_.empty()) {  // read again by every replay of a traced step (set_micro_batch_weights)
+            loss = mul_step_scalar(loss, [this, mb = size_t(a.micro_batch)] { return mb < weights_.size() ? weights_[mb] : 1.0; });
+          }
           {
             NoGradGuard no_grad;
             loss_sum = add(loss_sum, to_dtype(loss.detach(), DType::f64));

@@ -96,9 +96,8 @@ class PipelineExecutor {
   // row of the step's global batch that ids' row 0 is (a dp rank's slice starts at
   // dp_rank x B); each micro-batch's forward runs in a GlobalRowScope of its global rows, so
   // dropout draws the single process's masks (Note [dropout keyed by global sample]).
-  // `weights` (one per micro-batch, or empty for all 1) multiply each micro-batch's mean loss:
-  // packed SFT batches weigh a micro-batch by its share of the batch's counted targets.
-  double step(const Tensor& ids, const Tensor& targets, int64_t first_row = 0, const std::vector<double>& weights = {});
+  // Each micro-batch's mean loss is multiplied by its weight (set_micro_batch_weights).
+  double step(const Tensor& ids, const Tensor& targets, int64_t first_row = 0);
 
   // step() in two parts. run_schedule: the forwards, backwards, transfers and the tied weight's
   // sum, with nothing read on the host, so that a traced step can hold it (train.mode =
@@ -106,8 +105,7 @@ class PipelineExecutor {
   // of the micro-batches' weighted losses as an f64 scalar on the stage's device (0 but on the
   // last stage). mean_loss: that sum over the micro-batches, from the last stage to every
   // pipeline rank (every rank calls it together).
-  Tensor run_schedule(const Tensor& ids, const Tensor& targets, int64_t first_row = 0,
-                      const std::vector<double>& weights = {});
+  Tensor run_schedule(const Tensor& ids, const Tensor& targets, int64_t first_row = 0);
   double mean_loss(const Tensor& loss_sum);
 
   // The global L2 norm of the gradients over every stage and tp rank (each element once: tp
@@ -121,6 +119,10 @@ class PipelineExecutor {
   // Multiplies the loss that backward starts from (the f16 loss scale, amp/grad_scaler.h); the
   // returned loss stays unscaled.
   void set_loss_scale(double scale) { loss_scale_ = scale; }
+  // One weight per micro-batch (or none: all 1) multiplying each micro-batch's mean loss: packed
+  // SFT batches weigh a micro-batch by its share of the batch's counted targets. Set before each
+  // step; like the loss scale, every replay of a traced step reads the weights set then.
+  void set_micro_batch_weights(std::vector<double> weights) { weights_ = std::move(weights); }
 
   const ScheduleTable& table() const { return table_; }
   const std::vector<Action>& actions() const { return table_[size_t(rank_)]; }
@@ -143,6 +145,7 @@ class PipelineExecutor {
   std::shared_ptr<dist::ProcessGroup> tied_group_;  // first and last rank, when p > 2
   PipelineStepStats stats_;
   double loss_scale_ = 1.0;
+  std::vector<double> weights_;  // set_micro_batch_weights
   int64_t steps_ = 0;  // step() calls so far (TRIREME_PIPELINE_TRACE names them)
 };
 

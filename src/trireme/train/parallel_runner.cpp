@@ -457,8 +457,8 @@ class ParallelRunner : public StepRunner {
     return losses;
   }
 
-  // train.mode = "static" (io/config.cpp refuses what it cannot hold): the step of train_step
-  // with nothing read on the host inside it, so that it can be traced (docs/STATIC_GRAPH.md).
+  // train.mode = "static": the step of train_step with nothing read on the host inside it, so
+  // that it can be traced (docs/STATIC_GRAPH.md).
   // Returns {the gradient norm, each micro-batch's loss}.
   // in_graph: f16's step is masked by the inf/NaN flag on the device (the step of a traced
   // graph) rather than skipped on the host (an eager step of static mode; see static_step).
@@ -515,8 +515,11 @@ class ParallelRunner : public StepRunner {
   // optimizer state); in the graph the step is masked by the device's inf/NaN flag, read here after
   // the replay to update the loss scale.
   StepResult static_step(int64_t step, const io::Batch& b, bool packed, int64_t global_counted) {
-    if (pipe_) return static_pipeline_step(step, b);  // packed batches: refused by the config check
     static_weights_ = packed ? micro_batch_weights(b.targets, global_counted) : std::vector<double>{};
+    if (pipe_) {
+      pipe_->set_micro_batch_weights(static_weights_);  // read by the replay
+      return static_pipeline_step(step, b);
+    }
     std::vector<Tensor> out;
     const bool in_graph = static_graph_ && optimizer_->step_count() > 0;
     if (!in_graph) {
@@ -598,7 +601,8 @@ class ParallelRunner : public StepRunner {
     // The executor's forwards run under autocast; backward ignores it (autograd/engine.cpp).
     auto autocast = precision_.autocast_guard(job_->device);
     pipe_->set_loss_scale(precision_.has_scaler() ? precision_.loss_scale() : 1.0);
-    return pipe_->step(b.inputs, b.targets, first_global_row(), weights);
+    pipe_->set_micro_batch_weights(std::move(weights));
+    return pipe_->step(b.inputs, b.targets, first_global_row());
   }
 
   // Packed sequences: the factor on a micro-batch's mean loss (targets y) that makes the step's
