@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On a GPU machine: builds bench/attention_step and times fused causal attention forward and
 # forward + backward (B=16, H=12, T=1024, hd=64 by default; BENCH_DTYPES to change the dtypes)
-# beside PyTorch's F.scaled_dot_product_attention (flash backend; memory-efficient for f32) in
+# beside PyTorch's F.scaled_dot_product_attention (flash backend, memory-efficient for f32; and cuDNN's) in
 # the same run. Logs to $OUT (or out/gpu); a table is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/../.."

@@ -1,5 +1,6 @@
-# PyTorch's peer of bench/attention_step.cpp: F.scaled_dot_product_attention (flash backend) forward
-# + backward on head views of one fused (B, T, 3·H·hd) tensor, the backward seeded with w.
+# PyTorch's peer of bench/attention_step.cpp: F.scaled_dot_product_attention forward + backward on
+# head views of one fused (B, T, 3·H·hd) tensor, the backward seeded with w, with the flash backend
+# (memory-efficient for f32) and then cuDNN's (what torch.compile picks on an H200), one line each.
 import argparse, json, time
 import torch
 import torch.nn.functional as F
@@ -16,10 +17,12 @@ C = a.heads * a.hd
 qkv = torch.randn(a.batch, a.seq, 3 * C, device="cuda", generator=g).to(dt).requires_grad_()
 w = torch.randn(a.batch, a.heads, a.seq, a.hd, device="cuda", generator=g).to(dt)
 
+B = torch.nn.attention.SDPBackend
+backend = B.FLASH_ATTENTION if dt != torch.float32 else B.EFFICIENT_ATTENTION
+
 def step(fwd_only):
     q, k, v = (qkv[:, :, i * C:(i + 1) * C].view(a.batch, a.seq, a.heads, a.hd).transpose(1, 2) for i in range(3))
-    with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.FLASH_ATTENTION if dt != torch.float32
-                                        else torch.nn.attention.SDPBackend.EFFICIENT_ATTENTION):
+    with torch.nn.attention.sdpa_kernel(backend):
         out = F.scaled_dot_product_attention(q, k, v, is_causal=bool(a.causal))
     if not fwd_only:
         out.backward(w)
@@ -37,9 +40,14 @@ def time_it(fwd_only):
         ts.append(time.perf_counter() - t0)
     return sorted(ts)[len(ts) // 2] * 1e3
 
-fwd = time_it(True)
-both = time_it(False)
 flops = 4.0 * a.batch * a.heads * a.seq * a.seq * a.hd * (0.5 if a.causal else 1.0)
-print(json.dumps({"impl": "torch-sdpa", "dtype": a.dtype, "B": a.batch, "H": a.heads, "T": a.seq, "hd": a.hd,
-                  "causal": a.causal, "fwd_ms": round(fwd, 3), "fwd_bwd_ms": round(both, 3),
-                  "fwd_tflops": round(flops / (fwd * 1e-3) / 1e12, 1)}))
+for impl, backend in [("torch-sdpa", backend)] + ([("torch-cudnn", B.CUDNN_ATTENTION)] if dt != torch.float32 else []):
+    try:
+        fwd = time_it(True)
+        both = time_it(False)
+    except RuntimeError as e:  # no cuDNN attention for this shape or build
+        print(f"{impl}: {e}".splitlines()[0])
+        continue
+    print(json.dumps({"impl": impl, "dtype": a.dtype, "B": a.batch, "H": a.heads, "T": a.seq, "hd": a.hd,
+                      "causal": a.causal, "fwd_ms": round(fwd, 3), "fwd_bwd_ms": round(both, 3),
+                      "fwd_tflops": round(flops / (fwd * 1e-3) / 1e12, 1)}))

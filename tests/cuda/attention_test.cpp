@@ -118,6 +118,14 @@ TEST(CudaAttention, CrossLengthsOddHeadDimsAndViews) {
     check_case({dt, 2, 2, 33, 33, 40, false, false});   // hd 40: not a multiple of 16
     check_case({dt, 2, 3, 130, 130, 64, true, true});   // head views of a fused QKV projection
     check_case({dt, 1, 2, 67, 67, 16, false, true});
+    // Lengths straddling the 128-row query blocks, the 128-key blocks of the dK, dV kernel and the
+    // 32- and 64-key inner tiles, causal with Tq != Tk (the mask is j > i, top-left aligned).
+    check_case({dt, 1, 2, 129, 129, 64, true, false});
+    check_case({dt, 1, 2, 257, 257, 128, true, false});
+    check_case({dt, 1, 2, 200, 200, 32, true, false});
+    check_case({dt, 1, 2, 200, 129, 64, true, false});
+    check_case({dt, 1, 2, 129, 300, 128, true, false});
+    check_case({dt, 1, 2, 97, 161, 64, false, false});
   }
 }
 
