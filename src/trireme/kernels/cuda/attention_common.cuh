@@ -31,14 +31,10 @@ struct AttnArgs {
 
 // Tensor-core kernels (attention_flash.cu), for D = __nv_bfloat16 or __half: hd a multiple of 16 up
 // to 128, every operand 16-byte aligned with strides that are multiples of 8 elements.
-// The backward needs a.delta filled (attention_delta below).
+// The backward needs a.delta filled (attention.cu's delta kernels).
 template <class D>
 void flash_attention_forward(const AttnArgs& a, int nb, cudaStream_t stream);
 template <class D>
 void flash_attention_backward(const AttnArgs& a, int nb, cudaStream_t stream);
-
-// delta = rowsum(dO ∘ O) in the stat type, one warp per row.
-template <class D>
-void attention_delta(const AttnArgs& a, int nb, cudaStream_t stream);
 
 }  // namespace trireme::cuda_kernels

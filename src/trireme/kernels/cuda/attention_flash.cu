@@ -17,7 +17,7 @@
 //   backward, deterministic (no atomics): one kernel over key tiles accumulates dK, dV over the
 //            query tiles (causal: from the diagonal on), one over query tiles accumulates dQ over
 //            the key tiles; both recompute P = exp2(x - lse·log2 e) and use
-//            dS = P ∘ (dP - delta) with delta = rowsum(dO ∘ O) from attention_delta.
+//            dS = P ∘ (dP - delta) with delta = rowsum(dO ∘ O) (attention.cu).
 // Under a causal mask a warp skips a step whose keys all come after its rows, and masks element
 // by element only in steps that cross its diagonal.
 //
