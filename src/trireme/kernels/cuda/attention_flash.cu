@@ -158,6 +158,22 @@ __device__ __forceinline__ void load_tile(uint16_t* t, const uint16_t* g, int64_
   }
 }
 
+// The key tiles (of BN keys) a block of BM query rows from q0 attends to: all of them, or, causal,
+// up to the diagonal of its last row.
+template <int BM, int BN>
+__device__ __forceinline__ int key_tiles_until(const AttnArgs& a, int q0) {
+  const int n = (a.tk + BN - 1) / BN;
+  return a.causal ? min(n, (q0 + BM + BN - 1) / BN) : n;
+}
+
+// Starts copying key tile kt (BN keys) of pair (b, h)'s K and V into the shared tiles sk and sv.
+template <int HD, int BN, int THREADS>
+__device__ __forceinline__ void stage_kv(const AttnArgs& a, int b, int h, int kt, uint16_t* sk, uint16_t* sv) {
+  const int k0 = kt * BN, rows = min(BN, a.tk - k0);
+  load_tile<HD, BN, THREADS>(sk, a.k.row<uint16_t>(b, h, k0), a.k.s2, rows, a.hd);
+  load_tile<HD, BN, THREADS>(sv, a.v.row<uint16_t>(b, h, k0), a.v.s2, rows, a.hd);
+}
+
 // Runs body(i, buf) for i in [begin, end) with the shared tiles of step i in buffer buf (0 or 1):
 // stage(i, buf) issues step i's copies, and step i + 1's are in flight while step i computes.
 // Copies issued before the call (and committed) are complete when the first body runs.
@@ -336,13 +352,8 @@ __global__ void __launch_bounds__(S::W * 32, S::MINB) flash_forward_kernel(AttnA
   float m[MF][2], l[MF][2];
 #pragma unroll
   for (int f = 0; f < MF; ++f) m[f][0] = m[f][1] = -INFINITY, l[f][0] = l[f][1] = 0.0f;
-  const int n_kt = (a.tk + BN - 1) / BN;
-  const int kt_end = a.causal ? min(n_kt, (q0 + BM + BN - 1) / BN) : n_kt;  // causal: up to the last row's diagonal
-  auto stage = [&](int kt, int buf) {
-    const int k0 = kt * BN, rows = min(BN, a.tk - k0);
-    load_tile<HD, BN, kThreads>(sk_buf + buf * BN * LD, a.k.row<uint16_t>(b, h, k0), a.k.s2, rows, a.hd);
-    load_tile<HD, BN, kThreads>(sv_buf + buf * BN * LD, a.v.row<uint16_t>(b, h, k0), a.v.s2, rows, a.hd);
-  };
+  const int kt_end = key_tiles_until<BM, BN>(a, q0);
+  auto stage = [&](int kt, int buf) { stage_kv<HD, BN, kThreads>(a, b, h, kt, sk_buf + buf * BN * LD, sv_buf + buf * BN * LD); };
   pipelined_steps(0, kt_end, stage, [&](int kt, int buf) {
     const int k0 = kt * BN;
     if (a.causal && k0 > q0 + w0 + 16 * MF - 1) return;  // every key after every row of the warp
@@ -433,9 +444,7 @@ __global__ void __launch_bounds__(S::W * 32, S::MINB) flash_backward_kv_kernel(A
   const float* lse = static_cast<const float*>(a.lse) + int64_t(pair) * a.tq;
   const float* del = static_cast<const float*>(a.delta) + int64_t(pair) * a.tq;
 
-  const int krows = min(BN, a.tk - k0);
-  load_tile<HD, BN, kThreads>(sk, a.k.row<uint16_t>(b, h, k0), a.k.s2, krows, a.hd);
-  load_tile<HD, BN, kThreads>(sv, a.v.row<uint16_t>(b, h, k0), a.v.s2, krows, a.hd);
+  stage_kv<HD, BN, kThreads>(a, b, h, kt, sk, sv);
   cp_async_commit();  // complete when the first step runs
   RowFragments<HD, MF, S::KVREG> kf, vf;
   float dk[MF][DT][4], dv[MF][DT][4];
@@ -548,13 +557,8 @@ __global__ void __launch_bounds__(S::W * 32, S::MINB) flash_backward_q_kernel(At
   gf.init(sg, w0, lane);
   float dq[MF][DT][4];
   zero(dq);
-  const int n_kt = (a.tk + BN - 1) / BN;
-  const int kt_end = a.causal ? min(n_kt, (q0 + BM + BN - 1) / BN) : n_kt;
-  auto stage = [&](int kt, int buf) {
-    const int k0 = kt * BN, rows = min(BN, a.tk - k0);
-    load_tile<HD, BN, kThreads>(sk_buf + buf * BN * LD, a.k.row<uint16_t>(b, h, k0), a.k.s2, rows, a.hd);
-    load_tile<HD, BN, kThreads>(sv_buf + buf * BN * LD, a.v.row<uint16_t>(b, h, k0), a.v.s2, rows, a.hd);
-  };
+  const int kt_end = key_tiles_until<BM, BN>(a, q0);
+  auto stage = [&](int kt, int buf) { stage_kv<HD, BN, kThreads>(a, b, h, kt, sk_buf + buf * BN * LD, sv_buf + buf * BN * LD); };
   pipelined_steps(0, kt_end, stage, [&](int kt, int buf) {
     const int k0 = kt * BN;
     if (a.causal && k0 > q0 + w0 + 16 * MF - 1) return;  // every key after every row of the warp
