@@ -1,12 +1,13 @@
 // train.mode = "static" runs every configuration eager mode runs: the cases it once refused (SGD,
 // recomputation, LoRA, fine-tuning tasks, pipelines, fine-tuning and LoRA inside pipelines,
 // sequence parallelism, ZeRO-3, parallel.auto, f16) are accepted when the config is read.
-// (A train.mode other than eager or static is refused: static_train_test.cpp.)
+// A train.mode other than eager or static stops `trireme train` with exit status 2.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
+#include "cli/run_command.h"
 #include "tiny_trainer_config.h"
 #include "trireme/io/config.h"
 
@@ -27,4 +28,11 @@ TEST(StaticRefusals, LiftedCasesAreAccepted) {
     with_static.push_back("train.mode=static");
     EXPECT_NO_THROW(trireme::testing::tiny_trainer_config(d, 10, 0.0, with_static)) << set.front();
   }
+}
+
+TEST(StaticRefusals, AnUnknownModeExitsTwoNamingTheKey) {
+  const std::string d = trireme::testing::fresh_run_dir("trireme_static_unknown_mode");
+  auto r = trireme::cli_testing::run("train --set train.mode=lazy --set train.out_dir=" + d);
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("train.mode"), std::string::npos) << r.out;
 }
