@@ -154,15 +154,20 @@ std::vector<MemoryEstimate> estimate_training_memory_per_rank(const io::TrainCon
     const double logits = last ? micro_tokens * 2 * 4 * padded_vocab / tp : 0;
     const double replay = recompute_per_chunk > 0 ? micro_tokens * per_block : 0;
     const double blocks_kept = in_flight * micro_tokens * kept_per_token;
-    e.activation_bytes = blocks_kept + std::max(logits, logits / 2 + replay);
+    const double training = blocks_kept + std::max(logits, logits / 2 + replay);
     // Evaluation runs a rank's whole batch at once, without gradients: its f32 logits can
     // outgrow a training micro-batch's activations.
     const double eval_tokens = micro_tokens * double(std::max<int64_t>(p.micro_batches, 1));
-    if (last) e.activation_bytes = std::max(e.activation_bytes, eval_tokens * 4 * padded_vocab / tp);
-    const bool gradients_persist = dp * tp * pp > 1 || p.micro_batches > 1;
-    e.activations_beside_gradients = buckets_come_and_go ? blocks_kept
-                                     : gradients_persist ? e.activation_bytes
-                                                         : 0;
+    const double evaluation = last ? eval_tokens * 4 * padded_vocab / tp : 0;
+    e.activation_bytes = std::max(training, evaluation);
+    // The whole gradients meet activations while micro-batches accumulate, and in a run of several
+    // processes, whose gradients are zeroed after a step but kept (the reducer's buckets), so
+    // evaluation's logits meet them too. One process frees its gradients after each step.
+    const bool several_processes = dp * tp * pp > 1;
+    e.activations_beside_gradients = buckets_come_and_go  ? blocks_kept
+                                     : several_processes  ? e.activation_bytes
+                                     : p.micro_batches > 1 ? training
+                                                           : 0;
     // The executor keeps each micro-batch's transfers until the step ends: the activations a
     // stage sends on, and those it receives with the gradients it sends back.
     const double transfer = double(std::max<int64_t>(p.micro_batches, 1)) * v * micro_tokens * d * elt;
