@@ -230,6 +230,7 @@ Tensor PipelineExecutor::run_schedule(const Tensor& ids, const Tensor& targets, 
         if (stage_->pipeline().is_last(a.chunk)) {
           Tensor loss = stage_->loss_of(out, narrow(targets, 0, a.micro_batch * b, b));
           if (!weights_.empty()) {  // read again by every replay of a traced step (set_micro_batch_weights)
+            // A replay with no weights set multiplies by 1: the bits of an unweighted step.
             loss = mul_step_scalar(loss, [this, mb = size_t(a.micro_batch)] { return mb < weights_.size() ? weights_[mb] : 1.0; });
           }
           {

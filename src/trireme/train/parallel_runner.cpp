@@ -590,18 +590,11 @@ class ParallelRunner : public StepRunner {
   // sum). Returns the batch's mean loss. global_counted > 0: packed sequences, each micro-batch
   // weighted as in micro_batch_losses.
   double pipeline_step(const io::Batch& b, int64_t global_counted = 0) {
-    std::vector<double> weights;
-    if (global_counted > 0) {
-      const int m = ctx().layout().micro_batches;
-      const int64_t rows = local_batch() / m;
-      for (int i = 0; i < m; ++i) {
-        weights.push_back(micro_batch_weight(narrow(b.targets, 0, i * rows, rows), global_counted));
-      }
-    }
     // The executor's forwards run under autocast; backward ignores it (autograd/engine.cpp).
     auto autocast = precision_.autocast_guard(job_->device);
     pipe_->set_loss_scale(precision_.has_scaler() ? precision_.loss_scale() : 1.0);
-    pipe_->set_micro_batch_weights(std::move(weights));
+    pipe_->set_micro_batch_weights(global_counted > 0 ? micro_batch_weights(b.targets, global_counted)
+                                                      : std::vector<double>{});
     return pipe_->step(b.inputs, b.targets, first_global_row());
   }
 

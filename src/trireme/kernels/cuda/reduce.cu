@@ -40,12 +40,12 @@ ReducePlan plan_reduce(const Tensor& in, const Tensor& out) {
 }
 
 // Rows of the reduced elements (contiguous or not), each cut into `pieces` pieces of `piece`
-// consecutive elements: one block per piece, threads striding over it adding term(element) in
-// A, then a tree in shared memory; store(row, out_offset, piece_index, total). With one piece per row it is the sum of
-// each row, one block per output. A few long rows take many pieces (a whole tensor's sum, the
-// gradient norm's squares): as one block, the sum of a 38M-element f64 tensor took ~30 ms on an
-// H200; the pieces' totals are then added by a second launch (sum_cuda). The pieces depend only
-// on the shape, so results are the same run to run.
+// consecutive elements: one block per piece, threads striding over it adding term(element) in A,
+// then a tree in shared memory; store(row, out_offset, piece_index, total). With one piece per
+// row it is the sum of each row, one block per output. A few long rows (a whole tensor's sum, the
+// gradient norm's squares) take many pieces, since one block per row would leave all but a few
+// of the GPU's multiprocessors idle; launch_row_sums then adds the pieces' totals. The pieces
+// depend only on the shape, so results are the same run to run.
 template <class D, class A, class Term, class Store>
 __global__ void sum_rows_kernel(const D* x, int64_t num_red, int64_t piece, int64_t pieces, OffsetCalc<2> kept,
                                 OffsetCalc<1> red, bool red_contig, Term term, Store store) {
@@ -97,12 +97,8 @@ void launch_row_sums(const LaunchContext& ctx, Device device, const D* x, O* o, 
       x, p.num_red, piece, pieces, kept, red, red_contig, term,
       [=] __device__(int64_t row, int64_t, int64_t k, A v) { t[row * pieces + k] = v; });
   TRIREME_CUDA_CHECK_LAUNCH();
-  Shape totals_in;  // row-major (kept sizes..., pieces): each kept index's stride in totals
-  int64_t stride = pieces;
-  for (auto it = p.kept_sizes.rbegin(); it != p.kept_sizes.rend(); ++it) {
-    totals_in.insert(totals_in.begin(), stride);
-    stride *= *it;
-  }
+  Shape totals_in = contiguous_strides(p.kept_sizes);  // totals is row-major (kept sizes..., pieces)
+  for (int64_t& stride : totals_in) stride *= pieces;
   bool unused = false;
   const OffsetCalc<2> rows = make_offset_calc<2>(p.kept_sizes, {&totals_in, &p.kept_out}, unused);
   sum_rows_kernel<A, A><<<unsigned(p.num_out), kBlock, 0, ctx.stream>>>(
