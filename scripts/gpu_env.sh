@@ -11,6 +11,12 @@ deps=$PWD/.gpu_deps
 if [ -f "$deps/deps.tar.xz" ] && [ ! -d "$deps/usr" ]; then tar -xJf "$deps/deps.tar.xz" -C "$deps"; fi
 ml=$deps/usr/lib/x86_64-linux-gnu
 export LD_LIBRARY_PATH=$ml:$ml/openblas-openmp:$deps/usr/lib:${LD_LIBRARY_PATH:-}
+# cuDNN (CUDA attention, CMakeLists.txt) is there only inside PyTorch's environment.
+for cudnn in /opt/torch/.venv/lib/python3*/site-packages/nvidia/cudnn; do
+  if [ -f "$cudnn/include/cudnn.h" ]; then
+    export CUDNN_ROOT=${CUDNN_ROOT:-$cudnn} LD_LIBRARY_PATH=$cudnn/lib:$LD_LIBRARY_PATH
+  fi
+done
 
 # build_bench LOG TARGET...: configures build-gpu (Release, benches on) and builds the targets,
 # logging to $out/LOG; on failure prints the errors and exits the calling script. BENCH_SRC and

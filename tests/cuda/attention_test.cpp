@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cuda_op_check.h"
+#include "trireme/kernels/cuda/attention_cudnn.h"
 #include "trireme/kernels/nn.h"
 #include "trireme/kernels/registry.h"
 #include "trireme/ops/nn_functional.h"
@@ -88,52 +89,71 @@ void check_case(const Case& c) {
   expect_close(gpu.dv, cpu.dv, 4 * tol, what + " grad v");
   // Deterministic: a second run gives the same bits.
   Result again = run(c, Device::cuda(0), grad);
-  for (auto [a, b, n] : {std::tuple{&again.dq, &gpu.dq, "dq"}, {&again.dk, &gpu.dk, "dk"}, {&again.dv, &gpu.dv, "dv"},
+  for (auto [a, b, n] : {std::tuple{&again.dq, &gpu.dq, "dq"},
+                         {&again.dk, &gpu.dk, "dk"},
+                         {&again.dv, &gpu.dv, "dv"},
                          {&again.out, &gpu.out, "out"}}) {
     expect_close(*a, to_device(*b, Device::cpu()), 0.0, what + " rerun " + n);
   }
 }
 
+// Every case runs twice where the build has cuDNN: by cuDNN's fused attention (16-bit), then by
+// trireme's own kernels.
+template <class Cases>
+void check_both_ways(Cases cases) {
+  cases();
+  if (cuda_kernels::cudnn_attention_enabled()) {
+    SCOPED_TRACE("trireme's own kernels");
+    cuda_kernels::OwnAttentionKernels own;
+    cases();
+  }
+}
+
 TEST(CudaAttention, KernelsAgainstCpu) {
   TRIREME_REQUIRE_GPU();
-  for (DType dt : {DType::bf16, DType::f16, DType::f32}) {
-    for (int64_t t : {1, 7, 64, 65, 130, 1024}) {
-      for (int64_t hd : {16, 64, 128}) {
-        for (bool causal : {true, false}) {
-          const int64_t b = t >= 1024 ? 1 : 2, h = t >= 1024 ? 2 : 3;
-          check_case({dt, b, h, t, t, hd, causal, false});
+  check_both_ways([] {
+    for (DType dt : {DType::bf16, DType::f16, DType::f32}) {
+      for (int64_t t : {1, 7, 64, 65, 130, 1024}) {
+        for (int64_t hd : {16, 64, 128}) {
+          for (bool causal : {true, false}) {
+            const int64_t b = t >= 1024 ? 1 : 2, h = t >= 1024 ? 2 : 3;
+            check_case({dt, b, h, t, t, hd, causal, false});
+          }
         }
       }
     }
-  }
+  });
 }
 
 TEST(CudaAttention, CrossLengthsOddHeadDimsAndViews) {
   TRIREME_REQUIRE_GPU();
-  for (DType dt : {DType::bf16, DType::f16, DType::f32}) {
-    check_case({dt, 2, 2, 65, 130, 64, false, false});  // more keys, ragged tiles
-    check_case({dt, 2, 2, 130, 7, 64, false, false});   // more queries than one key tile
-    check_case({dt, 1, 3, 1, 200, 32, false, false});   // one query
-    check_case({dt, 2, 3, 70, 70, 24, true, false});    // hd 24: the simple path for every dtype
-    check_case({dt, 2, 2, 33, 33, 40, false, false});   // hd 40: not a multiple of 16
-    check_case({dt, 2, 3, 130, 130, 64, true, true});   // head views of a fused QKV projection
-    check_case({dt, 1, 2, 67, 67, 16, false, true});
-    // Lengths straddling the 128-row query blocks, the 128-key blocks of the dK, dV kernel and the
-    // 32- and 64-key inner tiles, causal with Tq != Tk (the mask is j > i, top-left aligned).
-    check_case({dt, 1, 2, 129, 129, 64, true, false});
-    check_case({dt, 1, 2, 257, 257, 128, true, false});
-    check_case({dt, 1, 2, 200, 200, 32, true, false});
-    check_case({dt, 1, 2, 200, 129, 64, true, false});
-    check_case({dt, 1, 2, 129, 300, 128, true, false});
-    check_case({dt, 1, 2, 97, 161, 64, false, false});
-  }
+  check_both_ways([] {
+    for (DType dt : {DType::bf16, DType::f16, DType::f32}) {
+      check_case({dt, 2, 2, 65, 130, 64, false, false});  // more keys, ragged tiles
+      check_case({dt, 2, 2, 130, 7, 64, false, false});   // more queries than one key tile
+      check_case({dt, 1, 3, 1, 200, 32, false, false});   // one query
+      check_case({dt, 2, 3, 70, 70, 24, true, false});    // hd 24: the simple path for every dtype
+      check_case({dt, 2, 2, 33, 33, 40, false, false});   // hd 40: not a multiple of 16
+      check_case({dt, 2, 3, 130, 130, 64, true, true});   // head views of a fused QKV projection
+      check_case({dt, 1, 2, 67, 67, 16, false, true});
+      // Lengths straddling the 128-row query blocks, the 128-key blocks of the dK, dV kernel and the
+      // 32- and 64-key inner tiles, causal with Tq != Tk (the mask is j > i, top-left aligned).
+      check_case({dt, 1, 2, 129, 129, 64, true, false});
+      check_case({dt, 1, 2, 257, 257, 128, true, false});
+      check_case({dt, 1, 2, 200, 200, 32, true, false});
+      check_case({dt, 1, 2, 200, 129, 64, true, false});
+      check_case({dt, 1, 2, 129, 300, 128, true, false});
+      check_case({dt, 1, 2, 97, 161, 64, false, false});
+    }
+  });
 }
 
 TEST(CudaAttention, ThroughAutograd) {
   TRIREME_REQUIRE_GPU();
   using V = std::vector<Tensor>;
-  check_cuda_op({"sdpa_t65_hd64_causal", {{1, 2, 65, 64}, {1, 2, 65, 64}, {1, 2, 65, 64}},
-                 [](const V& x) { return scaled_dot_product_attention(x[0], x[1], x[2], true); }});
+  check_cuda_op({"sdpa_t65_hd64_causal", {{1, 2, 65, 64}, {1, 2, 65, 64}, {1, 2, 65, 64}}, [](const V& x) {
+                   return scaled_dot_product_attention(x[0], x[1], x[2], true);
+                 }});
   check_cuda_op({"sdpa_fused_qkv_t100", {{2, 100, 3 * 2 * 32}}, [](const V& x) {
                    auto head = [&](int64_t w) {
                      return transpose(reshape(narrow(x[0], 2, w * 64, 64), {2, 100, 2, 32}), 1, 2);

@@ -1,5 +1,6 @@
 // CUDA scaled dot-product attention, forward and backward, fused: the (Tq, Tk) scores are never
-// stored. bf16/f16 with a head dim that is a multiple of 16 up to 128 (and 16-byte aligned rows)
+// stored. bf16/f16 operands go to cuDNN's fused attention first where the build has it
+// (attention_cudnn.h); otherwise, bf16/f16 with a head dim that is a multiple of 16 up to 128 (and 16-byte aligned rows)
 // take the tensor-core kernels of attention_flash.cu; everything else (f32, f64, other head dims,
 // odd strides) takes the simple fused kernels here: one warp per query row (forward, dQ) or per
 // key row (dK, dV), 32 keys or queries at a time with an online softmax, math in the accumulation
@@ -17,6 +18,7 @@
 
 #include "trireme/core/error.h"
 #include "trireme/kernels/cuda/attention_common.cuh"
+#include "trireme/kernels/cuda/attention_cudnn.h"
 #include "trireme/kernels/cuda/launch.cuh"
 #include "trireme/kernels/cuda/math.cuh"
 #include "trireme/kernels/elementwise.h"
@@ -304,6 +306,7 @@ void attention_cuda(const Tensor& q, const Tensor& k, const Tensor& v, bool caus
   a.causal = causal;
   a.scale = 1.0 / std::sqrt(double(hd));
   if constexpr (std::is_same_v<T, bf16_t> || std::is_same_v<T, f16_t>) {
+    if (cudnn_attention_forward(q, k, v, causal, out, lse, ctx.stream)) return;
     if (flash_eligible<T>(hd, {&q, &k, &v, &out})) {
       flash_attention_forward<D>(a, int(nb), ctx.stream);
       return;
@@ -326,6 +329,9 @@ void attention_backward_cuda(const Tensor& grad, const Tensor& q, const Tensor& 
     for (Tensor* t : {&grad_q, &grad_k, &grad_v})
       if (t->numel()) find_kernel<FillKernel>("fill", t->device(), t->dtype())(*t, 0.0);
     return;
+  }
+  if constexpr (std::is_same_v<T, bf16_t> || std::is_same_v<T, f16_t>) {
+    if (cudnn_attention_backward(grad, q, k, v, out, lse, causal, grad_q, grad_k, grad_v, ctx.stream)) return;
   }
   check_pairs(nb * nh);
   Tensor delta = Tensor::empty({nb, nh, tq}, lse.dtype(), lse.device());
