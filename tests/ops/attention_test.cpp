@@ -5,10 +5,12 @@
 
 #include <cmath>
 #include <limits>
+#include <thread>
 
 #include "op_harness.h"
 #include "trireme/kernels/nn.h"
 #include "trireme/kernels/registry.h"
+#include "trireme/kernels/varying_shapes.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/nn_functional.h"
 #include "trireme/ops/reduce.h"
@@ -137,6 +139,24 @@ TEST(Attention, NoKeys) {
   q.set_requires_grad(true);
   sum(scaled_dot_product_attention(q, k, v, false)).backward();
   for (float x : q.grad().to_vector<float>()) EXPECT_EQ(x, 0.0f);
+}
+
+// Eager generation marks its calls so that the CUDA attention builds no cuDNN plan per length;
+// the mark nests and belongs to its thread (pipeline stages run on threads of their own).
+TEST(VaryingShapes, ScopesNestAndStayOnTheirThread) {
+  EXPECT_FALSE(kernels::shapes_vary());
+  {
+    kernels::VaryingShapes outer;
+    {
+      kernels::VaryingShapes inner;
+      EXPECT_TRUE(kernels::shapes_vary());
+    }
+    EXPECT_TRUE(kernels::shapes_vary());
+    bool other_thread = true;
+    std::thread([&] { other_thread = kernels::shapes_vary(); }).join();
+    EXPECT_FALSE(other_thread);
+  }
+  EXPECT_FALSE(kernels::shapes_vary());
 }
 
 }  // namespace

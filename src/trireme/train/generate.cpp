@@ -12,12 +12,13 @@
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/core/rng.h"
 #include "trireme/cuda/device.h"
-#include "trireme/ops/copy.h"
-#include "trireme/ops/factory.h"
-#include "trireme/ops/nn_functional.h"
 #include "trireme/io/tokenizer_char.h"
 #include "trireme/io/utf8.h"
+#include "trireme/kernels/varying_shapes.h"
+#include "trireme/ops/copy.h"
 #include "trireme/ops/elementwise.h"
+#include "trireme/ops/factory.h"
+#include "trireme/ops/nn_functional.h"
 #include "trireme/ops/view.h"
 #include "trireme/train/trained_model.h"
 
@@ -39,7 +40,8 @@ int32_t sample_token(const std::vector<float>& logits, double temperature, int64
   std::vector<double> p(static_cast<size_t>(k));
   const double top = logits[size_t(order[0])];
   double total = 0;
-  for (int64_t i = 0; i < k; ++i) total += p[size_t(i)] = std::exp((logits[size_t(order[size_t(i)])] - top) / temperature);
+  for (int64_t i = 0; i < k; ++i)
+    total += p[size_t(i)] = std::exp((logits[size_t(order[size_t(i)])] - top) / temperature);
   if (top_p < 1) {  // the nucleus: the most likely tokens until their probability reaches top_p
     double kept = 0;
     int64_t n = 0;
@@ -128,6 +130,7 @@ std::vector<float> TextGenerator::next_token_logits(const std::vector<int32_t>& 
   std::vector<int64_t> ctx(ids.end() - std::ptrdiff_t(ctx_len), ids.end());
   Tensor last;  // (1, V)
   if (mode_ == GenerateMode::eager) {
+    kernels::VaryingShapes varying;                                           // a new length each token
     Tensor logits = model_->forward(from_vector(ctx, {1, ctx_len}, device));  // (1, t, V)
     last = reshape(narrow(logits, 1, ctx_len - 1, 1), {1, logits.size(-1)});
   } else {
@@ -161,14 +164,15 @@ std::string TextGenerator::generate(const std::string& prompt, const SamplingOpt
   const std::string problem = prompt_problem(*tokenizer_, prompt);
   TRIREME_CHECK(problem.empty(), "generate: ", problem);
   NoGradGuard no_grad;
-  std::vector<int32_t> ids = prompt.empty() ? std::vector<int32_t>{start_token(*tokenizer_)} : tokenizer_->encode(prompt);
+  std::vector<int32_t> ids =
+      prompt.empty() ? std::vector<int32_t>{start_token(*tokenizer_)} : tokenizer_->encode(prompt);
   std::vector<int32_t> generated;
   std::string text;
   size_t emitted = 0;
   for (int64_t i = 0; i < o.max_new_tokens; ++i) {
     // Sample s draws at indices s * 2^32 + i: sample 0 is what one sample always drew.
-    int32_t next = sample_token(next_token_logits(ids), o.temperature, o.top_k, o.seed, (o.sample << 32) + uint64_t(i),
-                                o.top_p);
+    int32_t next =
+        sample_token(next_token_logits(ids), o.temperature, o.top_k, o.seed, (o.sample << 32) + uint64_t(i), o.top_p);
     ids.push_back(next);
     generated.push_back(next);
     text = tokenizer_->decode(generated);

@@ -31,6 +31,7 @@
 
 #include "trireme/cuda/device.h"
 #include "trireme/cuda/graph_capture.h"
+#include "trireme/kernels/varying_shapes.h"
 #endif
 
 namespace trireme::cuda_kernels {
@@ -377,8 +378,10 @@ std::string key_of(const char* what, bool causal, std::initializer_list<const Te
   return key.str();
 }
 
-// Whether cuDNN's kernels take these operands at all: 16-bit, unit last strides, 16-byte rows.
+// Whether cuDNN's kernels take these operands at all (16-bit, unit last strides, 16-byte rows) and
+// the call is worth a plan (its shape will come again).
 bool eligible(std::initializer_list<const Tensor*> ts) {
+  if (kernels::shapes_vary()) return false;
   for (const Tensor* t : ts) {
     if (t->dtype() != DType::bf16 && t->dtype() != DType::f16) return false;
     if (t->stride(3) != 1 || reinterpret_cast<uintptr_t>(t->data_ptr()) % 16 != 0) return false;

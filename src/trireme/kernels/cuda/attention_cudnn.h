@@ -1,8 +1,9 @@
 // Internal to the CUDA kernels: scaled dot-product attention by cuDNN's fused flash-attention
 // engine, for 16-bit operands, when this build found cuDNN 9 (CMakeLists.txt). attention.cu tries
 // it first and runs its own kernels when it answers false: no cuDNN in this build, cuDNN has no
-// engine for these operands (said once in the log), or TRIREME_CUDNN_ATTENTION=0 in the
-// environment. Its log-sum-exps are trireme's (lse_i = max_j s_ij + log Σ_j exp(s_ij - max), s the
+// engine for these operands (said once in the log), a kernels::VaryingShapes scope (eager
+// generation: a plan per length would cost more than it saves), or TRIREME_CUDNN_ATTENTION=0 in
+// the environment. Its log-sum-exps are trireme's (lse_i = max_j s_ij + log Σ_j exp(s_ij - max), s the
 // scaled scores), so either backward can follow either forward.
 #pragma once
 
