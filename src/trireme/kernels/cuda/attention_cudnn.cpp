@@ -458,7 +458,7 @@ std::string describe_cudnn_attention() {
 
 bool cudnn_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, Tensor& out, Tensor& lse,
                              cudaStream_t stream) {
-  if (!cudnn_attention_enabled() || !eligible({&q, &k, &v, &out})) return false;
+  if (!cudnn_attention_enabled() || !eligible({&q, &k, &v, &out}) || !lse.is_contiguous()) return false;
   CudnnState& st = state();
   std::lock_guard lock(st.mu);
   cudnnHandle_t handle = handle_for(st, q.device().index);
@@ -482,7 +482,9 @@ bool cudnn_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, 
 bool cudnn_attention_backward(const Tensor& grad, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                               const Tensor& lse, bool causal, Tensor& grad_q, Tensor& grad_k, Tensor& grad_v,
                               cudaStream_t stream) {
-  if (!cudnn_attention_enabled() || !eligible({&q, &k, &v, &out, &grad, &grad_q, &grad_k, &grad_v})) return false;
+  if (!cudnn_attention_enabled() || !eligible({&q, &k, &v, &out, &grad, &grad_q, &grad_k, &grad_v}) ||
+      !lse.is_contiguous())
+    return false;
   CudnnState& st = state();
   std::lock_guard lock(st.mu);
   cudnnHandle_t handle = handle_for(st, q.device().index);
