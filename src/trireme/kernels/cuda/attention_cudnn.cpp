@@ -225,6 +225,7 @@ class GraphBuilder {
 // A built plan: its execution plan, the bytes of workspace cuDNN asks for, and the tensors it reads and
 // writes. The backward's row dots δ (f32) follow cuDNN's workspace in the same scratch block.
 struct Plan {
+  cudnnHandle_t handle = nullptr;  // its device's
   std::unique_ptr<Desc> plan;
   int64_t workspace = 0;
   std::vector<int64_t> uids;  // what its variant pack must hold: exactly the graph's tensors
@@ -273,6 +274,7 @@ Plan build_plan(cudnnHandle_t handle, GraphBuilder& g) {
       check(cudnnBackendGetAttribute(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
                                      nullptr, &p.workspace),
             "workspace size");
+      p.handle = handle;
       p.plan = std::move(plan);
       p.uids = g.uids();
       return p;
@@ -362,12 +364,6 @@ CudnnState& state() {
   return *s;
 }
 
-cudnnHandle_t handle_for(CudnnState& st, int device) {
-  auto& h = st.handles[device];
-  if (!h) check(cudnnCreate(&h), "cudnnCreate");
-  return h;
-}
-
 std::string key_of(const char* what, bool causal, std::initializer_list<const Tensor*> ts) {
   std::ostringstream key;
   key << what << (causal ? " causal" : " full");
@@ -394,12 +390,14 @@ bool eligible(std::initializer_list<const Tensor*> ts) {
 
 // The plan for `key`, built by `build` on first use; null when cuDNN cannot run it.
 template <class Build>
-std::shared_ptr<Plan> plan_for(CudnnState& st, const std::string& key, cudnnHandle_t handle, Build build) {
+std::shared_ptr<Plan> plan_for(CudnnState& st, const std::string& key, int device, Build build) {
   auto it = st.plans.find(key);
   if (it != st.plans.end()) return it->second;
   std::shared_ptr<Plan> plan;
   try {
     cuda::RelaxedCaptureScope relaxed;  // building compiles kernels; a capture in progress must not see it
+    cudnnHandle_t& handle = st.handles[device];
+    if (!handle) check(cudnnCreate(&handle), "cudnnCreate");
     plan = std::make_shared<Plan>(build(handle));
   } catch (const CudnnError& e) {
     if (!st.said_unsupported) {
@@ -414,18 +412,18 @@ std::shared_ptr<Plan> plan_for(CudnnState& st, const std::string& key, cudnnHand
 
 // Runs the plan on `stream`; `pointers` holds every tensor a plan of this kind may read or write,
 // by uid (a graph may lack some: the causal mask's -inf).
-void execute(cudnnHandle_t handle, const Plan& plan, cudaStream_t stream,
-             const std::unordered_map<int64_t, void*>& pointers_by_uid, void* workspace) {
+void execute(const Plan& plan, cudaStream_t stream, const std::unordered_map<int64_t, void*>& pointers_by_uid,
+             void* workspace) {
   const std::vector<int64_t>& uids = plan.uids;
   std::vector<void*> pointers;
   for (int64_t uid : uids) pointers.push_back(pointers_by_uid.at(uid));
-  check(cudnnSetStream(handle, stream), "cudnnSetStream");
+  check(cudnnSetStream(plan.handle, stream), "cudnnSetStream");
   Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
   pack.set_array(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, int64_t(uids.size()), uids.data())
       .set_array(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, int64_t(pointers.size()), pointers.data())
       .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, workspace)
       .finalize();
-  check(cudnnBackendExecute(handle, plan.plan->get(), pack.get()), "cudnnBackendExecute");
+  check(cudnnBackendExecute(plan.handle, plan.plan->get(), pack.get()), "cudnnBackendExecute");
 }
 
 // Scratch of `bytes` on q's device for the duration of one call (the caching allocator keeps it
@@ -461,13 +459,12 @@ bool cudnn_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, 
   if (!cudnn_attention_enabled() || !eligible({&q, &k, &v, &out}) || !lse.is_contiguous()) return false;
   CudnnState& st = state();
   std::lock_guard lock(st.mu);
-  cudnnHandle_t handle = handle_for(st, q.device().index);
-  auto plan = plan_for(st, key_of("forward", causal, {&q, &k, &v, &out}), handle,
+  auto plan = plan_for(st, key_of("forward", causal, {&q, &k, &v, &out}), q.device().index,
                        [&](cudnnHandle_t h) { return forward_plan(h, q.dtype(), q, k, v, out, causal); });
   if (!plan) return false;
   Tensor ws = scratch(plan->workspace, q);
   float scale = float(1.0 / std::sqrt(double(q.size(3)))), neg_inf = -std::numeric_limits<float>::infinity();
-  execute(handle, *plan, stream,
+  execute(*plan, stream,
           {{kQ, q.data_ptr()},
            {kK, k.data_ptr()},
            {kV, v.data_ptr()},
@@ -487,16 +484,15 @@ bool cudnn_attention_backward(const Tensor& grad, const Tensor& q, const Tensor&
     return false;
   CudnnState& st = state();
   std::lock_guard lock(st.mu);
-  cudnnHandle_t handle = handle_for(st, q.device().index);
   auto plan = plan_for(
-      st, key_of("backward", causal, {&grad, &q, &k, &v, &out, &grad_q, &grad_k, &grad_v}), handle,
+      st, key_of("backward", causal, {&grad, &q, &k, &v, &out, &grad_q, &grad_k, &grad_v}), q.device().index,
       [&](cudnnHandle_t h) { return backward_plan(h, q.dtype(), grad, q, k, v, out, grad_q, grad_k, grad_v, causal); });
   if (!plan) return false;
   const int64_t own = (plan->workspace + 255) / 256 * 256, rows = q.size(0) * q.size(1) * q.size(2);
   Tensor ws = scratch(own + rows * 4, q);
   char* base = static_cast<char*>(ws.data_ptr());
   float scale = float(1.0 / std::sqrt(double(q.size(3)))), neg_inf = -std::numeric_limits<float>::infinity(), one = 1;
-  execute(handle, *plan, stream,
+  execute(*plan, stream,
           {{kQ, q.data_ptr()},
            {kK, k.data_ptr()},
            {kV, v.data_ptr()},
