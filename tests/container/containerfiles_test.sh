@@ -100,7 +100,8 @@ check_containerfile() {  # FILE KIND(cpu|gpu)
     for label in 'ai.trireme.nccl="${NCCL_VERSION}"' 'ai.trireme.cuda="${CUDA}"' 'ai.trireme.cudnn="${CUDNN}"'; do
       grep -qF "$label" "$tmp/lines" || fail "$name: no label $label"
     done
-    grep -qE -- '-DTRIREME_WITH_CUDA=ON -DTRIREME_WITH_NCCL=ON' "$tmp/lines" || fail "$name: not built with CUDA and NCCL"
+    grep -qE -- '-DTRIREME_WITH_CUDA=ON -DTRIREME_WITH_NCCL=ON -DTRIREME_WITH_CUDNN=ON' "$tmp/lines" ||
+      fail "$name: not built with CUDA, NCCL and cuDNN (its attention)"
   else
     grep -qE -- '-DTRIREME_WITH_CUDA=OFF' "$tmp/lines" || fail "$name: not built without CUDA"
   fi
