@@ -130,7 +130,8 @@ std::vector<float> TextGenerator::next_token_logits(const std::vector<int32_t>& 
   std::vector<int64_t> ctx(ids.end() - std::ptrdiff_t(ctx_len), ids.end());
   Tensor last;  // (1, V)
   if (mode_ == GenerateMode::eager) {
-    kernels::VaryingShapes varying;                                           // a new length each token
+    // A new length each token: no kernel should build a plan for it (kernels/varying_shapes.h).
+    kernels::VaryingShapes varying;
     Tensor logits = model_->forward(from_vector(ctx, {1, ctx_len}, device));  // (1, t, V)
     last = reshape(narrow(logits, 1, ctx_len - 1, 1), {1, logits.size(-1)});
   } else {
