@@ -11,6 +11,9 @@
 #include "trireme/core/container_image.h"
 #include "trireme/kernels/cpu/loops.h"
 #include "trireme/kernels/cpu/onednn_gemm.h"
+#ifdef TRIREME_WITH_CUDA
+#include "trireme/kernels/cuda/attention_cudnn.h"
+#endif
 #include "trireme/runtime/build_info.h"
 #include "trireme/runtime/cpu_features.h"
 
@@ -40,6 +43,11 @@ Command add_env_command(CLI::App& root) {
             struct utsname u{};
             ::uname(&u);
             nlohmann::json j = runtime::build_info();
+#ifdef TRIREME_WITH_CUDA
+            j["cudnn"] = cuda_kernels::describe_cudnn_attention();
+#else
+            j["cudnn"] = "not built";
+#endif
             j["os"] = os_name();
             const std::string image = container_image();
             j["image"] = image.empty() ? "none (not in a trireme container image)" : image;

@@ -18,8 +18,6 @@
 #ifdef TRIREME_WITH_CUDA
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
-
-#include "trireme/kernels/cuda/attention_cudnn.h"
 #endif
 #ifdef TRIREME_WITH_NCCL
 #include <nccl.h>
@@ -63,11 +61,6 @@ nlohmann::json build_info() {
               std::to_string(NCCL_PATCH);
 #else
   j["nccl"] = "not built";
-#endif
-#ifdef TRIREME_WITH_CUDA
-  j["cudnn"] = cuda_kernels::describe_cudnn_attention();
-#else
-  j["cudnn"] = "not built";
 #endif
   return j;
 }
