@@ -8,9 +8,11 @@
 #include <string>
 
 #include "cuda_op_check.h"
+#include "trireme/cuda/stream.h"
 #include "trireme/kernels/cuda/attention_cudnn.h"
 #include "trireme/kernels/nn.h"
 #include "trireme/kernels/registry.h"
+#include "trireme/kernels/varying_shapes.h"
 #include "trireme/ops/nn_functional.h"
 #include "trireme/ops/view.h"
 
@@ -98,14 +100,33 @@ void check_case(const Case& c) {
 }
 
 // Every case runs twice where the build has cuDNN: by cuDNN's fused attention (16-bit), then by
-// trireme's own kernels.
+// trireme's own kernels (a VaryingShapes scope keeps plan-building kernels out).
 template <class Cases>
 void check_both_ways(Cases cases) {
   cases();
   if (cuda_kernels::cudnn_attention_enabled()) {
     SCOPED_TRACE("trireme's own kernels");
-    cuda_kernels::OwnAttentionKernels own;
+    kernels::VaryingShapes without_cudnn;
     cases();
+  }
+}
+
+// The cuDNN pass above is cuDNN's: it takes 16-bit operands, and no f32 ones, nor any call in a
+// VaryingShapes scope.
+TEST(CudaAttention, CudnnTakesSixteenBitCallsWhereBuiltIn) {
+  TRIREME_REQUIRE_GPU();
+  if (!cuda_kernels::cudnn_attention_enabled()) GTEST_SKIP() << "no cuDNN in this build, or TRIREME_CUDNN_ATTENTION=0";
+  const Device gpu = Device::cuda(0);
+  for (DType dt : {DType::bf16, DType::f32}) {
+    const Case c{dt, 2, 3, 64, 64, 64, true, false};
+    std::vector<Tensor> x = make_qkv(c, gpu);
+    Tensor out = empty_bthd(c.b, c.h, c.tq, c.hd, dt, gpu), lse = Tensor::empty({c.b, c.h, c.tq}, stat_dtype(dt), gpu);
+    auto forward = [&] {
+      return cuda_kernels::cudnn_attention_forward(x[0], x[1], x[2], true, out, lse, cuda::current_stream(0).handle());
+    };
+    EXPECT_EQ(forward(), dt == DType::bf16) << dt;
+    kernels::VaryingShapes varying;
+    EXPECT_FALSE(forward()) << dt;
   }
 }
 

@@ -1,10 +1,11 @@
 // CUDA scaled dot-product attention, forward and backward, fused: the (Tq, Tk) scores are never
 // stored. bf16/f16 operands go to cuDNN's fused attention first where the build has it
-// (attention_cudnn.h); otherwise, bf16/f16 with a head dim that is a multiple of 16 up to 128 (and 16-byte aligned rows)
-// take the tensor-core kernels of attention_flash.cu; everything else (f32, f64, other head dims,
-// odd strides) takes the simple fused kernels here: one warp per query row (forward, dQ) or per
-// key row (dK, dV), 32 keys or queries at a time with an online softmax, math in the accumulation
-// type (f32 for 16-bit inputs, no TF32; f64 for f64). Both paths are deterministic (no atomics).
+// (attention_cudnn.h). Otherwise bf16/f16 with a head dim that is a multiple of 16 up to 128 (and
+// 16-byte aligned rows) take the tensor-core kernels of attention_flash.cu; everything else (f32,
+// f64, other head dims, odd strides) takes the simple fused kernels here: one warp per query row
+// (forward, dQ) or per key row (dK, dV), 32 keys or queries at a time with an online softmax, math
+// in the accumulation type (f32 for 16-bit inputs, no TF32; f64 for f64). All three paths are
+// deterministic (no atomics).
 //
 // With s = 1/sqrt(hd), per row i: lse_i = log Σ_j exp(s q_i·k_j), P_ij = exp(s q_i·k_j - lse_i),
 //   forward:  O_i = Σ_j P_ij v_j

@@ -11,7 +11,6 @@
 // then attention.cu's own kernels run instead, and the log says so once.
 #include "trireme/kernels/cuda/attention_cudnn.h"
 
-#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -19,8 +18,10 @@
 #ifdef TRIREME_WITH_CUDNN
 #include <cudnn.h>
 
+#include <array>
 #include <iostream>
 #include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -35,13 +36,6 @@
 #endif
 
 namespace trireme::cuda_kernels {
-
-namespace {
-std::atomic<int> own_kernels_scopes{0};
-}  // namespace
-
-OwnAttentionKernels::OwnAttentionKernels() { ++own_kernels_scopes; }
-OwnAttentionKernels::~OwnAttentionKernels() { --own_kernels_scopes; }
 
 #ifndef TRIREME_WITH_CUDNN
 
@@ -105,8 +99,10 @@ class Desc {
 
 using Dims = std::vector<int64_t>;
 
-// The unique ids of the tensors a plan reads and writes (its variant pack).
-enum Uid : int64_t { kQ = 1, kK, kV, kO, kLse, kScale, kNegInf, kDO, kDQ, kDK, kDV, kRowDot, kOne };
+// The unique ids of the tensors a plan reads and writes (its variant pack), and their pointers by
+// uid: the by-value scalars are host pointers.
+enum Uid : int64_t { kQ = 1, kK, kV, kO, kLse, kScale, kNegInf, kDO, kDQ, kDK, kDV, kRowDot, kOne, kUidEnd };
+using Pointers = std::array<void*, kUidEnd>;
 
 // Builds one operation graph: tensors and operations are kept alive until the plan is built.
 class GraphBuilder {
@@ -115,8 +111,11 @@ class GraphBuilder {
   cudnnBackendDescriptor_t tensor(cudnnDataType_t type, const Dims& dims, const Dims& strides, int64_t uid = 0,
                                   bool by_value = false) {
     const bool is_virtual = uid == 0;
-    if (is_virtual) uid = next_virtual_++;
-    if (!is_virtual) uids_.push_back(uid);
+    if (is_virtual) {
+      uid = next_virtual_++;
+    } else {
+      uids_.push_back(uid);
+    }
     Desc& t = keep(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
     const int64_t alignment = 16;
     t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, type)
@@ -352,10 +351,13 @@ Plan backward_plan(cudnnHandle_t handle, DType dtype, const Tensor& grad, const 
   return build_plan(handle, g);
 }
 
+// A plan's key: direction, causal, then each operand's dtype, device, sizes and strides.
+using PlanKey = std::vector<int64_t>;
+
 struct CudnnState {
   std::mutex mu;
   std::unordered_map<int, cudnnHandle_t> handles;
-  std::unordered_map<std::string, std::shared_ptr<Plan> > plans;  // null: cuDNN cannot run this one
+  std::map<PlanKey, std::shared_ptr<Plan> > plans;  // null: cuDNN cannot run this one
   bool said_unsupported = false;
 };
 
@@ -364,14 +366,24 @@ CudnnState& state() {
   return *s;
 }
 
-std::string key_of(const char* what, bool causal, std::initializer_list<const Tensor*> ts) {
-  std::ostringstream key;
-  key << what << (causal ? " causal" : " full");
+enum Direction : int64_t { kForward, kBackward };
+
+PlanKey key_of(Direction direction, bool causal, std::initializer_list<const Tensor*> ts) {
+  PlanKey key{direction, causal};
   for (const Tensor* t : ts) {
-    key << " " << dtype_name(t->dtype()) << "@" << t->device().index;
-    for (int d = 0; d < t->dim(); ++d) key << " " << t->size(d) << ":" << t->stride(d);
+    key.insert(key.end(), {int64_t(t->dtype()), t->device().index});
+    for (int d = 0; d < t->dim(); ++d) key.insert(key.end(), {t->size(d), t->stride(d)});
   }
-  return key.str();
+  return key;
+}
+
+// The key in words, for the log.
+std::string describe(const PlanKey& key) {
+  std::ostringstream text;
+  text << (key[0] == kForward ? "forward" : "backward") << (key[1] ? " causal" : " full")
+       << " (dtype, device, size:stride...):";
+  for (size_t i = 2; i < key.size(); ++i) text << " " << key[i];
+  return text.str();
 }
 
 // Whether cuDNN's kernels take these operands at all (16-bit, unit last strides, 16-byte rows) and
@@ -390,7 +402,7 @@ bool eligible(std::initializer_list<const Tensor*> ts) {
 
 // The plan for `key`, built by `build` on first use; null when cuDNN cannot run it.
 template <class Build>
-std::shared_ptr<Plan> plan_for(CudnnState& st, const std::string& key, int device, Build build) {
+std::shared_ptr<Plan> plan_for(CudnnState& st, const PlanKey& key, int device, Build build) {
   auto it = st.plans.find(key);
   if (it != st.plans.end()) return it->second;
   std::shared_ptr<Plan> plan;
@@ -401,7 +413,7 @@ std::shared_ptr<Plan> plan_for(CudnnState& st, const std::string& key, int devic
     plan = std::make_shared<Plan>(build(handle));
   } catch (const CudnnError& e) {
     if (!st.said_unsupported) {
-      std::cerr << "trireme: cuDNN attention cannot run " << key << " (" << e.what()
+      std::cerr << "trireme: cuDNN attention cannot run " << describe(key) << " (" << e.what()
                 << "); trireme's own attention kernels run instead\n";
       st.said_unsupported = true;
     }
@@ -410,17 +422,19 @@ std::shared_ptr<Plan> plan_for(CudnnState& st, const std::string& key, int devic
   return plan;
 }
 
-// Runs the plan on `stream`; `pointers` holds every tensor a plan of this kind may read or write,
-// by uid (a graph may lack some: the causal mask's -inf).
-void execute(const Plan& plan, cudaStream_t stream, const std::unordered_map<int64_t, void*>& pointers_by_uid,
-             void* workspace) {
-  const std::vector<int64_t>& uids = plan.uids;
-  std::vector<void*> pointers;
-  for (int64_t uid : uids) pointers.push_back(pointers_by_uid.at(uid));
+// Runs the plan on `stream`: `pointers` holds every tensor a plan of its direction may read or
+// write (a graph may lack some: the causal mask's -inf); the scalars are set here.
+void execute(const Plan& plan, cudaStream_t stream, int64_t head_dim, Pointers pointers, void* workspace) {
+  float scale = float(1.0 / std::sqrt(double(head_dim))), neg_inf = -std::numeric_limits<float>::infinity(), one = 1;
+  pointers[kScale] = &scale;
+  pointers[kNegInf] = &neg_inf;
+  pointers[kOne] = &one;
+  std::vector<void*> used;
+  for (int64_t uid : plan.uids) used.push_back(pointers[size_t(uid)]);
   check(cudnnSetStream(plan.handle, stream), "cudnnSetStream");
   Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-  pack.set_array(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, int64_t(uids.size()), uids.data())
-      .set_array(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, int64_t(pointers.size()), pointers.data())
+  pack.set_array(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, int64_t(plan.uids.size()), plan.uids.data())
+      .set_array(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, int64_t(used.size()), used.data())
       .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, workspace)
       .finalize();
   check(cudnnBackendExecute(plan.handle, plan.plan->get(), pack.get()), "cudnnBackendExecute");
@@ -432,26 +446,35 @@ Tensor scratch(int64_t bytes, const Tensor& like) {
   return Tensor::empty({std::max<int64_t>(1, (bytes + 3) / 4)}, DType::f32, like.device());
 }
 
+// Why cuDNN attention is off in this process; empty when it is on.
+const std::string& off_reason() {
+  static const std::string reason = []() -> std::string {
+    const char* env = std::getenv("TRIREME_CUDNN_ATTENTION");
+    if (env && std::strcmp(env, "0") == 0) return "TRIREME_CUDNN_ATTENTION=0";
+    if (cudnnGetVersion() < 90000) return "cuDNN older than 9";
+    return "";
+  }();
+  return reason;
+}
+
+// The pointers both directions pass: q, k, v, out and lse.
+Pointers forward_operands(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse) {
+  Pointers p{};
+  p[kQ] = q.data_ptr(), p[kK] = k.data_ptr(), p[kV] = v.data_ptr(), p[kO] = out.data_ptr(), p[kLse] = lse.data_ptr();
+  return p;
+}
+
 }  // namespace
 
-bool cudnn_attention_enabled() {
-  static const bool enabled = [] {
-    const char* env = std::getenv("TRIREME_CUDNN_ATTENTION");
-    if (env && std::strcmp(env, "0") == 0) return false;
-    return cudnnGetVersion() >= 90000;
-  }();
-  return enabled && own_kernels_scopes.load() == 0;
-}
+bool cudnn_attention_enabled() { return off_reason().empty(); }
 
 std::string describe_cudnn_attention() {
   auto version = [](size_t v) {
     return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
   };
-  std::string s = "built with cuDNN " + version(CUDNN_VERSION) + ", running " + version(cudnnGetVersion());
-  const char* env = std::getenv("TRIREME_CUDNN_ATTENTION");
-  if (env && std::strcmp(env, "0") == 0) return s + "; attention: trireme's own kernels (TRIREME_CUDNN_ATTENTION=0)";
-  if (cudnnGetVersion() < 90000) return s + "; attention: trireme's own kernels (cuDNN older than 9)";
-  return s + "; attention in bf16/f16: cuDNN";
+  const std::string s = "built with cuDNN " + version(CUDNN_VERSION) + ", running " + version(cudnnGetVersion());
+  return s + (off_reason().empty() ? "; attention in bf16/f16: cuDNN"
+                                   : "; attention: trireme's own kernels (" + off_reason() + ")");
 }
 
 bool cudnn_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, Tensor& out, Tensor& lse,
@@ -459,20 +482,11 @@ bool cudnn_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, 
   if (!cudnn_attention_enabled() || !eligible({&q, &k, &v, &out}) || !lse.is_contiguous()) return false;
   CudnnState& st = state();
   std::lock_guard lock(st.mu);
-  auto plan = plan_for(st, key_of("forward", causal, {&q, &k, &v, &out}), q.device().index,
+  auto plan = plan_for(st, key_of(kForward, causal, {&q, &k, &v, &out}), q.device().index,
                        [&](cudnnHandle_t h) { return forward_plan(h, q.dtype(), q, k, v, out, causal); });
   if (!plan) return false;
   Tensor ws = scratch(plan->workspace, q);
-  float scale = float(1.0 / std::sqrt(double(q.size(3)))), neg_inf = -std::numeric_limits<float>::infinity();
-  execute(*plan, stream,
-          {{kQ, q.data_ptr()},
-           {kK, k.data_ptr()},
-           {kV, v.data_ptr()},
-           {kO, out.data_ptr()},
-           {kLse, lse.data_ptr()},
-           {kScale, &scale},
-           {kNegInf, &neg_inf}},
-          ws.data_ptr());
+  execute(*plan, stream, q.size(3), forward_operands(q, k, v, out, lse), ws.data_ptr());
   return true;
 }
 
@@ -485,28 +499,16 @@ bool cudnn_attention_backward(const Tensor& grad, const Tensor& q, const Tensor&
   CudnnState& st = state();
   std::lock_guard lock(st.mu);
   auto plan = plan_for(
-      st, key_of("backward", causal, {&grad, &q, &k, &v, &out, &grad_q, &grad_k, &grad_v}), q.device().index,
+      st, key_of(kBackward, causal, {&grad, &q, &k, &v, &out, &grad_q, &grad_k, &grad_v}), q.device().index,
       [&](cudnnHandle_t h) { return backward_plan(h, q.dtype(), grad, q, k, v, out, grad_q, grad_k, grad_v, causal); });
   if (!plan) return false;
   const int64_t own = (plan->workspace + 255) / 256 * 256, rows = q.size(0) * q.size(1) * q.size(2);
-  Tensor ws = scratch(own + rows * 4, q);
+  Tensor ws = scratch(own + rows * 4, q);  // cuDNN's workspace, then the row dots δ
   char* base = static_cast<char*>(ws.data_ptr());
-  float scale = float(1.0 / std::sqrt(double(q.size(3)))), neg_inf = -std::numeric_limits<float>::infinity(), one = 1;
-  execute(*plan, stream,
-          {{kQ, q.data_ptr()},
-           {kK, k.data_ptr()},
-           {kV, v.data_ptr()},
-           {kO, out.data_ptr()},
-           {kDO, grad.data_ptr()},
-           {kLse, lse.data_ptr()},
-           {kDQ, grad_q.data_ptr()},
-           {kDK, grad_k.data_ptr()},
-           {kDV, grad_v.data_ptr()},
-           {kRowDot, base + own},
-           {kScale, &scale},
-           {kNegInf, &neg_inf},
-           {kOne, &one}},
-          base);
+  Pointers p = forward_operands(q, k, v, out, lse);
+  p[kDO] = grad.data_ptr(), p[kDQ] = grad_q.data_ptr(), p[kDK] = grad_k.data_ptr(), p[kDV] = grad_v.data_ptr();
+  p[kRowDot] = base + own;
+  execute(*plan, stream, q.size(3), p, base);
   return true;
 }
 

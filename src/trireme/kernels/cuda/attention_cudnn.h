@@ -15,21 +15,13 @@
 
 namespace trireme::cuda_kernels {
 
-// Whether cuDNN attention is built in, not turned off by TRIREME_CUDNN_ATTENTION=0, and not
-// suspended by an OwnAttentionKernels.
+// Whether cuDNN attention is built in and not turned off by TRIREME_CUDNN_ATTENTION=0 (a
+// kernels::VaryingShapes scope still keeps it out of its calls: tests use one to run trireme's
+// own kernels too).
 bool cudnn_attention_enabled();
 
 // For `trireme env`: cuDNN's version and whether attention uses it, or why not.
 std::string describe_cudnn_attention();
-
-// While one lives, attention runs trireme's own kernels (tests check those too).
-class OwnAttentionKernels {
- public:
-  OwnAttentionKernels();
-  ~OwnAttentionKernels();
-  OwnAttentionKernels(const OwnAttentionKernels&) = delete;
-  OwnAttentionKernels& operator=(const OwnAttentionKernels&) = delete;
-};
 
 // out and lse as AttentionKernel (kernels/nn.h) fills them; q, k, v, out bf16 or f16.
 bool cudnn_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, Tensor& out, Tensor& lse,
