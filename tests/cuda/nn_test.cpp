@@ -7,6 +7,7 @@
 
 #include "cuda_op_check.h"
 #include "expect_error.h"
+#include "norm_edge_check.h"
 #include "trireme/core/rng.h"
 #include "trireme/cuda/device.h"
 #include "trireme/kernels/philox.h"
@@ -48,6 +49,14 @@ TEST(CudaNn, LayerNormAndRmsNorm) {
   check_cuda_op({"rms_norm", {{19, 261}, {261}}, [](const V& x) { return rms_norm(x[0], x[1]); }});
   check_cuda_op({"rms_norm_many_rows", {{3000, 17}, {17}}, [](const V& x) { return rms_norm(x[0], x[1]); }},
                 {DType::f64, DType::f32});
+}
+
+// The 16-bit edge of f32 norms (kernels/nn.h), which static graphs use in place of casts: the warp
+// kernels with and without 16-byte vectors, and the block kernel of long rows.
+TEST(CudaNn, NormsWithASixteenBitEdgeGiveTheF32NormBesideACast) {
+  TRIREME_REQUIRE_GPU();
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{21, 768}, {4100, 33}, {5, 1100}, {3, 2100}})
+    trireme::testing::expect_norm_edges_match_casts(Device::cuda(0), rows, cols);
 }
 
 TEST(CudaNn, SoftmaxAndLogSoftmax) {

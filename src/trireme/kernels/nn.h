@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "trireme/core/tensor.h"
 
@@ -17,6 +18,18 @@ namespace trireme {
 inline DType stat_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
 
 // ---- norms over the last dim: x (R, D) ----
+// Beside an f32 x, the forward's y and the backward's grad may be bf16 or f16 (the norm's "edge"):
+// y is then the f32 result rounded once, grad is widened exactly, so a call gives the bits of the
+// f32 norm next to a cast. Eager ops never ask for it; graph/norm_casts.h folds such casts in.
+template <class T, class Fn>
+void dispatch_norm_edge(const char* op, DType edge, Fn&& fn) {  // fn<E>() with E the edge's element type
+  if (edge == dtype_v<T>) return fn.template operator()<T>();
+  if constexpr (std::is_same_v<T, float>) {
+    if (edge == DType::bf16) return fn.template operator()<bf16_t>();
+    if (edge == DType::f16) return fn.template operator()<f16_t>();
+  }
+  TRIREME_FAIL(op, ": a ", dtype_v<T>, " input with a ", edge, " edge tensor (only f32 inputs may have a bf16 or f16 one)");
+}
 // layer_norm: y = (x - mean) * rstd * w + b; mean, rstd (R) stat. weight/bias (D) may be undefined.
 using LayerNormKernel = void (*)(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
                                  Tensor& y, Tensor& mean, Tensor& rstd);

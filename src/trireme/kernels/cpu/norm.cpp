@@ -3,6 +3,7 @@
 // next to the GEMMs around a norm, so the wider type costs little and keeps f32 statistics exact).
 // grad_weight/grad_bias sum over rows; they are computed by a column-blocked pass in which each
 // column is summed by one thread in row order, so the result does not depend on the thread count.
+// An f32 norm's y (forward) or grad (backward) may be bf16/f16 (kernels/nn.h: the edge type E).
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -29,13 +30,13 @@ std::vector<acc_t<T>> param_or(const Tensor& p, int64_t d, acc_t<T> fill) {
   return out;
 }
 
-template <class T>
+template <class T, class E>
 void layer_norm_cpu(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, Tensor& y,
                     Tensor& mean, Tensor& rstd) {
   using A = acc_t<T>;
   const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
   const T* px = x.data<T>();
-  T* py = y.data<T>();
+  E* py = y.data<E>();
   A* pm = mean.data<A>();
   A* pr = rstd.data<A>();
   const auto w = param_or<T>(weight, d, A(1));
@@ -59,16 +60,16 @@ void layer_norm_cpu(const Tensor& x, const Tensor& weight, const Tensor& bias, d
       pm[r] = A(mu);
       pr[r] = A(inv);
       const A m = A(mu), ri = A(inv);
-      T* yr = py + r * d;
-      for (int64_t j = 0; j < d; ++j) yr[j] = T((A(xr[j]) - m) * ri * w[size_t(j)] + b[size_t(j)]);
+      E* yr = py + r * d;
+      for (int64_t j = 0; j < d; ++j) yr[j] = E((A(xr[j]) - m) * ri * w[size_t(j)] + b[size_t(j)]);
     }
   });
 }
 
 // grad_weight[j] = Σ_r g[r, j] * xhat[r, j] and grad_bias[j] = Σ_r g[r, j], where
 // xhat[r, j] = (x[r, j] - mean[r]) * rstd[r] (mean = null for RMS norm: xhat = x * rstd).
-template <class T>
-void param_grads(const T* pg, const T* px, const acc_t<T>* pm, const acc_t<T>* pr, int64_t rows, int64_t d,
+template <class T, class E>
+void param_grads(const E* pg, const T* px, const acc_t<T>* pm, const acc_t<T>* pr, int64_t rows, int64_t d,
                  Tensor& grad_weight, Tensor& grad_bias) {
   using A = acc_t<T>;
   const bool want_w = grad_weight.defined(), want_b = grad_bias.defined();
@@ -83,7 +84,7 @@ void param_grads(const T* pg, const T* px, const acc_t<T>* pm, const acc_t<T>* p
       std::fill(acc_w.begin(), acc_w.end(), A(0));
       std::fill(acc_b.begin(), acc_b.end(), A(0));
       for (int64_t r = 0; r < rows; ++r) {
-        const T* gr = pg + r * d + c0;
+        const E* gr = pg + r * d + c0;
         const T* xr = px + r * d + c0;
         const A m = pm ? pm[r] : A(0), ri = pr[r];
         for (int64_t j = 0; j < n; ++j) {
@@ -102,12 +103,12 @@ void param_grads(const T* pg, const T* px, const acc_t<T>* pm, const acc_t<T>* p
 
 // With xhat = (x - mean) * rstd and gy = grad * w:
 //   grad_x = rstd * (gy - mean_j(gy) - xhat * mean_j(gy * xhat)).
-template <class T>
+template <class T, class E>
 void layer_norm_backward_cpu(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& mean,
                              const Tensor& rstd, Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias) {
   using A = acc_t<T>;
   const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
-  const T* pg = grad.data<T>();
+  const E* pg = grad.data<E>();
   const T* px = x.data<T>();
   const A* pm = mean.data<A>();
   const A* pr = rstd.data<A>();
@@ -116,7 +117,7 @@ void layer_norm_backward_cpu(const Tensor& grad, const Tensor& x, const Tensor& 
     T* pgx = grad_x.data<T>();
     parallel_for(rows, 6 * d, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
-        const T* gr = pg + r * d;
+        const E* gr = pg + r * d;
         const T* xr = px + r * d;
         const A m = pm[r], ri = pr[r];
         double s_gy = 0, s_gyx = 0;
@@ -135,15 +136,15 @@ void layer_norm_backward_cpu(const Tensor& grad, const Tensor& x, const Tensor& 
       }
     });
   }
-  param_grads<T>(pg, px, pm, pr, rows, d, grad_weight, grad_bias);
+  param_grads<T, E>(pg, px, pm, pr, rows, d, grad_weight, grad_bias);
 }
 
-template <class T>
+template <class T, class E>
 void rms_norm_cpu(const Tensor& x, const Tensor& weight, double eps, Tensor& y, Tensor& rstd) {
   using A = acc_t<T>;
   const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
   const T* px = x.data<T>();
-  T* py = y.data<T>();
+  E* py = y.data<E>();
   A* pr = rstd.data<A>();
   const auto w = param_or<T>(weight, d, A(1));
   parallel_for(rows, 3 * d, [&](int64_t r0, int64_t r1) {
@@ -157,19 +158,19 @@ void rms_norm_cpu(const Tensor& x, const Tensor& weight, double eps, Tensor& y, 
       }
       const A ri = A(1.0 / std::sqrt(ss / double(d) + eps));
       pr[r] = ri;
-      T* yr = py + r * d;
-      for (int64_t j = 0; j < d; ++j) yr[j] = T(A(xr[j]) * ri * w[size_t(j)]);
+      E* yr = py + r * d;
+      for (int64_t j = 0; j < d; ++j) yr[j] = E(A(xr[j]) * ri * w[size_t(j)]);
     }
   });
 }
 
 // With xhat = x * rstd and gy = grad * w:  grad_x = rstd * (gy - xhat * mean_j(gy * xhat)).
-template <class T>
+template <class T, class E>
 void rms_norm_backward_cpu(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& rstd,
                            Tensor& grad_x, Tensor& grad_weight) {
   using A = acc_t<T>;
   const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
-  const T* pg = grad.data<T>();
+  const E* pg = grad.data<E>();
   const T* px = x.data<T>();
   const A* pr = rstd.data<A>();
   const auto w = param_or<T>(weight, d, A(1));
@@ -177,7 +178,7 @@ void rms_norm_backward_cpu(const Tensor& grad, const Tensor& x, const Tensor& we
     T* pgx = grad_x.data<T>();
     parallel_for(rows, 5 * d, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
-        const T* gr = pg + r * d;
+        const E* gr = pg + r * d;
         const T* xr = px + r * d;
         const A ri = pr[r];
         double s_gyx = 0;
@@ -190,7 +191,31 @@ void rms_norm_backward_cpu(const Tensor& grad, const Tensor& x, const Tensor& we
     });
   }
   Tensor no_bias;
-  param_grads<T>(pg, px, nullptr, pr, rows, d, grad_weight, no_bias);
+  param_grads<T, E>(pg, px, nullptr, pr, rows, d, grad_weight, no_bias);
+}
+
+// The registered kernels: the edge type picked at the call.
+template <class T>
+void layer_norm_any(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, Tensor& y, Tensor& mean,
+                    Tensor& rstd) {
+  dispatch_norm_edge<T>("layer_norm", y.dtype(), [&]<class E>() { layer_norm_cpu<T, E>(x, weight, bias, eps, y, mean, rstd); });
+}
+template <class T>
+void layer_norm_backward_any(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                             const Tensor& rstd, Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias) {
+  dispatch_norm_edge<T>("layer_norm_backward", grad.dtype(), [&]<class E>() {
+    layer_norm_backward_cpu<T, E>(grad, x, weight, mean, rstd, grad_x, grad_weight, grad_bias);
+  });
+}
+template <class T>
+void rms_norm_any(const Tensor& x, const Tensor& weight, double eps, Tensor& y, Tensor& rstd) {
+  dispatch_norm_edge<T>("rms_norm", y.dtype(), [&]<class E>() { rms_norm_cpu<T, E>(x, weight, eps, y, rstd); });
+}
+template <class T>
+void rms_norm_backward_any(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                           Tensor& grad_x, Tensor& grad_weight) {
+  dispatch_norm_edge<T>("rms_norm_backward", grad.dtype(),
+                    [&]<class E>() { rms_norm_backward_cpu<T, E>(grad, x, weight, rstd, grad_x, grad_weight); });
 }
 
 }  // namespace
@@ -198,13 +223,13 @@ void rms_norm_backward_cpu(const Tensor& grad, const Tensor& x, const Tensor& we
 TRIREME_REGISTER_KERNELS(cpu_norm) {
   constexpr auto cpu = DeviceType::cpu;
   registry.add_each<LayerNormKernel, double, float, bf16_t, f16_t>(
-      "layer_norm", cpu, []<class T>() { return &layer_norm_cpu<T>; });
+      "layer_norm", cpu, []<class T>() { return &layer_norm_any<T>; });
   registry.add_each<LayerNormBackwardKernel, double, float, bf16_t, f16_t>(
-      "layer_norm_backward", cpu, []<class T>() { return &layer_norm_backward_cpu<T>; });
+      "layer_norm_backward", cpu, []<class T>() { return &layer_norm_backward_any<T>; });
   registry.add_each<RmsNormKernel, double, float, bf16_t, f16_t>(
-      "rms_norm", cpu, []<class T>() { return &rms_norm_cpu<T>; });
+      "rms_norm", cpu, []<class T>() { return &rms_norm_any<T>; });
   registry.add_each<RmsNormBackwardKernel, double, float, bf16_t, f16_t>(
-      "rms_norm_backward", cpu, []<class T>() { return &rms_norm_backward_cpu<T>; });
+      "rms_norm_backward", cpu, []<class T>() { return &rms_norm_backward_any<T>; });
 }
 
 }  // namespace trireme::cpu

@@ -5,6 +5,7 @@
 // accumulate in double as on the CPU. grad_weight/grad_bias are deterministic without atomics:
 // each thread sums one column over a fixed chunk of rows into a (chunks, D) scratch, then
 // column_sum.cuh's second pass adds the chunks in order; the chunking depends only on the shape.
+// An f32 norm's y (forward) or grad (backward) may be bf16/f16 (kernels/nn.h: the edge type O or G).
 #include "trireme/kernels/cuda/block_reduce.cuh"
 #include "trireme/kernels/cuda/column_sum.cuh"
 #include "trireme/kernels/cuda/launch.cuh"
@@ -21,8 +22,8 @@ __device__ __forceinline__ dacc_t<D> param_at(const D* p, int64_t j, dacc_t<D> f
 }
 
 // Centered: layer norm (y = (x - mean) * rstd * w + b); else RMS norm (y = x * rstd * w).
-template <class D, bool Centered>
-__global__ void norm_forward_kernel(const D* x, const D* w, const D* b, double eps, int64_t d, D* y, dacc_t<D>* mean,
+template <class D, class O, bool Centered>
+__global__ void norm_forward_kernel(const D* x, const D* w, const D* b, double eps, int64_t d, O* y, dacc_t<D>* mean,
                                     dacc_t<D>* rstd) {
   using A = dacc_t<D>;
   __shared__ double scratch[32];
@@ -45,11 +46,11 @@ __global__ void norm_forward_kernel(const D* x, const D* w, const D* b, double e
     rstd[r] = A(inv);
   }
   const A m = A(mu), ri = A(inv);
-  D* yr = y + r * d;
+  O* yr = y + r * d;
   for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
     A v = (to_acc(xr[j]) - m) * ri * param_at(w, j, A(1));
     if constexpr (Centered) v += param_at(b, j, A(0));
-    yr[j] = from_acc<D>(v);
+    yr[j] = from_acc<O>(v);
   }
 }
 
@@ -68,8 +69,8 @@ __device__ __forceinline__ Packed<D, V> param_vec(const D* p, int64_t k, dacc_t<
   return f;
 }
 
-template <class D, bool Centered, int N, int V>
-__global__ void norm_forward_warp_kernel(const D* x, const D* w, const D* b, double eps, int64_t rows, int64_t d, D* y,
+template <class D, class O, bool Centered, int N, int V>
+__global__ void norm_forward_warp_kernel(const D* x, const D* w, const D* b, double eps, int64_t rows, int64_t d, O* y,
                                          dacc_t<D>* mean, dacc_t<D>* rstd) {
   using A = dacc_t<D>;
   using P = Packed<D, V>;
@@ -107,21 +108,21 @@ __global__ void norm_forward_warp_kernel(const D* x, const D* w, const D* b, dou
     rstd[r] = A(inv);
   }
   const A m = A(mu), ri = A(inv);
-  P* yr = reinterpret_cast<P*>(y + r * d);
+  Packed<O, V>* yr = reinterpret_cast<Packed<O, V>*>(y + r * d);
 #pragma unroll
   for (int i = 0; i < NV; ++i) {
     const int64_t k = lane + 32 * i;
     if (k >= nvec) break;
     const P wv = param_vec<V>(w, k, A(1)), bv = param_vec<V>(Centered ? b : nullptr, k, A(0));
-    P o;
+    Packed<O, V> o;
 #pragma unroll
-    for (int e = 0; e < V; ++e) o.v[e] = from_acc<D>((to_acc(v[i].v[e]) - m) * ri * to_acc(wv.v[e]) + to_acc(bv.v[e]));
+    for (int e = 0; e < V; ++e) o.v[e] = from_acc<O>((to_acc(v[i].v[e]) - m) * ri * to_acc(wv.v[e]) + to_acc(bv.v[e]));
     yr[k] = o;
   }
 }
 
-template <class D, bool Centered, int N, int V>
-__global__ void norm_backward_x_warp_kernel(const D* g, const D* x, const D* w, const dacc_t<D>* mean,
+template <class D, class G, bool Centered, int N, int V>
+__global__ void norm_backward_x_warp_kernel(const G* g, const D* x, const D* w, const dacc_t<D>* mean,
                                             const dacc_t<D>* rstd, int64_t rows, int64_t d, D* gx) {
   using A = dacc_t<D>;
   using P = Packed<D, V>;
@@ -130,10 +131,11 @@ __global__ void norm_backward_x_warp_kernel(const D* g, const D* x, const D* w, 
   const int64_t r = int64_t(blockIdx.x) * kWarpRowsPerBlock + (threadIdx.x >> 5);
   if (r >= rows) return;
   const int64_t nvec = d / V;
-  const P* gr = reinterpret_cast<const P*>(g + r * d);
+  const Packed<G, V>* gr = reinterpret_cast<const Packed<G, V>*>(g + r * d);
   const P* xr = reinterpret_cast<const P*>(x + r * d);
   const A m = Centered ? mean[r] : A(0), ri = rstd[r];
-  P gv[NV], xv[NV];
+  Packed<G, V> gv[NV];
+  P xv[NV];
   double s_gy = 0, s_gyx = 0;
 #pragma unroll
   for (int i = 0; i < NV; ++i) {
@@ -201,13 +203,13 @@ inline unsigned warp_row_blocks(int64_t rows) { return unsigned((rows + kWarpRow
 // With xhat = (x - mean) * rstd (mean 0 for RMS norm) and gy = grad * w:
 //   layer norm: grad_x = rstd * (gy - mean_j(gy) - xhat * mean_j(gy * xhat))
 //   RMS norm:   grad_x = rstd * (gy - xhat * mean_j(gy * xhat))
-template <class D, bool Centered>
-__global__ void norm_backward_x_kernel(const D* g, const D* x, const D* w, const dacc_t<D>* mean,
+template <class D, class G, bool Centered>
+__global__ void norm_backward_x_kernel(const G* g, const D* x, const D* w, const dacc_t<D>* mean,
                                        const dacc_t<D>* rstd, int64_t d, D* gx) {
   using A = dacc_t<D>;
   __shared__ double scratch[32];
   const int64_t r = blockIdx.x;
-  const D* gr = g + r * d;
+  const G* gr = g + r * d;
   const D* xr = x + r * d;
   const A m = Centered ? mean[r] : A(0), ri = rstd[r];
   double s_gy = 0, s_gyx = 0;
@@ -227,8 +229,8 @@ __global__ void norm_backward_x_kernel(const D* g, const D* x, const D* w, const
 }
 
 // partial_w[c, j] = Σ_{r in chunk c} g[r, j] * xhat[r, j]; partial_b likewise of g.
-template <class D>
-__global__ void norm_param_partial_kernel(const D* g, const D* x, const dacc_t<D>* mean, const dacc_t<D>* rstd,
+template <class D, class G>
+__global__ void norm_param_partial_kernel(const G* g, const D* x, const dacc_t<D>* mean, const dacc_t<D>* rstd,
                                           int64_t rows, int64_t d, int64_t rows_per_chunk, dacc_t<D>* partial_w,
                                           dacc_t<D>* partial_b) {
   using A = dacc_t<D>;
@@ -251,7 +253,7 @@ const device_t<T>* optional_ptr(const Tensor& t) {
   return t.defined() ? dptr<T>(t) : nullptr;
 }
 
-template <class T>
+template <class T, class GT>
 void param_grads(const LaunchContext& ctx, const Tensor& grad, const Tensor& x, const Tensor& mean, const Tensor& rstd,
                  int64_t rows, int64_t d, Tensor& grad_weight, Tensor& grad_bias) {
   using D = device_t<T>;
@@ -267,7 +269,7 @@ void param_grads(const LaunchContext& ctx, const Tensor& grad, const Tensor& x, 
   A* pw = partial.data<A>();
   A* pb = pw + chunks * d;
   const dim3 grid(unsigned((d + 127) / 128), unsigned(chunks));
-  norm_param_partial_kernel<D><<<grid, 128, 0, ctx.stream>>>(dptr<T>(grad), dptr<T>(x),
+  norm_param_partial_kernel<D><<<grid, 128, 0, ctx.stream>>>(dptr<GT>(grad), dptr<T>(x),
                                                              mean.defined() ? mean.data<A>() : nullptr,
                                                              rstd.data<A>(), rows, d, rows_per_chunk, pw, pb);
   TRIREME_CUDA_CHECK_LAUNCH();
@@ -277,29 +279,32 @@ void param_grads(const LaunchContext& ctx, const Tensor& grad, const Tensor& x, 
   if (want_b) launch_column_finish<A>(ctx.stream, pb, chunks, d, [=] __device__(int64_t j, A v) { gb[j] = from_acc<D>(v); });
 }
 
-template <class T>
-void layer_norm_cuda(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, Tensor& y, Tensor& mean,
-                     Tensor& rstd) {
+// The host side of both norms (Centered: layer norm): T the input's element type, O the type of y.
+template <class T, class O, bool Centered>
+void norm_forward_cuda(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, Tensor& y, Tensor* mean,
+                       Tensor& rstd) {
   using D = device_t<T>;
   using A = dacc_t<D>;
   const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
   if (rows == 0) return;
   LaunchContext ctx(y);
-  const bool vec = rows_vectorize<D>(d, {x.data_ptr(), y.data_ptr(), optional_ptr<T>(weight), optional_ptr<T>(bias)});
+  const D* b = Centered ? optional_ptr<T>(bias) : nullptr;
+  A* pm = Centered ? mean->data<A>() : nullptr;
+  const bool vec = rows_vectorize<D>(d, {x.data_ptr(), y.data_ptr(), optional_ptr<T>(weight), b});
   const bool by_warp = with_lane_count<D>(d, vec, [&](auto n, auto v) {
-    norm_forward_warp_kernel<D, true, n, v><<<warp_row_blocks(rows), 32 * kWarpRowsPerBlock, 0, ctx.stream>>>(
-        dptr<T>(x), optional_ptr<T>(weight), optional_ptr<T>(bias), eps, rows, d, dptr<T>(y), mean.data<A>(),
-        rstd.data<A>());
+    norm_forward_warp_kernel<D, device_t<O>, Centered, n, v><<<warp_row_blocks(rows), 32 * kWarpRowsPerBlock, 0, ctx.stream>>>(
+        dptr<T>(x), optional_ptr<T>(weight), b, eps, rows, d, dptr<O>(y), pm, rstd.data<A>());
   });
   if (!by_warp)
-    norm_forward_kernel<D, true><<<unsigned(rows), row_block_threads(d), 0, ctx.stream>>>(
-        dptr<T>(x), optional_ptr<T>(weight), optional_ptr<T>(bias), eps, d, dptr<T>(y), mean.data<A>(), rstd.data<A>());
+    norm_forward_kernel<D, device_t<O>, Centered><<<unsigned(rows), row_block_threads(d), 0, ctx.stream>>>(
+        dptr<T>(x), optional_ptr<T>(weight), b, eps, d, dptr<O>(y), pm, rstd.data<A>());
   TRIREME_CUDA_CHECK_LAUNCH();
 }
 
-template <class T>
-void layer_norm_backward_cuda(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& mean,
-                              const Tensor& rstd, Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias) {
+// T the input's element type, GT the type of grad; grad_bias only for layer norm (Centered).
+template <class T, class GT, bool Centered>
+void norm_backward_cuda(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor* mean,
+                        const Tensor& rstd, Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias) {
   using D = device_t<T>;
   using A = dacc_t<D>;
   const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
@@ -310,66 +315,54 @@ void layer_norm_backward_cuda(const Tensor& grad, const Tensor& x, const Tensor&
         TRIREME_CUDA_CHECK(cudaMemsetAsync(t->data_ptr(), 0, size_t(t->numel()) * sizeof(T), ctx.stream));
     return;
   }
+  const A* pm = Centered ? mean->data<A>() : nullptr;
   if (grad_x.defined()) {
     const bool vec =
         rows_vectorize<D>(d, {grad.data_ptr(), x.data_ptr(), grad_x.data_ptr(), optional_ptr<T>(weight)});
     const bool by_warp = with_lane_count<D>(d, vec, [&](auto n, auto v) {
-      norm_backward_x_warp_kernel<D, true, n, v><<<warp_row_blocks(rows), 32 * kWarpRowsPerBlock, 0, ctx.stream>>>(
-          dptr<T>(grad), dptr<T>(x), optional_ptr<T>(weight), mean.data<A>(), rstd.data<A>(), rows, d,
-          dptr<T>(grad_x));
+      norm_backward_x_warp_kernel<D, device_t<GT>, Centered, n, v>
+          <<<warp_row_blocks(rows), 32 * kWarpRowsPerBlock, 0, ctx.stream>>>(
+              dptr<GT>(grad), dptr<T>(x), optional_ptr<T>(weight), pm, rstd.data<A>(), rows, d, dptr<T>(grad_x));
     });
     if (!by_warp)
-      norm_backward_x_kernel<D, true><<<unsigned(rows), row_block_threads(d), 0, ctx.stream>>>(
-          dptr<T>(grad), dptr<T>(x), optional_ptr<T>(weight), mean.data<A>(), rstd.data<A>(), d, dptr<T>(grad_x));
+      norm_backward_x_kernel<D, device_t<GT>, Centered><<<unsigned(rows), row_block_threads(d), 0, ctx.stream>>>(
+          dptr<GT>(grad), dptr<T>(x), optional_ptr<T>(weight), pm, rstd.data<A>(), d, dptr<T>(grad_x));
     TRIREME_CUDA_CHECK_LAUNCH();
   }
-  param_grads<T>(ctx, grad, x, mean, rstd, rows, d, grad_weight, grad_bias);
+  Tensor no_mean;
+  param_grads<T, GT>(ctx, grad, x, Centered ? *mean : no_mean, rstd, rows, d, grad_weight, grad_bias);
+}
+
+// The registered kernels: the edge type (kernels/nn.h) picked at the call.
+template <class T>
+void layer_norm_cuda(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, Tensor& y, Tensor& mean,
+                     Tensor& rstd) {
+  dispatch_norm_edge<T>("layer_norm", y.dtype(),
+                        [&]<class O>() { norm_forward_cuda<T, O, true>(x, weight, bias, eps, y, &mean, rstd); });
+}
+
+template <class T>
+void layer_norm_backward_cuda(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                              const Tensor& rstd, Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias) {
+  dispatch_norm_edge<T>("layer_norm_backward", grad.dtype(), [&]<class G>() {
+    norm_backward_cuda<T, G, true>(grad, x, weight, &mean, rstd, grad_x, grad_weight, grad_bias);
+  });
 }
 
 template <class T>
 void rms_norm_cuda(const Tensor& x, const Tensor& weight, double eps, Tensor& y, Tensor& rstd) {
-  using D = device_t<T>;
-  using A = dacc_t<D>;
-  const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
-  if (rows == 0) return;
-  LaunchContext ctx(y);
-  const bool vec = rows_vectorize<D>(d, {x.data_ptr(), y.data_ptr(), optional_ptr<T>(weight)});
-  const bool by_warp = with_lane_count<D>(d, vec, [&](auto n, auto v) {
-    norm_forward_warp_kernel<D, false, n, v><<<warp_row_blocks(rows), 32 * kWarpRowsPerBlock, 0, ctx.stream>>>(
-        dptr<T>(x), optional_ptr<T>(weight), nullptr, eps, rows, d, dptr<T>(y), nullptr, rstd.data<A>());
-  });
-  if (!by_warp)
-    norm_forward_kernel<D, false><<<unsigned(rows), row_block_threads(d), 0, ctx.stream>>>(
-        dptr<T>(x), optional_ptr<T>(weight), nullptr, eps, d, dptr<T>(y), nullptr, rstd.data<A>());
-  TRIREME_CUDA_CHECK_LAUNCH();
+  Tensor no_bias;
+  dispatch_norm_edge<T>("rms_norm", y.dtype(),
+                        [&]<class O>() { norm_forward_cuda<T, O, false>(x, weight, no_bias, eps, y, nullptr, rstd); });
 }
 
 template <class T>
 void rms_norm_backward_cuda(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& rstd,
                             Tensor& grad_x, Tensor& grad_weight) {
-  using D = device_t<T>;
-  using A = dacc_t<D>;
-  const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
-  LaunchContext ctx(x);
-  if (rows == 0) {
-    if (grad_weight.defined() && grad_weight.numel() > 0)
-      TRIREME_CUDA_CHECK(cudaMemsetAsync(grad_weight.data_ptr(), 0, size_t(grad_weight.numel()) * sizeof(T), ctx.stream));
-    return;
-  }
-  if (grad_x.defined()) {
-    const bool vec =
-        rows_vectorize<D>(d, {grad.data_ptr(), x.data_ptr(), grad_x.data_ptr(), optional_ptr<T>(weight)});
-    const bool by_warp = with_lane_count<D>(d, vec, [&](auto n, auto v) {
-      norm_backward_x_warp_kernel<D, false, n, v><<<warp_row_blocks(rows), 32 * kWarpRowsPerBlock, 0, ctx.stream>>>(
-          dptr<T>(grad), dptr<T>(x), optional_ptr<T>(weight), nullptr, rstd.data<A>(), rows, d, dptr<T>(grad_x));
-    });
-    if (!by_warp)
-      norm_backward_x_kernel<D, false><<<unsigned(rows), row_block_threads(d), 0, ctx.stream>>>(
-          dptr<T>(grad), dptr<T>(x), optional_ptr<T>(weight), nullptr, rstd.data<A>(), d, dptr<T>(grad_x));
-    TRIREME_CUDA_CHECK_LAUNCH();
-  }
-  Tensor no_mean, no_bias;
-  param_grads<T>(ctx, grad, x, no_mean, rstd, rows, d, grad_weight, no_bias);
+  Tensor no_bias;
+  dispatch_norm_edge<T>("rms_norm_backward", grad.dtype(), [&]<class G>() {
+    norm_backward_cuda<T, G, false>(grad, x, weight, nullptr, rstd, grad_x, grad_weight, no_bias);
+  });
 }
 
 }  // namespace

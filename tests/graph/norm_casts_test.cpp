@@ -1,0 +1,103 @@
+// Casts folded into norms (graph/norm_casts.h): the norm kernels' 16-bit edge gives the bits of
+// the f32 norm beside a cast, and the pass removes exactly the casts around an autocast norm.
+#include <gtest/gtest.h>
+
+#include "graph_test_util.h"
+#include "norm_edge_check.h"
+#include "trireme/amp/autocast.h"
+#include "trireme/graph/executable.h"
+#include "trireme/graph/norm_casts.h"
+#include "trireme/graph/passes.h"
+#include "trireme/graph/trace.h"
+#include "trireme/kernels/nn.h"
+#include "trireme/kernels/registry.h"
+#include "trireme/ops/copy.h"
+#include "trireme/ops/elementwise.h"
+#include "trireme/ops/linalg.h"
+#include "trireme/ops/nn_functional.h"
+#include "trireme/ops/reduce.h"
+
+using namespace trireme;
+using trireme::testing::bitwise_equal;
+using trireme::testing::random_tensor;
+
+namespace {
+
+constexpr int64_t kRows = 300, kCols = 96;  // enough rows for the CPU kernels to split among threads
+
+int64_t count_op(const graph::Graph& g, const std::string& op) {
+  int64_t n = 0;
+  for (const graph::Node& node : g.nodes) n += node.op == op;
+  return n;
+}
+
+}  // namespace
+
+TEST(NormEdge, SixteenBitEdgesGiveTheBitsOfTheF32NormBesideACast) {
+  trireme::testing::expect_norm_edges_match_casts(Device::cpu(), kRows, kCols);
+}
+
+TEST(NormEdge, OnlyAnF32InputTakesASixteenBitEdge) {
+  const Tensor x = to_dtype(random_tensor({4, 8}, 1), DType::bf16);
+  Tensor y = Tensor::empty({4, 8}, DType::f16), r = Tensor::empty({4}, DType::f32);
+  try {
+    find_kernel<RmsNormKernel>("rms_norm", Device::cpu(), DType::bf16)(x, Tensor(), 1e-5, y, r);
+    FAIL() << "a bf16 norm wrote an f16 output";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("only f32 inputs may have a bf16 or f16"), std::string::npos) << e.what();
+  }
+}
+
+TEST(NormCasts, AnAutocastStepLosesTheCastsAroundItsNormsAndKeepsItsBits) {
+  // Under bf16 autocast: a layer norm and an RMS norm, each followed by a matmul (which casts the
+  // norm's f32 output to bf16); their backwards read f32 copies of the matmuls' bf16 gradients.
+  Tensor p = random_tensor({kRows, kCols}, 5).set_requires_grad(true);
+  Tensor w = random_tensor({kCols}, 6).set_requires_grad(true), b = random_tensor({kCols}, 7).set_requires_grad(true);
+  Tensor w2 = random_tensor({kCols}, 8).set_requires_grad(true);
+  Tensor m1 = random_tensor({kCols, 32}, 9).set_requires_grad(true), m2 = random_tensor({kCols, 32}, 10).set_requires_grad(true);
+  const std::vector<Tensor*> params = {&p, &w, &b, &w2, &m1, &m2};
+  graph::StepFn step = [&](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+    Tensor loss;
+    {
+      amp::AutocastGuard autocast(DeviceType::cpu, DType::bf16);
+      Tensor x = add(in[0], p);
+      Tensor h = add(matmul(layer_norm(x, w, b), m1), matmul(rms_norm(x, w2), m2));
+      loss = sum(to_dtype(h, DType::f32));
+    }
+    loss.backward();
+    std::vector<Tensor> out = {loss.detach()};
+    for (Tensor* t : params) {
+      out.push_back(t->grad());
+      t->set_grad(Tensor());
+    }
+    return out;
+  };
+  const graph::Graph g = graph::eliminate_dead_code(graph::trace(step, {random_tensor({kRows, kCols}, 11)}).graph);
+  const graph::Graph f = graph::fold_norm_casts(g);
+  // Two casts of the forward (the norms' outputs) and two of the backward (their gradients).
+  EXPECT_EQ(f.nodes.size(), g.nodes.size() - 4);
+  EXPECT_EQ(count_op(f, "copy"), count_op(g, "copy") - 4);
+  for (const graph::Node& n : f.nodes) {
+    if (n.op == "layer_norm" || n.op == "rms_norm") EXPECT_EQ(f.values[size_t(n.args[n.op == "layer_norm" ? 3 : 2])].dtype, DType::bf16);
+    if (n.op == "layer_norm_backward" || n.op == "rms_norm_backward") EXPECT_EQ(f.values[size_t(n.args[0])].dtype, DType::bf16);
+  }
+  EXPECT_TRUE(graph::plan_conflicts(f, graph::plan_memory(f)).empty());
+  EXPECT_LT(graph::plan_memory(f).intermediate_bytes, graph::plan_memory(g).intermediate_bytes);
+  const Tensor in = random_tensor({kRows, kCols}, 12);
+  std::vector<Tensor> a = graph::Executable(g).run({in}), e = graph::Executable(f).run({in}), eager = step({in});
+  ASSERT_EQ(a.size(), e.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(bitwise_equal(a[i], e[i])) << "output " << i;
+    EXPECT_TRUE(bitwise_equal(e[i], eager[i])) << "output " << i;
+  }
+}
+
+TEST(NormCasts, AnF32NormWhoseOutputIsAlsoReadElsewhereKeepsItsCast) {
+  Tensor w = random_tensor({kCols}, 6);
+  graph::StepFn step = [&](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+    Tensor y = layer_norm(in[0], w, Tensor());
+    return {to_dtype(y, DType::bf16), mul(y, 2.0)};  // y itself is read by the mul too
+  };
+  const graph::Graph g = graph::eliminate_dead_code(graph::trace(step, {random_tensor({kRows, kCols}, 1)}).graph);
+  EXPECT_EQ(graph::fold_norm_casts(g).nodes.size(), g.nodes.size());
+}

@@ -1,0 +1,58 @@
+// Shared by the CPU and CUDA tests of the norm kernels' 16-bit edge (kernels/nn.h): on a device,
+// an f32 layer or RMS norm writing bf16/f16 gives the bits of the f32 norm followed by a cast,
+// and its backward reading a 16-bit gradient gives the bits of reading that gradient widened.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "trireme/core/rng.h"
+#include "trireme/kernels/nn.h"
+#include "trireme/kernels/registry.h"
+#include "trireme/ops/copy.h"
+#include "trireme/ops/factory.h"
+
+namespace trireme::testing {
+
+inline void expect_norm_edges_match_casts(Device dev, int64_t rows, int64_t cols) {
+  auto bits_equal = [](const Tensor& a, const Tensor& b) {
+    Tensor ca = contiguous(to_device(a, Device::cpu())), cb = contiguous(to_device(b, Device::cpu()));
+    return ca.dtype() == cb.dtype() && ca.sizes() == cb.sizes() &&
+           std::memcmp(ca.data_ptr(), cb.data_ptr(), size_t(ca.numel()) * ca.element_size()) == 0;
+  };
+  Generator gen(uint64_t(rows * 1000 + cols));
+  auto rnd = [&](const Shape& s) { return to_device(randn(s, gen), dev); };
+  auto empty = [&](const Shape& s, DType t = DType::f32) { return Tensor::empty(s, t, dev); };
+  const Tensor x = rnd({rows, cols}), w = rnd({cols}), b = rnd({cols});
+  const auto ln = find_kernel<LayerNormKernel>("layer_norm", dev, DType::f32);
+  const auto rms = find_kernel<RmsNormKernel>("rms_norm", dev, DType::f32);
+  const auto ln_back = find_kernel<LayerNormBackwardKernel>("layer_norm_backward", dev, DType::f32);
+  const auto rms_back = find_kernel<RmsNormBackwardKernel>("rms_norm_backward", dev, DType::f32);
+  Tensor y32 = empty({rows, cols}), mean = empty({rows}), rstd = empty({rows}), rms_rstd = empty({rows});
+  ln(x, w, b, 1e-5, y32, mean, rstd);
+  Tensor rms32 = empty({rows, cols});
+  rms(x, w, 1e-5, rms32, rms_rstd);
+  for (DType low : {DType::bf16, DType::f16}) {
+    const std::string what = str_cat(dev, " ", rows, "x", cols, " ", low);
+    Tensor y16 = empty({rows, cols}, low), m16 = empty({rows}), r16 = empty({rows});
+    ln(x, w, b, 1e-5, y16, m16, r16);
+    EXPECT_TRUE(bits_equal(y16, to_dtype(y32, low))) << "layer_norm " << what;
+    EXPECT_TRUE(bits_equal(m16, mean) && bits_equal(r16, rstd)) << "layer_norm statistics " << what;
+    rms(x, w, 1e-5, y16, r16);
+    EXPECT_TRUE(bits_equal(y16, to_dtype(rms32, low))) << "rms_norm " << what;
+
+    const Tensor g16 = to_dtype(rnd({rows, cols}), low), g32 = to_dtype(g16, DType::f32);
+    std::vector<Tensor> a = {empty({rows, cols}), empty({cols}), empty({cols})};
+    std::vector<Tensor> e = {empty({rows, cols}), empty({cols}), empty({cols})};
+    ln_back(g16, x, w, mean, rstd, a[0], a[1], a[2]);
+    ln_back(g32, x, w, mean, rstd, e[0], e[1], e[2]);
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(bits_equal(a[i], e[i])) << "layer_norm_backward " << i << " " << what;
+    rms_back(g16, x, w, rms_rstd, a[0], a[1]);
+    rms_back(g32, x, w, rms_rstd, e[0], e[1]);
+    EXPECT_TRUE(bits_equal(a[0], e[0]) && bits_equal(a[1], e[1])) << "rms_norm_backward " << what;
+  }
+}
+
+}  // namespace trireme::testing
