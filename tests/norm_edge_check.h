@@ -1,6 +1,8 @@
-// Shared by the CPU and CUDA tests of the norm kernels' 16-bit edge (kernels/nn.h): on a device,
-// an f32 layer or RMS norm writing bf16/f16 gives the bits of the f32 norm followed by a cast,
-// and its backward reading a 16-bit gradient gives the bits of reading that gradient widened.
+// Shared by the CPU and CUDA tests of what static graphs fold into the norm kernels (kernels/nn.h,
+// graph/norm_folds.h): on a device, an f32 layer or RMS norm writing bf16/f16 gives the bits of
+// the f32 norm followed by a cast; its backward reading a 16-bit gradient gives the bits of
+// reading that gradient widened; and a backward given an addend gives the bits of its grad_x
+// followed by the add kernel.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -12,6 +14,7 @@
 #include "trireme/kernels/nn.h"
 #include "trireme/kernels/registry.h"
 #include "trireme/ops/copy.h"
+#include "trireme/ops/elementwise.h"
 #include "trireme/ops/factory.h"
 
 namespace trireme::testing {
@@ -46,12 +49,40 @@ inline void expect_norm_edges_match_casts(Device dev, int64_t rows, int64_t cols
     const Tensor g16 = to_dtype(rnd({rows, cols}), low), g32 = to_dtype(g16, DType::f32);
     std::vector<Tensor> a = {empty({rows, cols}), empty({cols}), empty({cols})};
     std::vector<Tensor> e = {empty({rows, cols}), empty({cols}), empty({cols})};
-    ln_back(g16, x, w, mean, rstd, a[0], a[1], a[2]);
-    ln_back(g32, x, w, mean, rstd, e[0], e[1], e[2]);
+    ln_back(g16, x, w, mean, rstd, Tensor(), a[0], a[1], a[2]);
+    ln_back(g32, x, w, mean, rstd, Tensor(), e[0], e[1], e[2]);
     for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(bits_equal(a[i], e[i])) << "layer_norm_backward " << i << " " << what;
-    rms_back(g16, x, w, rms_rstd, a[0], a[1]);
-    rms_back(g32, x, w, rms_rstd, e[0], e[1]);
+    rms_back(g16, x, w, rms_rstd, Tensor(), a[0], a[1]);
+    rms_back(g32, x, w, rms_rstd, Tensor(), e[0], e[1]);
     EXPECT_TRUE(bits_equal(a[0], e[0]) && bits_equal(a[1], e[1])) << "rms_norm_backward " << what;
+  }
+}
+
+inline void expect_norm_addends_match_adds(Device dev, int64_t rows, int64_t cols) {
+  Generator gen(uint64_t(rows * 1000 + cols + 1));
+  for (DType t : {DType::f32, DType::bf16, DType::f64}) {
+    auto rnd = [&](const Shape& s) { return to_device(to_dtype(randn(s, gen), t), dev); };
+    auto empty = [&](const Shape& s, DType dt) { return Tensor::empty(s, dt, dev); };
+    const Tensor x = rnd({rows, cols}), w = rnd({cols}), b = rnd({cols}), g = rnd({rows, cols}), r = rnd({rows, cols});
+    const DType st = t == DType::f64 ? DType::f64 : DType::f32;
+    Tensor y = empty({rows, cols}, t), mean = empty({rows}, st), rstd = empty({rows}, st);
+    find_kernel<LayerNormKernel>("layer_norm", dev, t)(x, w, b, 1e-5, y, mean, rstd);
+    const std::string what = str_cat(dev, " ", rows, "x", cols, " ", t);
+    std::vector<Tensor> plain = {empty({rows, cols}, t), empty({cols}, t), empty({cols}, t)};
+    std::vector<Tensor> added = {empty({rows, cols}, t), empty({cols}, t), empty({cols}, t)};
+    const auto ln_back = find_kernel<LayerNormBackwardKernel>("layer_norm_backward", dev, t);
+    ln_back(g, x, w, mean, rstd, Tensor(), plain[0], plain[1], plain[2]);
+    ln_back(g, x, w, mean, rstd, r, added[0], added[1], added[2]);
+    const auto bits_equal = [](const Tensor& p, const Tensor& q) {
+      Tensor cp = to_device(p, Device::cpu()), cq = to_device(q, Device::cpu());
+      return std::memcmp(cp.data_ptr(), cq.data_ptr(), size_t(cp.numel()) * cp.element_size()) == 0;
+    };
+    EXPECT_TRUE(bits_equal(added[0], add(plain[0], r))) << "layer_norm_backward grad_x " << what;
+    EXPECT_TRUE(bits_equal(added[1], plain[1]) && bits_equal(added[2], plain[2])) << "layer_norm_backward params " << what;
+    const auto rms_back = find_kernel<RmsNormBackwardKernel>("rms_norm_backward", dev, t);
+    rms_back(g, x, w, rstd, Tensor(), plain[0], plain[1]);
+    rms_back(g, x, w, rstd, r, added[0], added[1]);
+    EXPECT_TRUE(bits_equal(added[0], add(plain[0], r)) && bits_equal(added[1], plain[1])) << "rms_norm_backward " << what;
   }
 }
 

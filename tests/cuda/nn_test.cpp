@@ -51,12 +51,15 @@ TEST(CudaNn, LayerNormAndRmsNorm) {
                 {DType::f64, DType::f32});
 }
 
-// The 16-bit edge of f32 norms (kernels/nn.h), which static graphs use in place of casts: the warp
-// kernels with and without 16-byte vectors, and the block kernel of long rows.
-TEST(CudaNn, NormsWithASixteenBitEdgeGiveTheF32NormBesideACast) {
+// What static graphs fold into the norms (kernels/nn.h): the 16-bit edge of f32 norms in place of
+// casts, the backward's addend in place of an add; the warp kernels with and without 16-byte
+// vectors, and the block kernel of long rows.
+TEST(CudaNn, NormsWithAnEdgeOrAnAddendGiveTheBitsOfTheCallsTheyReplace) {
   TRIREME_REQUIRE_GPU();
-  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{21, 768}, {4100, 33}, {5, 1100}, {3, 2100}})
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{21, 768}, {4100, 33}, {5, 1100}, {3, 2100}}) {
     trireme::testing::expect_norm_edges_match_casts(Device::cuda(0), rows, cols);
+    trireme::testing::expect_norm_addends_match_adds(Device::cuda(0), rows, cols);
+  }
 }
 
 TEST(CudaNn, SoftmaxAndLogSoftmax) {

@@ -8,7 +8,7 @@
 #include "trireme/core/rng.h"
 #include "trireme/graph/dump.h"
 #include "trireme/graph/fusion.h"
-#include "trireme/graph/norm_casts.h"
+#include "trireme/graph/norm_folds.h"
 #include "trireme/graph/static_function.h"
 #include "trireme/io/file_write.h"
 #include "trireme/ops/copy.h"
@@ -57,12 +57,13 @@ int run_graph(const Options& opt, const io::TrainConfig& tc) {
   const graph::Graph dce = graph::eliminate_dead_code(traced);
   const graph::Graph cse = graph::eliminate_common_subexpressions(dce);
   graph::StaticOptions unfused;
-  unfused.fold_norm_casts = false;
+  unfused.fold_into_norms = false;
   unfused.fuse_elementwise = false;
   unfused.schedule_for_memory = false;
   unfused.multi_tensor_adamw = false;
   const graph::Graph dce2 = graph::optimize(traced, unfused);
-  const graph::Graph folded = graph::fold_norm_casts(dce2);
+  const graph::Graph folded_casts = graph::fold_norm_casts(dce2);
+  const graph::Graph folded = graph::fold_norm_gradient_adds(folded_casts);
   const graph::Graph fused = graph::fuse_elementwise(folded);
   graph::StaticOptions unmerged;
   unmerged.multi_tensor_adamw = false;
@@ -80,7 +81,8 @@ int run_graph(const Options& opt, const io::TrainConfig& tc) {
   std::printf("  after dead-code elimination     %6zu\n", dce.nodes.size());
   std::printf("  after common subexpressions     %6zu\n", cse.nodes.size());
   std::printf("  after dead-code elimination     %6zu\n", dce2.nodes.size());
-  std::printf("  casts folded into norms         %6zu\n", folded.nodes.size());
+  std::printf("  casts folded into norms         %6zu\n", folded_casts.nodes.size());
+  std::printf("  gradient adds folded into norms %6zu\n", folded.nodes.size());
   std::printf("  after elementwise fusion        %6zu\n", fused.nodes.size());
   std::printf("  scheduled for memory            %6zu  (updates moved next to their gradient's last write)\n",
               scheduled.nodes.size());

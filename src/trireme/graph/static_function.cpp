@@ -3,7 +3,7 @@
 
 #include "trireme/graph/fusion.h"
 #include "trireme/graph/multi_tensor.h"
-#include "trireme/graph/norm_casts.h"
+#include "trireme/graph/norm_folds.h"
 
 namespace trireme::graph {
 
@@ -11,7 +11,7 @@ Graph optimize(const Graph& g, const StaticOptions& o) {
   Graph out = o.dead_code ? eliminate_dead_code(g) : g;
   if (o.common_subexpressions) out = eliminate_common_subexpressions(out);
   if (o.dead_code && o.common_subexpressions) out = eliminate_dead_code(out);  // what CSE left unused
-  if (o.fold_norm_casts) out = fold_norm_casts(out);
+  if (o.fold_into_norms) out = fold_norm_gradient_adds(fold_norm_casts(out));
   if (o.fuse_elementwise) out = fuse_elementwise(out);
   if (o.schedule_for_memory) out = schedule_for_memory(out);
   if (o.multi_tensor_adamw) out = merge_adamw(out);  // after scheduling: it merges the updates where they landed

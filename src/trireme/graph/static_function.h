@@ -21,7 +21,7 @@ struct StaticOptions {
   bool dead_code = true;
   bool common_subexpressions = true;
   bool schedule_for_memory = true;
-  bool fold_norm_casts = true;   // graph/norm_casts.h
+  bool fold_into_norms = true;   // casts and gradient adds (graph/norm_folds.h)
   bool fuse_elementwise = true;  // graph/fusion.h
   // Merge the AdamW updates into multi-tensor calls (multi_tensor.h: merge_adamw).
   bool multi_tensor_adamw = true;

@@ -20,7 +20,7 @@ inline DType stat_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::
 // ---- norms over the last dim: x (R, D) ----
 // Beside an f32 x, the forward's y and the backward's grad may be bf16 or f16 (the norm's "edge"):
 // y is then the f32 result rounded once, grad is widened exactly, so a call gives the bits of the
-// f32 norm next to a cast. Eager ops never ask for it; graph/norm_casts.h folds such casts in.
+// f32 norm next to a cast. Eager ops never ask for it; graph/norm_folds.h folds such casts in.
 template <class T, class Fn>
 void dispatch_norm_edge(const char* op, DType edge, Fn&& fn) {  // fn<E>() with E the edge's element type
   if (edge == dtype_v<T>) return fn.template operator()<T>();
@@ -34,13 +34,16 @@ void dispatch_norm_edge(const char* op, DType edge, Fn&& fn) {  // fn<E>() with 
 using LayerNormKernel = void (*)(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
                                  Tensor& y, Tensor& mean, Tensor& rstd);
 // grad (R, D). Writes grad_x (R, D); grad_weight/grad_bias (D) when defined (in x's dtype).
+// addend (R, D, x's dtype), when defined, is added to grad_x as the add kernel would add it to the
+// rounded grad_x: the gradient a residual stream accumulates (graph/norm_folds.h); eager passes none.
 using LayerNormBackwardKernel = void (*)(const Tensor& grad, const Tensor& x, const Tensor& weight,
-                                         const Tensor& mean, const Tensor& rstd, Tensor& grad_x,
-                                         Tensor& grad_weight, Tensor& grad_bias);
+                                         const Tensor& mean, const Tensor& rstd, const Tensor& addend,
+                                         Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias);
 // rms_norm: y = x * rstd * w with rstd = 1 / sqrt(mean(x²) + eps); rstd (R) stat.
 using RmsNormKernel = void (*)(const Tensor& x, const Tensor& weight, double eps, Tensor& y, Tensor& rstd);
 using RmsNormBackwardKernel = void (*)(const Tensor& grad, const Tensor& x, const Tensor& weight,
-                                       const Tensor& rstd, Tensor& grad_x, Tensor& grad_weight);
+                                       const Tensor& rstd, const Tensor& addend, Tensor& grad_x,
+                                       Tensor& grad_weight);
 
 // ---- softmax over the last dim: x (R, D) ----
 using SoftmaxKernel = void (*)(const Tensor& x, Tensor& y);  // softmax or log_softmax

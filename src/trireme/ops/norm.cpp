@@ -63,7 +63,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
              Tensor gb = need_b ? Tensor::empty({xv.size(-1)}, xv.dtype(), xv.device()) : Tensor();
              op_count_memory(3 * double(xv.numel()) * double(dtype_size(xv.dtype())));
              find_kernel<LayerNormBackwardKernel>("layer_norm_backward", xv.device(), xv.dtype())(
-                 gc, xv, sw.defined() ? sw.unpack("layer_norm") : Tensor(), mean, rstd, gx, gw, gb);
+                 gc, xv, sw.defined() ? sw.unpack("layer_norm") : Tensor(), mean, rstd, Tensor(), gx, gw, gb);
              return {gx, gw, gb};
            });
   }
@@ -86,7 +86,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
              Tensor gx = need_x ? Tensor::empty(xv.sizes(), xv.dtype(), xv.device()) : Tensor();
              Tensor gw = need_w ? Tensor::empty({xv.size(-1)}, xv.dtype(), xv.device()) : Tensor();
              find_kernel<RmsNormBackwardKernel>("rms_norm_backward", xv.device(), xv.dtype())(
-                 gc, xv, sw.defined() ? sw.unpack("rms_norm") : Tensor(), rstd, gx, gw);
+                 gc, xv, sw.defined() ? sw.unpack("rms_norm") : Tensor(), rstd, Tensor(), gx, gw);
              return {gx, gw};
            });
   }

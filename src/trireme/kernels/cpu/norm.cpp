@@ -101,11 +101,19 @@ void param_grads(const E* pg, const T* px, const acc_t<T>* pm, const acc_t<T>* p
   });
 }
 
+// out[j] += addend[j] over a row of grad_x, as the add kernel adds two values of T (kernels/nn.h).
+template <class T>
+void add_row(T* out, const T* addend, int64_t d) {
+  using A = acc_t<T>;
+  for (int64_t j = 0; j < d; ++j) out[j] = T(A(out[j]) + A(addend[j]));
+}
+
 // With xhat = (x - mean) * rstd and gy = grad * w:
 //   grad_x = rstd * (gy - mean_j(gy) - xhat * mean_j(gy * xhat)).
 template <class T, class E>
 void layer_norm_backward_cpu(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& mean,
-                             const Tensor& rstd, Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias) {
+                             const Tensor& rstd, const Tensor& addend, Tensor& grad_x, Tensor& grad_weight,
+                             Tensor& grad_bias) {
   using A = acc_t<T>;
   const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
   const E* pg = grad.data<E>();
@@ -115,6 +123,7 @@ void layer_norm_backward_cpu(const Tensor& grad, const Tensor& x, const Tensor& 
   const auto w = param_or<T>(weight, d, A(1));
   if (grad_x.defined()) {
     T* pgx = grad_x.data<T>();
+    const T* pa = addend.defined() ? addend.data<T>() : nullptr;
     parallel_for(rows, 6 * d, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const E* gr = pg + r * d;
@@ -133,6 +142,7 @@ void layer_norm_backward_cpu(const Tensor& grad, const Tensor& x, const Tensor& 
           A xhat = (A(xr[j]) - m) * ri;
           out[j] = T(ri * (A(gr[j]) * w[size_t(j)] - a - xhat * c));
         }
+        if (pa) add_row(out, pa + r * d, d);
       }
     });
   }
@@ -167,7 +177,7 @@ void rms_norm_cpu(const Tensor& x, const Tensor& weight, double eps, Tensor& y, 
 // With xhat = x * rstd and gy = grad * w:  grad_x = rstd * (gy - xhat * mean_j(gy * xhat)).
 template <class T, class E>
 void rms_norm_backward_cpu(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& rstd,
-                           Tensor& grad_x, Tensor& grad_weight) {
+                           const Tensor& addend, Tensor& grad_x, Tensor& grad_weight) {
   using A = acc_t<T>;
   const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
   const E* pg = grad.data<E>();
@@ -176,6 +186,7 @@ void rms_norm_backward_cpu(const Tensor& grad, const Tensor& x, const Tensor& we
   const auto w = param_or<T>(weight, d, A(1));
   if (grad_x.defined()) {
     T* pgx = grad_x.data<T>();
+    const T* pa = addend.defined() ? addend.data<T>() : nullptr;
     parallel_for(rows, 5 * d, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const E* gr = pg + r * d;
@@ -187,6 +198,7 @@ void rms_norm_backward_cpu(const Tensor& grad, const Tensor& x, const Tensor& we
         const A c = A(s_gyx / double(d));
         T* out = pgx + r * d;
         for (int64_t j = 0; j < d; ++j) out[j] = T(ri * (A(gr[j]) * w[size_t(j)] - A(xr[j]) * ri * c));
+        if (pa) add_row(out, pa + r * d, d);
       }
     });
   }
@@ -202,9 +214,10 @@ void layer_norm_any(const Tensor& x, const Tensor& weight, const Tensor& bias, d
 }
 template <class T>
 void layer_norm_backward_any(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& mean,
-                             const Tensor& rstd, Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias) {
+                             const Tensor& rstd, const Tensor& addend, Tensor& grad_x, Tensor& grad_weight,
+                             Tensor& grad_bias) {
   dispatch_norm_edge<T>("layer_norm_backward", grad.dtype(), [&]<class E>() {
-    layer_norm_backward_cpu<T, E>(grad, x, weight, mean, rstd, grad_x, grad_weight, grad_bias);
+    layer_norm_backward_cpu<T, E>(grad, x, weight, mean, rstd, addend, grad_x, grad_weight, grad_bias);
   });
 }
 template <class T>
@@ -213,9 +226,10 @@ void rms_norm_any(const Tensor& x, const Tensor& weight, double eps, Tensor& y, 
 }
 template <class T>
 void rms_norm_backward_any(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& rstd,
-                           Tensor& grad_x, Tensor& grad_weight) {
-  dispatch_norm_edge<T>("rms_norm_backward", grad.dtype(),
-                    [&]<class E>() { rms_norm_backward_cpu<T, E>(grad, x, weight, rstd, grad_x, grad_weight); });
+                           const Tensor& addend, Tensor& grad_x, Tensor& grad_weight) {
+  dispatch_norm_edge<T>("rms_norm_backward", grad.dtype(), [&]<class E>() {
+    rms_norm_backward_cpu<T, E>(grad, x, weight, rstd, addend, grad_x, grad_weight);
+  });
 }
 
 }  // namespace

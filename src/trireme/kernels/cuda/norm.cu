@@ -54,6 +54,12 @@ __global__ void norm_forward_kernel(const D* x, const D* w, const D* b, double e
   }
 }
 
+// grad_x plus the backward's addend (kernels/nn.h), as the add kernel adds two values of D.
+template <class D>
+__device__ __forceinline__ D plus_addend(D v, D addend) {
+  return from_acc<D>(to_acc(v) + to_acc(addend));
+}
+
 // The warp-per-row twins of the two kernels above, for d <= 32 * N (N <= 64 elements per lane):
 // lane l holds the row's vectors l, l + 32, ... of V elements each (V = 1, or a 16-byte vector
 // when d and the pointers allow), so each load instruction of the warp is one coalesced segment.
@@ -123,7 +129,7 @@ __global__ void norm_forward_warp_kernel(const D* x, const D* w, const D* b, dou
 
 template <class D, class G, bool Centered, int N, int V>
 __global__ void norm_backward_x_warp_kernel(const G* g, const D* x, const D* w, const dacc_t<D>* mean,
-                                            const dacc_t<D>* rstd, int64_t rows, int64_t d, D* gx) {
+                                            const dacc_t<D>* rstd, const D* addend, int64_t rows, int64_t d, D* gx) {
   using A = dacc_t<D>;
   using P = Packed<D, V>;
   constexpr int NV = N / V;
@@ -165,6 +171,11 @@ __global__ void norm_backward_x_warp_kernel(const G* g, const D* x, const D* w, 
       const A gy = to_acc(gv[i].v[e]) * to_acc(wv.v[e]), xhat = (to_acc(xv[i].v[e]) - m) * ri;
       o.v[e] = from_acc<D>(ri * (gy - a - xhat * c));
     }
+    if (addend) {
+      const P av = reinterpret_cast<const P*>(addend + r * d)[k];
+#pragma unroll
+      for (int e = 0; e < V; ++e) o.v[e] = plus_addend(o.v[e], av.v[e]);
+    }
     out[k] = o;
   }
 }
@@ -205,7 +216,7 @@ inline unsigned warp_row_blocks(int64_t rows) { return unsigned((rows + kWarpRow
 //   RMS norm:   grad_x = rstd * (gy - xhat * mean_j(gy * xhat))
 template <class D, class G, bool Centered>
 __global__ void norm_backward_x_kernel(const G* g, const D* x, const D* w, const dacc_t<D>* mean,
-                                       const dacc_t<D>* rstd, int64_t d, D* gx) {
+                                       const dacc_t<D>* rstd, const D* addend, int64_t d, D* gx) {
   using A = dacc_t<D>;
   __shared__ double scratch[32];
   const int64_t r = blockIdx.x;
@@ -224,7 +235,8 @@ __global__ void norm_backward_x_kernel(const G* g, const D* x, const D* w, const
   D* out = gx + r * d;
   for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
     const A xhat = (to_acc(xr[j]) - m) * ri;
-    out[j] = from_acc<D>(ri * (to_acc(gr[j]) * param_at(w, j, A(1)) - a - xhat * c));
+    const D v = from_acc<D>(ri * (to_acc(gr[j]) * param_at(w, j, A(1)) - a - xhat * c));
+    out[j] = addend ? plus_addend(v, addend[r * d + j]) : v;
   }
 }
 
@@ -304,7 +316,8 @@ void norm_forward_cuda(const Tensor& x, const Tensor& weight, const Tensor& bias
 // T the input's element type, GT the type of grad; grad_bias only for layer norm (Centered).
 template <class T, class GT, bool Centered>
 void norm_backward_cuda(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor* mean,
-                        const Tensor& rstd, Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias) {
+                        const Tensor& rstd, const Tensor& addend, Tensor& grad_x, Tensor& grad_weight,
+                        Tensor& grad_bias) {
   using D = device_t<T>;
   using A = dacc_t<D>;
   const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
@@ -317,16 +330,17 @@ void norm_backward_cuda(const Tensor& grad, const Tensor& x, const Tensor& weigh
   }
   const A* pm = Centered ? mean->data<A>() : nullptr;
   if (grad_x.defined()) {
+    const D* add = optional_ptr<T>(addend);
     const bool vec =
-        rows_vectorize<D>(d, {grad.data_ptr(), x.data_ptr(), grad_x.data_ptr(), optional_ptr<T>(weight)});
+        rows_vectorize<D>(d, {grad.data_ptr(), x.data_ptr(), grad_x.data_ptr(), optional_ptr<T>(weight), add});
     const bool by_warp = with_lane_count<D>(d, vec, [&](auto n, auto v) {
       norm_backward_x_warp_kernel<D, device_t<GT>, Centered, n, v>
           <<<warp_row_blocks(rows), 32 * kWarpRowsPerBlock, 0, ctx.stream>>>(
-              dptr<GT>(grad), dptr<T>(x), optional_ptr<T>(weight), pm, rstd.data<A>(), rows, d, dptr<T>(grad_x));
+              dptr<GT>(grad), dptr<T>(x), optional_ptr<T>(weight), pm, rstd.data<A>(), add, rows, d, dptr<T>(grad_x));
     });
     if (!by_warp)
       norm_backward_x_kernel<D, device_t<GT>, Centered><<<unsigned(rows), row_block_threads(d), 0, ctx.stream>>>(
-          dptr<GT>(grad), dptr<T>(x), optional_ptr<T>(weight), pm, rstd.data<A>(), d, dptr<T>(grad_x));
+          dptr<GT>(grad), dptr<T>(x), optional_ptr<T>(weight), pm, rstd.data<A>(), add, d, dptr<T>(grad_x));
     TRIREME_CUDA_CHECK_LAUNCH();
   }
   Tensor no_mean;
@@ -343,9 +357,10 @@ void layer_norm_cuda(const Tensor& x, const Tensor& weight, const Tensor& bias, 
 
 template <class T>
 void layer_norm_backward_cuda(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& mean,
-                              const Tensor& rstd, Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias) {
+                              const Tensor& rstd, const Tensor& addend, Tensor& grad_x, Tensor& grad_weight,
+                              Tensor& grad_bias) {
   dispatch_norm_edge<T>("layer_norm_backward", grad.dtype(), [&]<class G>() {
-    norm_backward_cuda<T, G, true>(grad, x, weight, &mean, rstd, grad_x, grad_weight, grad_bias);
+    norm_backward_cuda<T, G, true>(grad, x, weight, &mean, rstd, addend, grad_x, grad_weight, grad_bias);
   });
 }
 
@@ -358,10 +373,10 @@ void rms_norm_cuda(const Tensor& x, const Tensor& weight, double eps, Tensor& y,
 
 template <class T>
 void rms_norm_backward_cuda(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& rstd,
-                            Tensor& grad_x, Tensor& grad_weight) {
+                            const Tensor& addend, Tensor& grad_x, Tensor& grad_weight) {
   Tensor no_bias;
   dispatch_norm_edge<T>("rms_norm_backward", grad.dtype(), [&]<class G>() {
-    norm_backward_cuda<T, G, false>(grad, x, weight, nullptr, rstd, grad_x, grad_weight, no_bias);
+    norm_backward_cuda<T, G, false>(grad, x, weight, nullptr, rstd, addend, grad_x, grad_weight, no_bias);
   });
 }
 

@@ -1,12 +1,13 @@
-// Casts folded into norms (graph/norm_casts.h): the norm kernels' 16-bit edge gives the bits of
-// the f32 norm beside a cast, and the pass removes exactly the casts around an autocast norm.
+// Folds into norms (graph/norm_folds.h): the norm kernels' 16-bit edge gives the bits of the f32
+// norm beside a cast, their backward's addend those of an add after it; the passes remove exactly
+// the casts around an autocast norm and the add of a residual stream's gradients.
 #include <gtest/gtest.h>
 
 #include "graph_test_util.h"
 #include "norm_edge_check.h"
 #include "trireme/amp/autocast.h"
 #include "trireme/graph/executable.h"
-#include "trireme/graph/norm_casts.h"
+#include "trireme/graph/norm_folds.h"
 #include "trireme/graph/passes.h"
 #include "trireme/graph/trace.h"
 #include "trireme/kernels/nn.h"
@@ -37,6 +38,10 @@ TEST(NormEdge, SixteenBitEdgesGiveTheBitsOfTheF32NormBesideACast) {
   trireme::testing::expect_norm_edges_match_casts(Device::cpu(), kRows, kCols);
 }
 
+TEST(NormEdge, ABackwardsAddendGivesTheBitsOfAnAddAfterIt) {
+  trireme::testing::expect_norm_addends_match_adds(Device::cpu(), kRows, kCols);
+}
+
 TEST(NormEdge, OnlyAnF32InputTakesASixteenBitEdge) {
   const Tensor x = to_dtype(random_tensor({4, 8}, 1), DType::bf16);
   Tensor y = Tensor::empty({4, 8}, DType::f16), r = Tensor::empty({4}, DType::f32);
@@ -48,7 +53,7 @@ TEST(NormEdge, OnlyAnF32InputTakesASixteenBitEdge) {
   }
 }
 
-TEST(NormCasts, AnAutocastStepLosesTheCastsAroundItsNormsAndKeepsItsBits) {
+TEST(NormFolds, AnAutocastStepLosesTheCastsAroundItsNormsAndTheAddOfTheirGradients) {
   // Under bf16 autocast: a layer norm and an RMS norm, each followed by a matmul (which casts the
   // norm's f32 output to bf16); their backwards read f32 copies of the matmuls' bf16 gradients.
   Tensor p = random_tensor({kRows, kCols}, 5).set_requires_grad(true);
@@ -81,10 +86,16 @@ TEST(NormCasts, AnAutocastStepLosesTheCastsAroundItsNormsAndKeepsItsBits) {
     if (n.op == "layer_norm" || n.op == "rms_norm") EXPECT_EQ(f.values[size_t(n.args[n.op == "layer_norm" ? 3 : 2])].dtype, DType::bf16);
     if (n.op == "layer_norm_backward" || n.op == "rms_norm_backward") EXPECT_EQ(f.values[size_t(n.args[0])].dtype, DType::bf16);
   }
-  EXPECT_TRUE(graph::plan_conflicts(f, graph::plan_memory(f)).empty());
-  EXPECT_LT(graph::plan_memory(f).intermediate_bytes, graph::plan_memory(g).intermediate_bytes);
+  // x's gradient sums the two norms' grad_x: the later backward takes the earlier's as its addend.
+  const graph::Graph fa = graph::fold_norm_gradient_adds(f);
+  EXPECT_EQ(fa.nodes.size(), f.nodes.size() - 1);
+  EXPECT_EQ(count_op(fa, "add"), count_op(f, "add") - 1);
+  for (const graph::Graph* h : {&f, &fa}) {
+    EXPECT_TRUE(graph::plan_conflicts(*h, graph::plan_memory(*h)).empty());
+    EXPECT_LT(graph::plan_memory(*h).intermediate_bytes, graph::plan_memory(g).intermediate_bytes);
+  }
   const Tensor in = random_tensor({kRows, kCols}, 12);
-  std::vector<Tensor> a = graph::Executable(g).run({in}), e = graph::Executable(f).run({in}), eager = step({in});
+  std::vector<Tensor> a = graph::Executable(g).run({in}), e = graph::Executable(fa).run({in}), eager = step({in});
   ASSERT_EQ(a.size(), e.size());
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_TRUE(bitwise_equal(a[i], e[i])) << "output " << i;
@@ -92,7 +103,7 @@ TEST(NormCasts, AnAutocastStepLosesTheCastsAroundItsNormsAndKeepsItsBits) {
   }
 }
 
-TEST(NormCasts, AnF32NormWhoseOutputIsAlsoReadElsewhereKeepsItsCast) {
+TEST(NormFolds, AnF32NormWhoseOutputIsAlsoReadElsewhereKeepsItsCast) {
   Tensor w = random_tensor({kCols}, 6);
   graph::StepFn step = [&](const std::vector<Tensor>& in) -> std::vector<Tensor> {
     Tensor y = layer_norm(in[0], w, Tensor());

@@ -1,0 +1,173 @@
+// The passes that fold neighbouring calls into norms (norm_folds.h).
+#include "trireme/graph/norm_folds.h"
+
+#include <typeindex>
+
+#include "trireme/kernels/elementwise.h"
+#include "trireme/kernels/nn.h"
+
+namespace trireme::graph {
+namespace {
+
+bool sixteen_bit(DType t) { return t == DType::bf16 || t == DType::f16; }
+
+bool plain(const Node& n) { return !n.pinned && !n.dynamic && n.refresh.empty() && n.u64_bindings.empty(); }
+
+bool is_kernel(const Node& n, std::type_index kernel) { return n.kernel_type == kernel && plain(n); }
+
+// The index among a norm call's tensor arguments of its output, in the order of the kernel
+// signatures (kernels/nn.h); -1 for any other call.
+int norm_output_arg(const Node& n) {
+  if (is_kernel(n, typeid(LayerNormKernel))) return 3;  // x, weight, bias, y, mean, rstd
+  if (is_kernel(n, typeid(RmsNormKernel))) return 2;    // x, weight, y, rstd
+  return -1;
+}
+// For a norm backward, the index of its addend (grad_x follows it); -1 for any other call.
+int norm_backward_addend_arg(const Node& n) {
+  if (is_kernel(n, typeid(LayerNormBackwardKernel))) return 5;  // grad, x, weight, mean, rstd, addend, grad_x, ...
+  if (is_kernel(n, typeid(RmsNormBackwardKernel))) return 4;    // grad, x, weight, rstd, addend, grad_x, ...
+  return -1;
+}
+bool is_cast(const Node& n) { return is_kernel(n, typeid(CopyKernel)) && n.args.size() == 2 && n.args[0] >= 0 && n.args[1] >= 0; }
+bool is_add(const Node& n) {
+  return n.op == "add" && is_kernel(n, typeid(BinaryKernel)) && n.args.size() == 3 && n.args[0] >= 0 && n.args[1] >= 0 &&
+         n.args[2] >= 0;
+}
+
+bool contiguous_view(const Value& v) { return v.strides == contiguous_strides(v.sizes); }
+
+bool same_view(const Value& a, const Value& b) {
+  return a.buffer == b.buffer && a.sizes == b.sizes && a.strides == b.strides && a.offset == b.offset && a.dtype == b.dtype;
+}
+
+// What the folds ask of a graph: per buffer, the calls that touch it, in order, and whether each writes it.
+class Touches {
+ public:
+  explicit Touches(const Graph& g) : g_(g), touching_(g.buffers.size()) {
+    for (int i = 0; i < int(g.nodes.size()); ++i) {
+      const Node& n = g.nodes[size_t(i)];
+      for (size_t a = 0; a < n.args.size(); ++a) {
+        if (n.args[a] < 0) continue;
+        auto& t = touching_[size_t(g.values[size_t(n.args[a])].buffer)];
+        if (!t.empty() && t.back().first == i) {
+          t.back().second = t.back().second || n.written[a];
+        } else {
+          t.emplace_back(i, n.written[a]);
+        }
+      }
+    }
+  }
+  const Value& value(int v) const { return g_.values[size_t(v)]; }
+  // The call after `call` that touches the buffer of value v, when v's buffer is an intermediate
+  // that `call` writes and that exactly these two calls touch; else -1.
+  int only_other_toucher(int v, int call) const {
+    const int buffer = value(v).buffer;
+    const auto& t = touching_[size_t(buffer)];
+    if (g_.buffers[size_t(buffer)].kind != BufferKind::intermediate || t.size() != 2 || t[0].first != call || !t[0].second)
+      return -1;
+    return t[1].first;
+  }
+  // The call before `call` that writes the buffer of v, when v's buffer is an intermediate that
+  // exactly these two calls touch, and `call` only reads; else -1.
+  int only_writer_before(int v, int call) const {
+    const int buffer = value(v).buffer;
+    const auto& t = touching_[size_t(buffer)];
+    if (g_.buffers[size_t(buffer)].kind != BufferKind::intermediate || t.size() != 2 || t[1].first != call || t[1].second ||
+        !t[0].second)
+      return -1;
+    return t[0].first;
+  }
+  // Whether a call strictly between `from` and `to` touches the buffer of v (writes it, when writes_only).
+  bool touched_between(int v, int from, int to, bool writes_only) const {
+    for (const auto& [i, writes] : touching_[size_t(value(v).buffer)]) {
+      if (i > from && i < to && (writes || !writes_only)) return true;
+    }
+    return false;
+  }
+
+ private:
+  const Graph& g_;
+  std::vector<std::vector<std::pair<int, bool>>> touching_;
+};
+
+// The graph without the calls marked dropped, with `nodes` in place of its calls.
+Graph without(const Graph& g, std::vector<Node> nodes, const std::vector<bool>& dropped) {
+  Graph out = g;
+  out.nodes.clear();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (!dropped[i]) out.nodes.push_back(std::move(nodes[i]));
+  }
+  return out;
+}
+
+}  // namespace
+
+Graph fold_norm_casts(const Graph& g) {
+  const Touches touches(g);
+  std::vector<Node> nodes = g.nodes;
+  std::vector<bool> dropped(nodes.size(), false);
+  for (int i = 0; i < int(nodes.size()); ++i) {
+    Node& n = nodes[size_t(i)];
+    if (n.dtype != DType::f32) continue;
+    if (const int iy = norm_output_arg(n); iy >= 0 && n.args[size_t(iy)] >= 0) {
+      // Forward: norm -> y (f32) -> cast -> out (16-bit).
+      const Value& y = touches.value(n.args[size_t(iy)]);
+      const int c = touches.only_other_toucher(n.args[size_t(iy)], i);
+      if (c < 0 || y.dtype != DType::f32 || !is_cast(g.nodes[size_t(c)])) continue;
+      const Node& cast = g.nodes[size_t(c)];
+      const Value& out = touches.value(cast.args[1]);
+      if (!same_view(touches.value(cast.args[0]), y) || !sixteen_bit(out.dtype) || out.sizes != y.sizes ||
+          !contiguous_view(out) || touches.touched_between(cast.args[1], i, c, false))
+        continue;
+      n.args[size_t(iy)] = cast.args[1];
+      n.read_versions[size_t(iy)] = cast.read_versions[1];
+      dropped[size_t(c)] = true;
+    } else if (norm_backward_addend_arg(n) >= 0 && n.args[0] >= 0) {
+      // Backward: in (16-bit) -> cast -> grad (f32) -> norm backward.
+      const Value& grad = touches.value(n.args[0]);
+      const int c = touches.only_writer_before(n.args[0], i);
+      if (c < 0 || grad.dtype != DType::f32 || !is_cast(g.nodes[size_t(c)])) continue;
+      const Node& cast = g.nodes[size_t(c)];
+      const Value& in = touches.value(cast.args[0]);
+      if (!same_view(touches.value(cast.args[1]), grad) || !sixteen_bit(in.dtype) || in.sizes != grad.sizes ||
+          !contiguous_view(in) || touches.touched_between(cast.args[0], c, i, true))
+        continue;
+      n.args[0] = cast.args[0];
+      n.read_versions[0] = cast.read_versions[0];
+      dropped[size_t(c)] = true;
+    }
+  }
+  return without(g, std::move(nodes), dropped);
+}
+
+Graph fold_norm_gradient_adds(const Graph& g) {
+  const Touches touches(g);
+  std::vector<Node> nodes = g.nodes;
+  std::vector<bool> dropped(nodes.size(), false);
+  for (int i = 0; i < int(nodes.size()); ++i) {
+    Node& n = nodes[size_t(i)];
+    const int ia = norm_backward_addend_arg(n), ix = ia + 1;
+    if (ia < 0 || n.args[size_t(ia)] >= 0 || n.args[size_t(ix)] < 0) continue;
+    // norm backward -> grad_x -> add(grad_x, other) -> out
+    const Value& gx = touches.value(n.args[size_t(ix)]);
+    const int a = touches.only_other_toucher(n.args[size_t(ix)], i);
+    if (a < 0 || !is_add(g.nodes[size_t(a)])) continue;
+    const Node& add = g.nodes[size_t(a)];
+    const bool first = same_view(touches.value(add.args[0]), gx);
+    if (!first && !same_view(touches.value(add.args[1]), gx)) continue;
+    const int other = add.args[first ? 1 : 0];
+    const Value &o = touches.value(other), &out = touches.value(add.args[2]);
+    if (o.buffer == gx.buffer || o.dtype != gx.dtype || o.sizes != gx.sizes || !contiguous_view(o) ||
+        out.dtype != gx.dtype || out.sizes != gx.sizes || !contiguous_view(out) || out.buffer == o.buffer ||
+        touches.touched_between(other, i, a, true) || touches.touched_between(add.args[2], i, a, false))
+      continue;
+    n.args[size_t(ia)] = other;
+    n.read_versions[size_t(ia)] = add.read_versions[first ? 1 : 0];
+    n.args[size_t(ix)] = add.args[2];
+    n.read_versions[size_t(ix)] = add.read_versions[2];
+    dropped[size_t(a)] = true;
+  }
+  return without(g, std::move(nodes), dropped);
+}
+
+}  // namespace trireme::graph

@@ -1,0 +1,30 @@
+// Folds into norms: passes from graph to graph (graph/passes.h) that let a layer or RMS norm
+// kernel do the pointwise work its neighbours do in a training step, with the same bits
+// (kernels/nn.h: the norms' 16-bit edge and their backward's addend).
+//   - Under bf16/f16 autocast a norm runs in f32 and the linear after it casts its output to 16
+//     bits in a kernel of its own; in the backward, the cast's gradient widens the 16-bit gradient
+//     to an f32 copy that only the norm's backward reads.
+//   - A norm's input is a residual stream: its gradient is the norm backward's grad_x plus the
+//     gradient the residual path brings, added in a kernel of its own.
+#pragma once
+
+#include "trireme/graph/graph.h"
+
+namespace trireme::graph {
+
+// Rewrites
+//   - an f32 norm whose output, an intermediate nothing else touches, is read only by a cast to
+//     bf16/f16: the norm writes the cast's contiguous output itself, and the cast is gone;
+//   - a cast from a contiguous bf16/f16 value to an f32 intermediate that only an f32 norm
+//     backward reads, as its gradient: the backward reads the 16-bit value, and the cast is gone;
+// when no call in between touches the cast's output (forward) or writes its input (backward).
+// Pinned calls and calls with per-replay arguments stay as they are.
+Graph fold_norm_casts(const Graph& g);
+
+// Rewrites a norm backward whose grad_x, an intermediate nothing else touches, is read only by an
+// add with another contiguous value of its shape and dtype into a new contiguous output: the
+// backward takes the other value as its addend and writes the add's output, and the add is gone;
+// when no call in between writes the other value or touches the output.
+Graph fold_norm_gradient_adds(const Graph& g);
+
+}  // namespace trireme::graph
