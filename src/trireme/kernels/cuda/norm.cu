@@ -54,10 +54,14 @@ __global__ void norm_forward_kernel(const D* x, const D* w, const D* b, double e
   }
 }
 
-// grad_x plus the backward's addend (kernels/nn.h), as the add kernel adds two values of D.
+// grad_x plus the backward's addend (kernels/nn.h), as the add kernel adds two values of D. An
+// add the compiler may not contract: for f32 and f64, v + addend would become an FMA with the
+// product that made v, which is not the add of the rounded v.
+__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
 template <class D>
 __device__ __forceinline__ D plus_addend(D v, D addend) {
-  return from_acc<D>(to_acc(v) + to_acc(addend));
+  return from_acc<D>(add_rn(to_acc(v), to_acc(addend)));
 }
 
 // The warp-per-row twins of the two kernels above, for d <= 32 * N (N <= 64 elements per lane):
