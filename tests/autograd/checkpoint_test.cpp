@@ -3,11 +3,14 @@
 // autocast state, and a region that returns its own input refused.
 #include <gtest/gtest.h>
 
+#include "counting_tape.h"
+
 #include "trireme/autograd/autocast_mode.h"
 #include "trireme/autograd/checkpoint.h"
 #include "trireme/autograd/engine.h"
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/core/rng.h"
+#include "trireme/kernels/deferred_kernels.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/factory.h"
 #include "trireme/ops/linalg.h"
@@ -97,4 +100,85 @@ TEST(Checkpoint, TheReplayRunsInTheFirstRunsAutocastState) {
 TEST(Checkpoint, ARegionThatReturnsItsInputIsRefused) {
   Tensor x = leaf({3}, 7);
   EXPECT_THROW(autograd::checkpoint([](const TensorList& in) { return in; }, {x}), Error);
+}
+
+namespace {
+
+// x + (relu(x w1) w2): the second product only flows into the output, so no backward reads it.
+TensorList residual_mlp(const Tensor& w1, const Tensor& w2, const TensorList& in) {
+  return {add(matmul(relu(matmul(in[0], w1)), w2), in[0])};
+}
+
+}  // namespace
+
+TEST(Checkpoint, TheReplayComputesOnlyWhatTheBackwardReads) {
+  Tensor w1 = leaf({4, 6}, 1), w2 = leaf({6, 4}, 2), x = leaf({5, 4}, 3);
+  auto loss_of = [](const Tensor& y) { return sum(y * y); };
+  std::map<std::string, int> plain_calls;
+  {
+    trireme::testing::CountingTape tape;
+    loss_of(residual_mlp(w1, w2, {x})[0]).backward();
+    plain_calls = tape.calls;
+  }
+  const Tensor gx = x.grad(), g1 = w1.grad(), g2 = w2.grad();
+  x.set_grad(Tensor()), w1.set_grad(Tensor()), w2.set_grad(Tensor());
+  std::map<std::string, int> checkpointed_calls;
+  {
+    trireme::testing::CountingTape tape;
+    Tensor y = autograd::checkpoint([&](const TensorList& in) { return residual_mlp(w1, w2, in); }, {x})[0];
+    loss_of(y).backward();
+    checkpointed_calls = tape.calls;
+  }
+  // The replay runs the first product and the relu again, not the second product nor the add.
+  EXPECT_EQ(checkpointed_calls["matmul"], plain_calls["matmul"] + 1);
+  EXPECT_EQ(checkpointed_calls["relu"], plain_calls["relu"] + 1);
+  EXPECT_EQ(checkpointed_calls["add"], plain_calls["add"]);
+  EXPECT_EQ(x.grad().to_vector<double>(), gx.to_vector<double>());
+  EXPECT_EQ(w1.grad().to_vector<double>(), g1.to_vector<double>());
+  EXPECT_EQ(w2.grad().to_vector<double>(), g2.to_vector<double>());
+}
+
+TEST(Checkpoint, HostCodeInsideTheReplayReadsComputedValues) {
+  // The region reads a value it computed on the host: the kept calls run before it does.
+  Tensor w = leaf({4, 4}, 1), x = leaf({3, 4}, 2);
+  auto region = [&](const TensorList& in) {
+    Tensor h = tanh(matmul(in[0], w));
+    return TensorList{mul(h, sum(h).item())};
+  };
+  sum(region({x})[0]).backward();
+  const std::vector<double> gx = x.grad().to_vector<double>(), gw = w.grad().to_vector<double>();
+  x.set_grad(Tensor()), w.set_grad(Tensor());
+  sum(autograd::checkpoint(region, {x})[0]).backward();
+  EXPECT_EQ(x.grad().to_vector<double>(), gx);
+  EXPECT_EQ(w.grad().to_vector<double>(), gw);
+}
+
+TEST(DeferredKernels, RunsOnlyCallsWhoseResultsSomethingHolds) {
+  NoGradGuard no_grad;
+  const Tensor a = leaf({8}, 1).detach(), b = leaf({8}, 2).detach();
+  Tensor held;
+  int64_t dropped = 0;
+  {
+    kernels::DeferredKernels deferred;
+    held = add(a, b);  // held outside the kept calls: runs
+    std::vector<Tensor> unwanted = {mul(add(a, a), held)};  // only the caller's: neither call runs
+    dropped = deferred.run_observed(unwanted);
+  }
+  EXPECT_EQ(dropped, 2);
+  EXPECT_EQ(held.to_vector<double>(), add(a, b).to_vector<double>());
+}
+
+TEST(DeferredKernels, AHostReadRunsWhatIsKeptFirst) {
+  NoGradGuard no_grad;
+  const Tensor a = leaf({8}, 1).detach(), b = leaf({8}, 2).detach();
+  int64_t dropped = 0;
+  {
+    kernels::DeferredKernels deferred;
+    Tensor unused = mul(add(a, a), b);
+    Tensor read = exp(add(a, b));
+    EXPECT_EQ(read.to_vector<double>(), exp(add(a, b)).to_vector<double>());  // runs the four calls above
+    std::vector<Tensor> unwanted = {std::move(unused), mul(read, 3.0)};
+    dropped = deferred.run_observed(unwanted);
+  }
+  EXPECT_EQ(dropped, 1);  // only the last mul was still kept
 }

@@ -6,6 +6,7 @@
 #include "trireme/autograd/autocast_mode.h"
 #include "trireme/autograd/engine.h"
 #include "trireme/autograd/grad_mode.h"
+#include "trireme/kernels/deferred_kernels.h"
 
 namespace trireme::autograd {
 
@@ -52,7 +53,12 @@ TensorList checkpoint(const RegionFn& fn, const TensorList& inputs) {
              GradModeGuard grad_on(true);
              AutocastModeGuard cpu(DeviceType::cpu, autocast[size_t(DeviceType::cpu)]);
              AutocastModeGuard cuda(DeviceType::cuda, autocast[size_t(DeviceType::cuda)]);
+             // Only what the backward reads is computed again: the region's outputs were used
+             // in the first run, and a value that only flows into them (a block's last GEMM)
+             // is never read (kernels/deferred_kernels.h).
+             kernels::DeferredKernels deferred;
              replay_out = fn(replay_in);
+             deferred.run_observed(replay_out);
            }
            TRIREME_CHECK(replay_out.size() == grads.size(), "checkpoint: the replay returned ", replay_out.size(),
                          " tensors, the first run ", grads.size());

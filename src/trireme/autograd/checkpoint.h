@@ -1,7 +1,10 @@
 // Checkpointed regions (activation recomputation): a region's forward runs without recording
 // anything, so none of its intermediate activations stay alive; only its inputs are saved. In
 // the backward the region runs again, recording, and the gradient flows through that replay.
-// Memory: one region's activations at a time instead of all of them; time: one more forward.
+// The replay computes only what the backward reads (kernels/deferred_kernels.h): the kernels
+// whose results only flow into the region's outputs are skipped (in a transformer block, the
+// MLP's last GEMM and what follows it; the outputs' values are those of the first run).
+// Memory: one region's activations at a time instead of all of them; time: at most one more forward.
 //
 // The replay runs in the grad and autocast state of the first run, so it computes the same
 // values in the same dtypes. What else a region reads must be the same the second time: a

@@ -43,7 +43,7 @@ class Tracer final : public KernelTape, public StorageObserver {
   }
 
   // ---- KernelTape ----
-  void record(KernelCallRecord call) override {
+  bool record(KernelCallRecord call) override {
     Node n;
     n.op = std::string(call.op);
     n.device = call.device;
@@ -92,6 +92,7 @@ class Tracer final : public KernelTape, public StorageObserver {
                   "' draws random numbers from a stream that is not an input of the trace, so every replay would "
                   "draw the same ones; bind its stream with KernelTape::bind_u64 (nn::Dropout does) or run it eagerly");
     graph.nodes.push_back(std::move(n));
+    return true;
   }
 
   void begin_kernel() override { ++in_kernel_; }

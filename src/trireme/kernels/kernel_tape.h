@@ -49,7 +49,9 @@ class KernelTape {
   virtual ~KernelTape() = default;
   // Records a call the caller is about to run (between begin and end, the kernel itself runs:
   // nested kernel calls from inside a kernel are its own business and are not recorded).
-  virtual void record(KernelCallRecord call) = 0;
+  // Returns false when the tape keeps the call to run it later itself (kernels/deferred_kernels.h),
+  // and the caller does not run it; a call without a kernel (a collective) always runs now.
+  virtual bool record(KernelCallRecord call) = 0;
   virtual void begin_kernel() = 0;
   virtual void end_kernel() = 0;
   virtual bool in_kernel() const = 0;
@@ -95,7 +97,7 @@ class KernelCall<void (*)(Args...)> {
       fn_(static_cast<Args>(args)...);
       return;
     }
-    record(*tape, args...);
+    if (!record(*tape, args...)) return;  // the tape runs it later, or never
     tape->begin_kernel();
     struct End {
       KernelTape* t;
@@ -150,7 +152,7 @@ class KernelCall<void (*)(Args...)> {
      ...);
   }
 
-  void record(KernelTape& tape, Args... args) const {
+  bool record(KernelTape& tape, Args... args) const {
     KernelCallRecord r;
     r.op = op_;
     r.device = device_;
@@ -163,7 +165,7 @@ class KernelCall<void (*)(Args...)> {
     r.invoke = [fn = fn_](void* a, Tensor* const* tensors) {
       call(fn, *static_cast<Stored*>(a), tensors, std::index_sequence_for<Args...>{});
     };
-    tape.record(std::move(r));
+    return tape.record(std::move(r));
   }
 
   Fn fn_;
