@@ -18,6 +18,22 @@ const std::string kTiny =
     "--set train.batch_size=2 --set model.dropout=0.1";
 }
 
+// The planned arena of a step under a recomputation mode, in bytes.
+long long arena_bytes(const std::string& recompute) {
+  auto r = run("graph --vocab 512 --set model.d_model=128 --set model.n_layer=4 --set model.n_head=2 "
+               "--set model.block_size=64 --set train.batch_size=4 --set memory.recompute=" + recompute);
+  EXPECT_EQ(r.status, 0) << r.out;
+  const size_t at = r.out.find("arena: ");
+  return at == std::string::npos ? -1 : std::stoll(r.out.substr(at + 7));
+}
+
+TEST(GraphCommand, RecomputationLowersTheArena) {
+  // Common-subexpression elimination must not merge the recomputation back into the forward.
+  const long long none = arena_bytes("none"), selective = arena_bytes("selective"), full = arena_bytes("full");
+  EXPECT_LT(selective, none * 0.8);
+  EXPECT_LT(full, selective);
+}
+
 TEST(GraphCommand, PrintsThePassesAndTheMemoryPlanAndWritesDot) {
   const fs::path dot = fs::path(trireme::testing::fresh_run_dir("trireme_graph_cmd")) += ".dot";
   auto r = run("graph " + kTiny + " --dot " + dot.string());

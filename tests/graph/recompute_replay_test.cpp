@@ -7,7 +7,12 @@
 #include <memory>
 
 #include "graph_test_util.h"
+#include "trireme/autograd/checkpoint.h"
+#include "trireme/graph/executable.h"
+#include "trireme/graph/passes.h"
 #include "trireme/graph/static_function.h"
+#include "trireme/graph/trace.h"
+#include "trireme/ops/linalg.h"
 #include "trireme/nn/checkpoint.h"
 #include "trireme/nn/dropout.h"
 #include "trireme/ops/elementwise.h"
@@ -45,4 +50,24 @@ TEST(RecomputeReplay, CheckpointedDropoutAdvancesOncePerStepAndEqualsEager) {
   }
   EXPECT_EQ(f.traces(), 1);
   EXPECT_EQ(f.replays(), 4);
+}
+
+TEST(RecomputeReplay, CommonSubexpressionsLeaveTheRecomputationAlone) {
+  // The replay's calls are the first run's again, on the same inputs: merging them would keep the
+  // first run's results until the backward, which is what recomputing avoids.
+  Tensor w = random_tensor({16, 16}, 1).set_requires_grad(true);
+  graph::StepFn fn = [&](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+    auto region = [&](const autograd::TensorList& r) { return autograd::TensorList{tanh(matmul(tanh(matmul(r[0], w)), w))}; };
+    sum(autograd::checkpoint(region, {in[0]})[0]).backward();
+    std::vector<Tensor> out = {w.grad()};
+    w.set_grad(Tensor());
+    return out;
+  };
+  const graph::Graph g = graph::eliminate_dead_code(graph::trace(fn, {random_tensor({8, 16}, 2)}).graph);
+  int64_t recomputed = 0;
+  for (const graph::Node& n : g.nodes) recomputed += n.recomputed;
+  EXPECT_EQ(recomputed, 4);  // both products and both tanh: the backward reads the second tanh's output
+  EXPECT_EQ(graph::eliminate_common_subexpressions(g).nodes.size(), g.nodes.size());
+  const Tensor x = random_tensor({8, 16}, 3);
+  EXPECT_TRUE(bitwise_equal(graph::Executable(graph::eliminate_common_subexpressions(g)).run({x})[0], fn({x})[0]));
 }

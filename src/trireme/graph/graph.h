@@ -60,6 +60,10 @@ struct Node {
   // Kept in its place relative to every other call by the passes that reorder: a transfer's post
   // or wait (dist::record_transfer), which the other ranks meet in this order.
   bool pinned = false;
+  // Recorded in a checkpointed region's replay (autograd/checkpoint.h): it computes again what an
+  // earlier call computed, so that the earlier result need not be kept. Common-subexpression
+  // elimination never merges it into that call, which would keep the result after all.
+  bool recomputed = false;
   // The traced kernel calls this node does the work of: more than one for a multi-tensor call that
   // merged them (multi_tensor.h); a replay reserves room for the scalars of each.
   int calls = 1;

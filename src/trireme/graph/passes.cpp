@@ -147,7 +147,7 @@ Graph eliminate_common_subexpressions(const Graph& g) {
   for (const Node& original : g.nodes) {
     Node n = original;
     for (int& v : n.args) v = mapped(v);
-    if (!pure(original)) {
+    if (!pure(original) || original.recomputed) {
       out.nodes.push_back(std::move(n));
       continue;
     }

@@ -24,7 +24,8 @@ Graph eliminate_dead_code(const Graph& g);
 // Merges a kernel call into an earlier identical one: same kernel and host arguments, same input
 // values in the same state (no write to them in between), and both pure: every output is a
 // whole intermediate buffer that only this call writes, and no argument is recomputed per replay.
-// Later uses of the merged call's outputs read the earlier call's.
+// Later uses of the merged call's outputs read the earlier call's. A call recorded in a
+// recomputation's replay (Node::recomputed) is never merged: recomputing is what was asked for.
 Graph eliminate_common_subexpressions(const Graph& g);
 
 // Moves each call that frees memory without taking any (it is the last use of an intermediate

@@ -53,6 +53,7 @@ class Tracer final : public KernelTape, public StorageObserver {
     n.attrs = std::move(call.attrs);
     n.attrs_comparable = call.attrs_comparable;
     n.pinned = call.pinned;
+    n.recomputed = call.recomputed;
     n.host_args = std::move(call.args);
     n.invoke = std::move(call.invoke);
     const int index = int(graph.nodes.size());

@@ -9,8 +9,11 @@
 
 namespace trireme::kernels {
 
-DeferredKernels::DeferredKernels()
-    : outer_tape_(active_kernel_tape()), outer_observer_(storage_observer()), uncaught_at_start_(std::uncaught_exceptions()) {
+DeferredKernels::DeferredKernels(bool recomputation)
+    : outer_tape_(active_kernel_tape()),
+      outer_observer_(storage_observer()),
+      recomputation_(recomputation),
+      uncaught_at_start_(std::uncaught_exceptions()) {
   TRIREME_CHECK(outer_tape_ == nullptr || !outer_tape_->in_kernel(), "DeferredKernels: opened inside a kernel call");
   active_kernel_tape() = this;
   storage_observer() = this;
@@ -84,6 +87,7 @@ void DeferredKernels::run(Kept& k) {
     ptrs.push_back(&k.tensors[i]);
     k.call.tensors[i] = &k.tensors[i];
   }
+  k.call.recomputed = recomputation_;
   if (outer_tape_ != nullptr) outer_tape_->record(k.call);  // a tracer sees the call now, in order
   begin_kernel();
   struct End {

@@ -39,6 +39,7 @@ struct KernelCallRecord {
   std::string attrs;                           // the host arguments' bytes, when comparable
   bool attrs_comparable = true;
   bool pinned = false;  // a pass may not move the call, nor any call across it (graph.h: Node::pinned)
+  bool recomputed = false;  // computes again what an earlier call computed (graph.h: Node::recomputed)
   std::shared_ptr<void> args;                  // the stored arguments (KernelArgs<Fn>)
   std::vector<uint64_t*> u64_args;             // the uint64 host arguments, inside `args`
   std::function<void(void* args, Tensor* const* tensors)> invoke;  // calls the kernel again
