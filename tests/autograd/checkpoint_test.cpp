@@ -182,3 +182,22 @@ TEST(DeferredKernels, AHostReadRunsWhatIsKeptFirst) {
   }
   EXPECT_EQ(dropped, 1);  // only the last mul was still kept
 }
+
+TEST(DeferredKernels, AnInnerScopeHandsItsCallsToTheOuterOne) {
+  NoGradGuard no_grad;
+  const Tensor a = leaf({8}, 1).detach(), b = leaf({8}, 2).detach();
+  trireme::testing::CountingTape tape;
+  Tensor held;
+  {
+    kernels::DeferredKernels outer;
+    {
+      kernels::DeferredKernels inner(/*recomputation=*/true);
+      held = add(a, b);
+      EXPECT_EQ(inner.run_observed({}), 0);
+    }
+    EXPECT_EQ(tape.calls["add"], 0);  // kept by the outer scope
+    EXPECT_EQ(outer.run_observed({}), 0);
+  }
+  EXPECT_EQ(tape.calls["add"], 1);  // run once
+  EXPECT_EQ(held.to_vector<double>(), add(a, b).to_vector<double>());
+}

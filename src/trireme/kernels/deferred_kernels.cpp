@@ -87,8 +87,9 @@ void DeferredKernels::run(Kept& k) {
     ptrs.push_back(&k.tensors[i]);
     k.call.tensors[i] = &k.tensors[i];
   }
-  k.call.recomputed = recomputation_;
-  if (outer_tape_ != nullptr) outer_tape_->record(k.call);  // a tracer sees the call now, in order
+  k.call.recomputed = k.call.recomputed || recomputation_;
+  // A tracer sees the call now, in order; an outer DeferredKernels keeps it and runs it itself.
+  if (outer_tape_ != nullptr && !outer_tape_->record(k.call)) return;
   begin_kernel();
   struct End {
     DeferredKernels* d;
