@@ -1,0 +1,11 @@
+// Full recomputation of a GPT on the GPU (gpt_recompute_check.h): the replay skips each block's
+// last linear and the gradients equal those without recomputation, in f32 and under bf16
+// autocast (attention by cuDNN where the build has it).
+#include "cuda_test_util.h"
+#include "gpt_recompute_check.h"
+
+TEST(CudaGPTRecompute, FullRecomputationReplaysAllButEachBlocksLastLinear) {
+  TRIREME_REQUIRE_GPU();
+  trireme::testing::expect_recomputation_replays_all_but_each_blocks_last_linear(trireme::Device::cuda(0), false);
+  trireme::testing::expect_recomputation_replays_all_but_each_blocks_last_linear(trireme::Device::cuda(0), true);
+}
