@@ -3,7 +3,8 @@
 // next to the GEMMs around a norm, so the wider type costs little and keeps f32 statistics exact).
 // grad_weight/grad_bias sum over rows; they are computed by a column-blocked pass in which each
 // column is summed by one thread in row order, so the result does not depend on the thread count.
-// An f32 norm's y (forward) or grad (backward) may be bf16/f16 (kernels/nn.h: the edge type E).
+// An f32 norm's y (forward) or grad (backward) may be bf16/f16 (kernels/nn.h: the edge type E), and a
+// backward may add an addend to grad_x (static graphs fold a residual gradient's add into it).
 #include <algorithm>
 #include <cmath>
 #include <vector>

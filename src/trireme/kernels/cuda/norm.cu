@@ -5,7 +5,8 @@
 // accumulate in double as on the CPU. grad_weight/grad_bias are deterministic without atomics:
 // each thread sums one column over a fixed chunk of rows into a (chunks, D) scratch, then
 // column_sum.cuh's second pass adds the chunks in order; the chunking depends only on the shape.
-// An f32 norm's y (forward) or grad (backward) may be bf16/f16 (kernels/nn.h: the edge type O or G).
+// An f32 norm's y (forward) or grad (backward) may be bf16/f16 (kernels/nn.h: the edge type O or G),
+// and a backward may add an addend to grad_x (static graphs fold a residual gradient's add into it).
 #include "trireme/kernels/cuda/block_reduce.cuh"
 #include "trireme/kernels/cuda/column_sum.cuh"
 #include "trireme/kernels/cuda/launch.cuh"
