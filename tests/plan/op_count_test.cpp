@@ -64,6 +64,9 @@ TEST(ModelCosts, FitTheDecoderBlocksProducts) {
   // The head: (d x V) forward, and its two gradients.
   EXPECT_NEAR(c.head_dv, 6, 1e-6);
   EXPECT_NEAR(c.forward_share, 1.0 / 3, 0.01);
+  // A full recomputation's replay (measured at d 64, T 16): the forward's attention and its
+  // products but the MLP's second (16 of 24 d²), against the block's 72 d² + 7 T d per token.
+  EXPECT_NEAR(c.replay_share, (16.0 * 64 * 64 + 2.0 * 16 * 64) / (72.0 * 64 * 64 + 7.0 * 16 * 64), 1e-6);
   EXPECT_LT(c.fit_error, 1e-6);
   EXPECT_GT(c.block_mem_d, 0);
   EXPECT_GT(c.block_kernels, 0);

@@ -50,6 +50,8 @@ PlanCost predict(const PlanInputs& in, const Layout& l) {
   const double mem_rate = cl.device.memory_bandwidth_gbs * 1e9 * eff.memory;
   const bool sp = l.sequence_parallel && l.tp > 1;
   const bool recompute = l.recompute == "full";
+  // What a replay adds (ModelCosts::replay_share): with tp, the whole forward.
+  const double replay = l.tp > 1 ? mc.forward_share : mc.replay_share;
 
   PlanCost out;
   const auto ranks = train::estimate_training_memory_per_rank(tc, in.vocab);
@@ -75,7 +77,7 @@ PlanCost predict(const PlanInputs& in, const Layout& l) {
     for (int64_t c = 0; c < v; ++c) L += layers[size_t(c * l.pp + r)];
     const bool last = r == l.pp - 1;
     const double block_flops = mc.block_flops_per_token(d, T) / tp;
-    double flops = L * block_flops * (1 + (recompute ? mc.forward_share : 0));
+    double flops = L * block_flops * (1 + (recompute ? replay : 0));
     if (last) flops += mc.head_flops_per_token(d, V) / tp;
     // Memory-bound work: sequence parallelism splits all of it; without, the layer norms and
     // residual adds (about half) are replicated over tp.

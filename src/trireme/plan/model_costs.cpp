@@ -6,8 +6,10 @@
 
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/core/rng.h"
+#include "trireme/kernels/kernel_tape.h"
 #include "trireme/models/gpt.h"
 #include "trireme/models/gpt_block.h"
+#include "trireme/nn/checkpoint.h"
 #include "trireme/ops/factory.h"
 #include "trireme/ops/op_count.h"
 #include "trireme/ops/reduce.h"
@@ -54,6 +56,49 @@ Counted count_block(const io::ModelConfig& m, int64_t d) {
   return out;
 }
 
+// Sums the FLOPs of the matrix products that run on this thread while alive: the kernels that
+// launch, not the ops that are called (a checkpointed replay skips some, kernels/deferred_kernels.h).
+class ProductFlopTape final : public KernelTape {
+ public:
+  ProductFlopTape() : outer_(active_kernel_tape()) { active_kernel_tape() = this; }
+  ~ProductFlopTape() override { active_kernel_tape() = outer_; }
+  ProductFlopTape(const ProductFlopTape&) = delete;
+  ProductFlopTape& operator=(const ProductFlopTape&) = delete;
+  bool record(KernelCallRecord call) override {
+    if ((call.op == "matmul" || call.op == "matmul_add") && call.tensors.size() == 4) {
+      const Tensor& a = *call.tensors[0];
+      const Tensor& out = *call.tensors[3];
+      flops += 2.0 * double(out.numel()) * double(a.size(-1));
+    }
+    return true;
+  }
+  void begin_kernel() override { ++depth_; }
+  void end_kernel() override { --depth_; }
+  bool in_kernel() const override { return depth_ > 0; }
+  void refresh_next_call(std::type_index, std::function<void(void*)>) override {}
+  void bind_u64(uint64_t, std::function<uint64_t()>) override {}
+  void on_replay(std::function<void()>) override {}
+  double flops = 0;
+
+ private:
+  KernelTape* outer_;
+  int depth_ = 0;
+};
+
+// The products of one block's forward and backward that run, with full recomputation or without.
+double block_product_flops(const io::ModelConfig& m, int64_t d, bool recompute) {
+  const models::GPTConfig c = tiny_config(m, d, 64);
+  auto block = std::make_shared<models::GPTBlock>(c, parallel::TpGroup::single());
+  Generator gen(7);
+  Tensor x = randn({kBatch, kSeq, d}, gen);
+  x.set_requires_grad(true);
+  ProductFlopTape tape;
+  Tensor y = recompute ? nn::checkpointed(block, x, [&](const Tensor& in) { return block->forward(in); })
+                       : block->forward(x);
+  sum(y).backward();
+  return tape.flops;
+}
+
 // The whole one-block model, forward and backward through its loss.
 Counted count_model(const io::ModelConfig& m, int64_t d, int64_t vocab) {
   models::GPT gpt(tiny_config(m, d, vocab), 7);
@@ -89,6 +134,10 @@ ModelCosts measure_model_costs(const io::ModelConfig& m) {
   auto kernels = [](const OpCounts& o) { return double(o.matmul_calls + o.attention_calls + o.memory_calls); };
   c.block_kernels = kernels(b2.total);
   c.forward_share = b2.total.flops() > 0 ? b2.forward.flops() / b2.total.flops() : 1.0 / 3;
+  // A replay runs the forward's attention and the products the backward reads (not the block's
+  // last linear, whose output only flows into the block's output).
+  const double replayed_products = block_product_flops(m, int64_t(d2), true) - block_product_flops(m, int64_t(d2), false);
+  c.replay_share = b2.total.flops() > 0 ? (replayed_products + b2.forward.attention_flops) / b2.total.flops() : c.forward_share;
   const double predicted3 = c.block_flops_per_token(d3, double(kSeq)) * kTokens;
   c.fit_error = b3.total.flops() > 0 ? std::abs(predicted3 - b3.total.flops()) / b3.total.flops() : 0;
 

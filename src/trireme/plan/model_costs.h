@@ -27,6 +27,10 @@ struct ModelCosts {
   double head_mem_v = 0, head_mem_d = 0;       // bytes of the head's and loss's memory-bound ops
   double block_kernels = 0, head_kernels = 0;  // ops counted per forward and backward (launch overheads)
   double forward_share = 1.0 / 3;              // the forward's share of a block's products
+  // What a full recomputation's replay runs again, as a share of a block's products: the forward
+  // less what the backward does not read (autograd/checkpoint.h), without tensor parallelism
+  // (whose all-reduces make the replay run the whole forward).
+  double replay_share = 1.0 / 3;
   double fit_error = 0;                        // |predicted - counted| / counted at a shape not fitted
 
   double block_matmul_flops_per_token(double d) const { return block_mm_d2 * d * d + block_mm_d * d; }
