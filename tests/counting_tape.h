@@ -2,7 +2,6 @@
 // thread by op while alive, and lets them run.
 #pragma once
 
-#include <functional>
 #include <map>
 #include <string>
 
@@ -10,28 +9,12 @@
 
 namespace trireme::testing {
 
-class CountingTape final : public KernelTape {
+class CountingTape final : public ObservingKernelTape {
  public:
-  CountingTape() : outer_(active_kernel_tape()) { active_kernel_tape() = this; }
-  ~CountingTape() override { active_kernel_tape() = outer_; }
-  CountingTape(const CountingTape&) = delete;
-  CountingTape& operator=(const CountingTape&) = delete;
-  bool record(KernelCallRecord call) override {
-    ++calls[std::string(call.op)];
-    return true;
-  }
-  void begin_kernel() override { ++depth_; }
-  void end_kernel() override { --depth_; }
-  bool in_kernel() const override { return depth_ > 0; }
-  void refresh_next_call(std::type_index, std::function<void(void*)>) override {}
-  void bind_u64(uint64_t, std::function<uint64_t()>) override {}
-  void on_replay(std::function<void()>) override {}
-
   std::map<std::string, int> calls;
 
  private:
-  KernelTape* outer_;
-  int depth_ = 0;
+  void observe(const KernelCallRecord& call) override { ++calls[std::string(call.op)]; }
 };
 
 }  // namespace trireme::testing

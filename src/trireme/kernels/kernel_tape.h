@@ -64,6 +64,35 @@ class KernelTape {
 // This thread's tape (null unless a trace is running).
 KernelTape*& active_kernel_tape();
 
+// A tape that only watches: installed on this thread while alive, it shows each call that is
+// about to run to observe() and lets it run (counting calls, summing their FLOPs). Not for use
+// inside a trace, whose tape it would hide.
+class ObservingKernelTape : public KernelTape {
+ public:
+  ObservingKernelTape() : outer_(active_kernel_tape()) { active_kernel_tape() = this; }
+  ~ObservingKernelTape() override { active_kernel_tape() = outer_; }
+  ObservingKernelTape(const ObservingKernelTape&) = delete;
+  ObservingKernelTape& operator=(const ObservingKernelTape&) = delete;
+
+  bool record(KernelCallRecord call) final {
+    observe(call);
+    return true;
+  }
+  void begin_kernel() final { ++depth_; }
+  void end_kernel() final { --depth_; }
+  bool in_kernel() const final { return depth_ > 0; }
+  void refresh_next_call(std::type_index, std::function<void(void*)>) final {}
+  void bind_u64(uint64_t, std::function<uint64_t()>) final {}
+  void on_replay(std::function<void()>) final {}
+
+ protected:
+  virtual void observe(const KernelCallRecord& call) = 0;
+
+ private:
+  KernelTape* outer_;
+  int depth_ = 0;
+};
+
 template <class A>
 inline constexpr bool is_tensor_arg_v = std::is_same_v<std::remove_cvref_t<A>, Tensor>;
 // A kernel's arguments as a tape stores them: tensors as their index among the call's tensor

@@ -58,31 +58,18 @@ Counted count_block(const io::ModelConfig& m, int64_t d) {
 
 // Sums the FLOPs of the matrix products that run on this thread while alive: the kernels that
 // launch, not the ops that are called (a checkpointed replay skips some, kernels/deferred_kernels.h).
-class ProductFlopTape final : public KernelTape {
+class ProductFlopTape final : public ObservingKernelTape {
  public:
-  ProductFlopTape() : outer_(active_kernel_tape()) { active_kernel_tape() = this; }
-  ~ProductFlopTape() override { active_kernel_tape() = outer_; }
-  ProductFlopTape(const ProductFlopTape&) = delete;
-  ProductFlopTape& operator=(const ProductFlopTape&) = delete;
-  bool record(KernelCallRecord call) override {
+  double flops = 0;
+
+ private:
+  void observe(const KernelCallRecord& call) override {
     if ((call.op == "matmul" || call.op == "matmul_add") && call.tensors.size() == 4) {
       const Tensor& a = *call.tensors[0];
       const Tensor& out = *call.tensors[3];
       flops += 2.0 * double(out.numel()) * double(a.size(-1));
     }
-    return true;
   }
-  void begin_kernel() override { ++depth_; }
-  void end_kernel() override { --depth_; }
-  bool in_kernel() const override { return depth_ > 0; }
-  void refresh_next_call(std::type_index, std::function<void(void*)>) override {}
-  void bind_u64(uint64_t, std::function<uint64_t()>) override {}
-  void on_replay(std::function<void()>) override {}
-  double flops = 0;
-
- private:
-  KernelTape* outer_;
-  int depth_ = 0;
 };
 
 // The products of one block's forward and backward that run, with full recomputation or without.
