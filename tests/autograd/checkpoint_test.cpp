@@ -191,7 +191,7 @@ TEST(DeferredKernels, AnInnerScopeHandsItsCallsToTheOuterOne) {
   {
     kernels::DeferredKernels outer;
     {
-      kernels::DeferredKernels inner(/*recomputation=*/true);
+      kernels::DeferredKernels inner;
       held = add(a, b);
       EXPECT_EQ(inner.run_observed({}), 0);
     }

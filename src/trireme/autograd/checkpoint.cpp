@@ -56,7 +56,8 @@ TensorList checkpoint(const RegionFn& fn, const TensorList& inputs) {
              // Only what the backward reads is computed again: the region's outputs were used
              // in the first run, and a value that only flows into them (a block's last GEMM)
              // is never read (kernels/deferred_kernels.h).
-             kernels::DeferredKernels deferred(/*recomputation=*/true);
+             RecomputationScope recomputing;
+             kernels::DeferredKernels deferred;
              replay_out = fn(replay_in);
              deferred.run_observed(replay_out);
            }
@@ -98,12 +99,9 @@ void recompute_when_saved(const Tensor& t, const TensorList& inputs, RegionFn fn
     NoGradGuard no_grad;
     AutocastModeGuard cpu(DeviceType::cpu, autocast[size_t(DeviceType::cpu)]);
     AutocastModeGuard cuda(DeviceType::cuda, autocast[size_t(DeviceType::cuda)]);
-    // Marked as recomputation, so that a traced step does not merge it back into the first
-    // computation (graph.h: Node::recomputed); what it returns is all it computes.
-    kernels::DeferredKernels recomputing(/*recomputation=*/true);
+    RecomputationScope recomputing;  // a traced step must not merge it back into the first computation
     TensorList out = fn(in);
     TRIREME_CHECK(out.size() == 1 && out[0].defined(), "recompute_when_saved: the recipe must return one tensor");
-    recomputing.run_observed({});
     return out[0].detach();
   });
 }

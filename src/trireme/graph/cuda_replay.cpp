@@ -78,8 +78,6 @@ std::string first_line(const std::string& s) {
   return line.size() > 240 ? line.substr(0, 240) + "..." : line;
 }
 
-bool is_contiguous_value(const Value& v) { return v.strides == contiguous_strides(v.sizes); }
-
 void refresh_host_args(const Node& n, const std::vector<uint64_t>& u64) {
   for (const auto& r : n.refresh) r(n.host_args.get());
   for (const auto& [arg, source] : n.u64_bindings) *arg = u64[size_t(source)];
@@ -114,7 +112,7 @@ class CudaGraphReplay final : public CudaReplay {
       const Value& in = g.values[size_t(g.inputs[i])];
       const Buffer& buf = g.buffers[size_t(in.buffer)];
       if (!buf.device.is_cuda() || buf.device.index != device_) return str_cat("input ", i, " is on ", buf.device);
-      if (!is_contiguous_value(in)) return str_cat("input ", i, " is not contiguous");
+      if (!is_contiguous(in)) return str_cat("input ", i, " is not contiguous");
       const size_t first = size_t(in.offset) * dtype_size(in.dtype), extent = value_extent_bytes(in);
       for (int v : exe_.values_of_buffer_[size_t(in.buffer)]) {
         const Value& other = g.values[size_t(v)];

@@ -24,6 +24,15 @@ const char* buffer_kind_name(BufferKind k) {
   return "?";
 }
 
+bool same_view(const Value& a, const Value& b) {
+  return a.buffer == b.buffer && a.sizes == b.sizes && a.strides == b.strides && a.offset == b.offset &&
+         a.dtype == b.dtype;
+}
+
+bool is_contiguous(const Value& v) { return v.strides == contiguous_strides(v.sizes); }
+
+bool rewritable(const Node& n) { return !n.pinned && !n.dynamic && n.refresh.empty() && n.u64_bindings.empty(); }
+
 size_t value_extent_bytes(const Value& v) {
   int64_t last = v.offset;
   for (size_t d = 0; d < v.sizes.size(); ++d) {

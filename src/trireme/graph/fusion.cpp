@@ -31,7 +31,7 @@ struct Pointwise {
 };
 
 std::optional<Pointwise> pointwise(const Graph& g, const Node& n) {
-  if (n.dynamic || n.pinned || !n.refresh.empty() || !n.u64_bindings.empty() || !n.host_args) return std::nullopt;
+  if (!rewritable(n) || !n.host_args) return std::nullopt;
   const std::optional<PointwiseOp> op = pointwise_op_named(n.op);
   if (!op || !floating(n.dtype)) return std::nullopt;
   const std::type_index want = *op == PointwiseOp::copy ? std::type_index(typeid(CopyKernel))
@@ -47,7 +47,7 @@ std::optional<Pointwise> pointwise(const Graph& g, const Node& n) {
   }
   if (p.write < 0) return std::nullopt;
   const Value& out = g.values[size_t(p.write)];
-  if (out.dtype != n.dtype || out.strides != contiguous_strides(out.sizes) || out.sizes.size() > 16) return std::nullopt;
+  if (out.dtype != n.dtype || !is_contiguous(out) || out.sizes.size() > 16) return std::nullopt;
   for (int r : p.reads) {
     const Value& in = g.values[size_t(r)];
     if (in.sizes != out.sizes || !floating(in.dtype)) return std::nullopt;
@@ -57,11 +57,6 @@ std::optional<Pointwise> pointwise(const Graph& g, const Node& n) {
   if (g.buffers[size_t(out.buffer)].device != n.device) return std::nullopt;
   if (is_unary(*op)) p.alpha = std::get<2>(*static_cast<KernelArgs<UnaryKernel>*>(n.host_args.get()));
   return p;
-}
-
-bool same_view(const Value& a, const Value& b) {
-  return a.buffer == b.buffer && a.sizes == b.sizes && a.strides == b.strides && a.offset == b.offset &&
-         a.dtype == b.dtype;
 }
 
 // Whether two calls touch a common buffer where either writes (their order matters).

@@ -97,5 +97,11 @@ std::string describe(const InputSpec& s);
 
 // The value's size in bytes when it starts at its offset: what its buffer must hold at least.
 size_t value_extent_bytes(const Value& v);
+// Whether two values are one view: the same buffer, shape, strides, offset and dtype.
+bool same_view(const Value& a, const Value& b);
+bool is_contiguous(const Value& v);
+// Whether a pass may remove, merge or move the call: it is not pinned and none of its host
+// arguments is recomputed per replay.
+bool rewritable(const Node& n);
 
 }  // namespace trireme::graph

@@ -11,9 +11,7 @@ namespace {
 
 bool sixteen_bit(DType t) { return t == DType::bf16 || t == DType::f16; }
 
-bool plain(const Node& n) { return !n.pinned && !n.dynamic && n.refresh.empty() && n.u64_bindings.empty(); }
-
-bool is_kernel(const Node& n, std::type_index kernel) { return n.kernel_type == kernel && plain(n); }
+bool is_kernel(const Node& n, std::type_index kernel) { return n.kernel_type == kernel && rewritable(n); }
 
 // The index among a norm call's tensor arguments of its output, in the order of the kernel
 // signatures (kernels/nn.h); -1 for any other call.
@@ -32,12 +30,6 @@ bool is_cast(const Node& n) { return is_kernel(n, typeid(CopyKernel)) && n.args.
 bool is_add(const Node& n) {
   return n.op == "add" && is_kernel(n, typeid(BinaryKernel)) && n.args.size() == 3 && n.args[0] >= 0 && n.args[1] >= 0 &&
          n.args[2] >= 0;
-}
-
-bool contiguous_view(const Value& v) { return v.strides == contiguous_strides(v.sizes); }
-
-bool same_view(const Value& a, const Value& b) {
-  return a.buffer == b.buffer && a.sizes == b.sizes && a.strides == b.strides && a.offset == b.offset && a.dtype == b.dtype;
 }
 
 // What the folds ask of a graph: per buffer, the calls that touch it, in order, and whether each writes it.
@@ -117,7 +109,7 @@ Graph fold_norm_casts(const Graph& g) {
       const Node& cast = g.nodes[size_t(c)];
       const Value& out = touches.value(cast.args[1]);
       if (!same_view(touches.value(cast.args[0]), y) || !sixteen_bit(out.dtype) || out.sizes != y.sizes ||
-          !contiguous_view(out) || touches.touched_between(cast.args[1], i, c, false))
+          !is_contiguous(out) || touches.touched_between(cast.args[1], i, c, false))
         continue;
       n.args[size_t(iy)] = cast.args[1];
       n.read_versions[size_t(iy)] = cast.read_versions[1];
@@ -130,7 +122,7 @@ Graph fold_norm_casts(const Graph& g) {
       const Node& cast = g.nodes[size_t(c)];
       const Value& in = touches.value(cast.args[0]);
       if (!same_view(touches.value(cast.args[1]), grad) || !sixteen_bit(in.dtype) || in.sizes != grad.sizes ||
-          !contiguous_view(in) || touches.touched_between(cast.args[0], c, i, true))
+          !is_contiguous(in) || touches.touched_between(cast.args[0], c, i, true))
         continue;
       n.args[0] = cast.args[0];
       n.read_versions[0] = cast.read_versions[0];
@@ -157,8 +149,8 @@ Graph fold_norm_gradient_adds(const Graph& g) {
     if (!first && !same_view(touches.value(add.args[1]), gx)) continue;
     const int other = add.args[first ? 1 : 0];
     const Value &o = touches.value(other), &out = touches.value(add.args[2]);
-    if (o.buffer == gx.buffer || o.dtype != gx.dtype || o.sizes != gx.sizes || !contiguous_view(o) ||
-        out.dtype != gx.dtype || out.sizes != gx.sizes || !contiguous_view(out) || out.buffer == o.buffer ||
+    if (o.buffer == gx.buffer || o.dtype != gx.dtype || o.sizes != gx.sizes || !is_contiguous(o) ||
+        out.dtype != gx.dtype || out.sizes != gx.sizes || !is_contiguous(out) || out.buffer == o.buffer ||
         touches.touched_between(other, i, a, true) || touches.touched_between(add.args[2], i, a, false))
       continue;
     n.args[size_t(ia)] = other;

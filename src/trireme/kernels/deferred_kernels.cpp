@@ -9,11 +9,8 @@
 
 namespace trireme::kernels {
 
-DeferredKernels::DeferredKernels(bool recomputation)
-    : outer_tape_(active_kernel_tape()),
-      outer_observer_(storage_observer()),
-      recomputation_(recomputation),
-      uncaught_at_start_(std::uncaught_exceptions()) {
+DeferredKernels::DeferredKernels()
+    : outer_tape_(active_kernel_tape()), outer_observer_(storage_observer()), uncaught_at_start_(std::uncaught_exceptions()) {
   TRIREME_CHECK(outer_tape_ == nullptr || !outer_tape_->in_kernel(), "DeferredKernels: opened inside a kernel call");
   active_kernel_tape() = this;
   storage_observer() = this;
@@ -87,7 +84,6 @@ void DeferredKernels::run(Kept& k) {
     ptrs.push_back(&k.tensors[i]);
     k.call.tensors[i] = &k.tensors[i];
   }
-  k.call.recomputed = k.call.recomputed || recomputation_;
   // A tracer sees the call now, in order; an outer DeferredKernels keeps it and runs it itself.
   if (outer_tape_ != nullptr && !outer_tape_->record(k.call)) return;
   begin_kernel();

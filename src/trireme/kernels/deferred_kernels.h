@@ -24,9 +24,7 @@ namespace trireme::kernels {
 
 class DeferredKernels final : public KernelTape, public StorageObserver {
  public:
-  // Installs itself on this thread, in front of a tracer if one is running. `recomputation`: the
-  // calls compute again what earlier calls computed, and a tracer is told so (Node::recomputed).
-  explicit DeferredKernels(bool recomputation = false);
+  DeferredKernels();   // installs itself on this thread, in front of a tracer if one is running
   ~DeferredKernels();  // runs what is still kept (unless an exception unwinds), uninstalls
   DeferredKernels(const DeferredKernels&) = delete;
   DeferredKernels& operator=(const DeferredKernels&) = delete;
@@ -61,7 +59,6 @@ class DeferredKernels final : public KernelTape, public StorageObserver {
   std::vector<Kept> kept_;
   KernelTape* outer_tape_;
   StorageObserver* outer_observer_;
-  bool recomputation_;
   int in_kernel_ = 0;
   int uncaught_at_start_;
 };

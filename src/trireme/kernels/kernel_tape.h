@@ -64,6 +64,21 @@ class KernelTape {
 // This thread's tape (null unless a trace is running).
 KernelTape*& active_kernel_tape();
 
+// While alive, the kernel calls this thread makes compute again what earlier calls computed (a
+// checkpointed region's replay, a selective recomputation's recipe): their records say so
+// (KernelCallRecord::recomputed), so that a traced step keeps them apart from the first calls.
+class RecomputationScope {
+ public:
+  RecomputationScope() { ++depth(); }
+  ~RecomputationScope() { --depth(); }
+  RecomputationScope(const RecomputationScope&) = delete;
+  RecomputationScope& operator=(const RecomputationScope&) = delete;
+  static bool active() { return depth() > 0; }
+
+ private:
+  static int& depth();
+};
+
 // A tape that only watches: installed on this thread while alive, it shows each call that is
 // about to run to observe() and lets it run (counting calls, summing their FLOPs). Not for use
 // inside a trace, whose tape it would hide.
@@ -189,6 +204,7 @@ class KernelCall<void (*)(Args...)> {
     r.dtype = dtype_;
     r.kernel_type = std::type_index(typeid(Fn));
     r.kernel = reinterpret_cast<void (*)()>(fn_);
+    r.recomputed = RecomputationScope::active();
     auto stored = std::make_shared<Stored>(Stored{store<Args>(args, r)...});  // braces: left to right
     collect_u64(*stored, r.u64_args, std::index_sequence_for<Args...>{});
     r.args = stored;

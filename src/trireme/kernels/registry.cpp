@@ -35,6 +35,11 @@ KernelTape*& active_kernel_tape() {
   return tape;
 }
 
+int& RecomputationScope::depth() {
+  thread_local int depth = 0;
+  return depth;
+}
+
 ScalarSlots*& active_scalar_slots() {
   thread_local ScalarSlots* slots = nullptr;
   return slots;
