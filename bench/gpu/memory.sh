@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On a GPU machine: the memory issue's one-GPU rows. GPT 1.3B under each recomputation mode
-# (SKIP_6_7B=1 stops there), then GPT 6.7B (d 4096, 32 layers, T 2048,
+# (SKIP_6_7B=1 stops there; SKIP_1_3B=1 skips it), then GPT 6.7B (d 4096, 32 layers, T 2048,
 # vocabulary 50304) with bf16 autocast, f32 master weights, AdamW and full recomputation, trireme
 # beside PyTorch (torch.utils.checkpoint around every block) at the same batch, and trireme's
 # estimate beside its measured peak. Prints one table last; logs under $out.
@@ -14,6 +14,7 @@ build_bench build_memory.log gpt_train_step trireme_cli
 echo "build: $(($(date +%s) - t0)) s"
 # GPT 1.3B, bf16 parameters, B 8: what each recomputation mode costs and saves.
 for mode in none selective full; do
+  [ "${SKIP_1_3B:-0}" = 1 ] && break
   timeout 300 build-gpu/bench/gpt_train_step --model gpt-1.3b --batch 8 --device cuda --dtype bf16 \
     --recompute "$mode" --warmup 2 --iters 5 > "$out/memory_1.3b_$mode.log" 2>&1
   grep -oE '\{"impl".*\}' "$out/memory_1.3b_$mode.log" | tail -1 |

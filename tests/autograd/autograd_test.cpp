@@ -2,6 +2,8 @@
 // explicit output gradients, and grad-ready hooks in reverse order of use.
 #include <gtest/gtest.h>
 
+#include "counting_tape.h"
+
 #include "trireme/autograd/engine.h"
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/ops/elementwise.h"
@@ -130,4 +132,32 @@ TEST(Autograd, ViewsBackpropagateThroughTheirBase) {
   Tensor y = sum(transpose(slice(x, 1, 1, 3), 0, 1) * 2.0);
   y.backward();
   EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{0, 2, 2, 0, 2, 2}));
+}
+
+TEST(Autograd, ALeafKeepsAGradientNothingElseHoldsAndCopiesAShared) {
+  // mul's backward makes a fresh gradient: it becomes x.grad as it is, with no copy.
+  Tensor x = leaf({1, 2, 3});
+  Tensor y = x * 2.0;
+  {
+    trireme::testing::CountingTape tape;
+    y.backward(from_vector<double>({1, 1, 1}, {3}));
+    EXPECT_EQ(tape.calls["copy"], 0);
+    EXPECT_EQ(tape.calls["mul_scalar"], 1);
+  }
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{2, 2, 2}));
+
+  // add's backward hands one tensor to both inputs: each leaf gets a copy of its own.
+  Tensor a = leaf({1, 2}), b = leaf({3, 4});
+  sum(a + b).backward();
+  EXPECT_NE(a.grad().storage(), b.grad().storage());
+  autograd::NoGradGuard no_grad;
+  Tensor grad_a = a.grad();
+  mul_(grad_a, 5.0);
+  EXPECT_EQ(b.grad().to_vector<double>(), (std::vector<double>{1, 1}));
+
+  // An output gradient the caller passed stays the caller's.
+  Tensor c = leaf({1, 2});
+  Tensor given = from_vector<double>({7, 8}, {2});
+  c.backward(given);
+  EXPECT_NE(c.grad().storage(), given.storage());
 }

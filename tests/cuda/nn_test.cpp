@@ -39,24 +39,30 @@ TEST(CudaNn, LayerNormAndRmsNorm) {
   check_cuda_op({"layer_norm_many_rows", {{4100, 33}, {33}, {33}}, [](const V& x) { return layer_norm(x[0], x[1], x[2]); }},
                 {DType::f64, DType::f32});
   // d = 768 and 2048 (GPT-2's and GPT 1.3B's rows: one warp each, 16-byte vectors), 1100 (one
-  // warp, vectors only for f32) and rows longer than the warp kernels hold (one block each).
+  // warp, vectors only for f32), 2100 and 4096 (one block each, the row in registers; 4096 is GPT
+  // 6.7B's), 6001 (a block, scalar loads, 32 per thread) and 9000 (one block reading from memory).
   check_cuda_op({"layer_norm_gpt2_rows", {{21, 768}, {768}, {768}}, [](const V& x) { return layer_norm(x[0], x[1], x[2]); }});
   check_cuda_op({"layer_norm_2048", {{3, 2048}, {2048}, {2048}}, [](const V& x) { return layer_norm(x[0], x[1], x[2]); }});
   check_cuda_op({"layer_norm_1100", {{5, 1100}, {1100}, {1100}}, [](const V& x) { return layer_norm(x[0], x[1], x[2]); }});
   check_cuda_op({"layer_norm_long_rows", {{3, 2100}, {2100}, {2100}}, [](const V& x) { return layer_norm(x[0], x[1], x[2]); }});
+  check_cuda_op({"layer_norm_4096", {{3, 4096}, {4096}, {4096}}, [](const V& x) { return layer_norm(x[0], x[1], x[2]); }});
+  check_cuda_op({"layer_norm_6001", {{2, 6001}, {6001}, {6001}}, [](const V& x) { return layer_norm(x[0], x[1], x[2]); }});
+  check_cuda_op({"layer_norm_9000", {{2, 9000}, {9000}, {9000}}, [](const V& x) { return layer_norm(x[0], x[1], x[2]); }});
   check_cuda_op({"rms_norm_2048", {{3, 2048}, {2048}}, [](const V& x) { return rms_norm(x[0], x[1]); }});
   check_cuda_op({"rms_norm_long_rows", {{3, 2100}, {2100}}, [](const V& x) { return rms_norm(x[0], x[1]); }});
+  check_cuda_op({"rms_norm_4096", {{3, 4096}, {4096}}, [](const V& x) { return rms_norm(x[0], x[1]); }});
+  check_cuda_op({"rms_norm_9000", {{2, 9000}, {9000}}, [](const V& x) { return rms_norm(x[0], x[1]); }});
   check_cuda_op({"rms_norm", {{19, 261}, {261}}, [](const V& x) { return rms_norm(x[0], x[1]); }});
   check_cuda_op({"rms_norm_many_rows", {{3000, 17}, {17}}, [](const V& x) { return rms_norm(x[0], x[1]); }},
                 {DType::f64, DType::f32});
 }
 
 // What static graphs fold into the norms (kernels/nn.h): the 16-bit edge of f32 norms in place of
-// casts, the backward's addend in place of an add; the warp kernels with and without 16-byte
-// vectors, and the block kernel of long rows.
+// casts, the backward's addend in place of an add; the warp and block teams with and without
+// 16-byte vectors, and the block kernel of rows too long for registers.
 TEST(CudaNn, NormsWithAnEdgeOrAnAddendGiveTheBitsOfTheCallsTheyReplace) {
   TRIREME_REQUIRE_GPU();
-  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{21, 768}, {4100, 33}, {5, 1100}, {3, 2100}}) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{21, 768}, {4100, 33}, {5, 1100}, {3, 2100}, {3, 4096}, {2, 9000}}) {
     trireme::testing::expect_norm_edges_match_casts(Device::cuda(0), rows, cols);
     trireme::testing::expect_norm_addends_match_adds(Device::cuda(0), rows, cols);
   }

@@ -43,6 +43,21 @@ TensorList LambdaNode::apply(TensorList&& grad_outputs) {
   return fn_(grad_outputs);
 }
 
+namespace {
+
+// Whether `g` can become a leaf's .grad as it is: this handle is the only one to the tensor and
+// to its memory, which it covers exactly and which the allocator owns. A weight's gradient under
+// autocast is such a tensor (the f32 copy that the cast's backward made): copying it again would
+// cost a read and a write of every gradient each step.
+bool sole_owner_of_its_memory(const Tensor& g, DType dtype) {
+  const StoragePtr& storage = g.storage();
+  return g.dtype() == dtype && g.impl_ptr().use_count() == 1 && storage.use_count() == 1 && storage->owned() &&
+         g.is_contiguous() && g.offset() == 0 && storage->nbytes() == size_t(g.numel()) * g.element_size() &&
+         g.grad_fn() == nullptr;
+}
+
+}  // namespace
+
 AccumulateGrad::AccumulateGrad(const Tensor& leaf) : Node("AccumulateGrad", 1), leaf_(leaf.impl_ptr()) {}
 
 TensorList AccumulateGrad::apply(TensorList&& grad_outputs) {
@@ -55,6 +70,8 @@ TensorList AccumulateGrad::apply(TensorList&& grad_outputs) {
   const Tensor& existing = leaf.grad();
   if (existing.defined()) {
     grad_accumulate(const_cast<Tensor&>(existing), incoming);  // in place: .grad may be a view into a bucket
+  } else if (sole_owner_of_its_memory(incoming, leaf.dtype())) {
+    leaf.set_grad(incoming);  // nothing else can see it: keep it rather than copy it
   } else {
     // A fresh copy: `incoming` may alias another gradient (add's backward passes one tensor on).
     leaf.set_grad(grad_copy(incoming, leaf.dtype()));

@@ -23,6 +23,7 @@ class Storage {
 
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
+  bool owned() const { return owned_; }  // false for Borrowed memory
 
   // Note [released storage]
   // A storage may give its bytes back to the allocator and take new ones later while tensors

@@ -1,7 +1,8 @@
 // CUDA layer norm and RMS norm over the last dim of a contiguous (R, D) x, forward and backward,
 // the twins of kernels/cpu/norm.cpp. Rows of up to 2048 take one warp each with the row held in
 // registers (read once, statistics by warp shuffles, no block barriers: a GPT's d_model rows
-// were latency-bound at one block per row); longer rows take one block per row. Row statistics
+// were latency-bound at one block per row); rows of up to 8192 take one block each, the row
+// still in registers; longer rows take one block per row and read it from memory. Row statistics
 // accumulate in double as on the CPU. grad_weight/grad_bias are deterministic without atomics:
 // each thread sums one column over a fixed chunk of rows into a (chunks, D) scratch, then
 // column_sum.cuh's second pass adds the chunks in order; the chunking depends only on the shape.
@@ -65,10 +66,31 @@ __device__ __forceinline__ D plus_addend(D v, D addend) {
   return from_acc<D>(add_rn(to_acc(v), to_acc(addend)));
 }
 
-// The warp-per-row twins of the two kernels above, for d <= 32 * N (N <= 64 elements per lane):
-// lane l holds the row's vectors l, l + 32, ... of V elements each (V = 1, or a 16-byte vector
-// when d and the pointers allow), so each load instruction of the warp is one coalesced segment.
+// The register-row twins of the two kernels above, for d <= Team * N: a team of Team threads
+// takes a row, either one warp (Team 32, rows up to 2048, kWarpRowsPerBlock rows per block, sums
+// by shuffles only) or a whole block (Team kBlockTeam, rows up to 8192: the 4096-wide rows of a
+// 6.7B GPT read once, where norm_forward_kernel reads them three times with scalar loads). Thread
+// l of the team holds the row's vectors l, l + Team, ... of V elements each (V = 1, or a 16-byte
+// vector when d and the pointers allow), so each load instruction is one coalesced segment.
 inline constexpr int kWarpRowsPerBlock = 8;
+inline constexpr int kBlockTeam = 256;
+
+// The sum of v over the team (every thread of it gets it); scratch is used by block teams only.
+template <int Team>
+__device__ __forceinline__ double team_sum(double v, double* scratch) {
+  if constexpr (Team == 32) return warp_sum(v);
+  else return block_sum(v, scratch);
+}
+
+// The row a thread's team takes, and the thread's place in the team.
+template <int Team>
+__device__ __forceinline__ int64_t team_row() {
+  return Team == 32 ? int64_t(blockIdx.x) * kWarpRowsPerBlock + (threadIdx.x >> 5) : int64_t(blockIdx.x);
+}
+template <int Team>
+__device__ __forceinline__ int team_lane() {
+  return Team == 32 ? int(threadIdx.x & 31) : int(threadIdx.x);
+}
 
 // Vector k of an optional parameter row, or `fill` everywhere when there is none.
 template <int V, class D>
@@ -80,40 +102,41 @@ __device__ __forceinline__ Packed<D, V> param_vec(const D* p, int64_t k, dacc_t<
   return f;
 }
 
-template <class D, class O, bool Centered, int N, int V>
-__global__ void norm_forward_warp_kernel(const D* x, const D* w, const D* b, double eps, int64_t rows, int64_t d, O* y,
+template <class D, class O, bool Centered, int N, int V, int Team>
+__global__ void norm_forward_team_kernel(const D* x, const D* w, const D* b, double eps, int64_t rows, int64_t d, O* y,
                                          dacc_t<D>* mean, dacc_t<D>* rstd) {
   using A = dacc_t<D>;
   using P = Packed<D, V>;
   constexpr int NV = N / V;
-  const int lane = threadIdx.x & 31;
-  const int64_t r = int64_t(blockIdx.x) * kWarpRowsPerBlock + (threadIdx.x >> 5);
-  if (r >= rows) return;  // whole warps leave together: the shuffles below see full warps
+  __shared__ double scratch[32];
+  const int lane = team_lane<Team>();
+  const int64_t r = team_row<Team>();
+  if (r >= rows) return;  // whole teams leave together: the sums below see full teams
   const int64_t nvec = d / V;
   const P* xr = reinterpret_cast<const P*>(x + r * d);
   P v[NV];  // as loaded: 16-bit rows take half the registers
   double s = 0;
 #pragma unroll
   for (int i = 0; i < NV; ++i) {
-    const int64_t k = lane + 32 * i;
+    const int64_t k = lane + Team * i;
     if (k < nvec) {
       v[i] = xr[k];
 #pragma unroll
       for (int e = 0; e < V; ++e) s += double(to_acc(v[i].v[e]));
     }
   }
-  const double mu = Centered ? warp_sum(s) / double(d) : 0.0;
+  const double mu = Centered ? team_sum<Team>(s, scratch) / double(d) : 0.0;
   double ss = 0;
 #pragma unroll
   for (int i = 0; i < NV; ++i) {
-    if (lane + 32 * i >= nvec) continue;
+    if (lane + Team * i >= nvec) continue;
 #pragma unroll
     for (int e = 0; e < V; ++e) {
       const double c = double(to_acc(v[i].v[e])) - mu;
       ss += c * c;
     }
   }
-  const double inv = 1.0 / sqrt(warp_sum(ss) / double(d) + eps);
+  const double inv = 1.0 / sqrt(team_sum<Team>(ss, scratch) / double(d) + eps);
   if (lane == 0) {
     if constexpr (Centered) mean[r] = A(mu);
     rstd[r] = A(inv);
@@ -122,7 +145,7 @@ __global__ void norm_forward_warp_kernel(const D* x, const D* w, const D* b, dou
   Packed<O, V>* yr = reinterpret_cast<Packed<O, V>*>(y + r * d);
 #pragma unroll
   for (int i = 0; i < NV; ++i) {
-    const int64_t k = lane + 32 * i;
+    const int64_t k = lane + Team * i;
     if (k >= nvec) break;
     const P wv = param_vec<V>(w, k, A(1)), bv = param_vec<V>(Centered ? b : nullptr, k, A(0));
     Packed<O, V> o;
@@ -132,14 +155,15 @@ __global__ void norm_forward_warp_kernel(const D* x, const D* w, const D* b, dou
   }
 }
 
-template <class D, class G, bool Centered, int N, int V>
-__global__ void norm_backward_x_warp_kernel(const G* g, const D* x, const D* w, const dacc_t<D>* mean,
+template <class D, class G, bool Centered, int N, int V, int Team>
+__global__ void norm_backward_x_team_kernel(const G* g, const D* x, const D* w, const dacc_t<D>* mean,
                                             const dacc_t<D>* rstd, const D* addend, int64_t rows, int64_t d, D* gx) {
   using A = dacc_t<D>;
   using P = Packed<D, V>;
   constexpr int NV = N / V;
-  const int lane = threadIdx.x & 31;
-  const int64_t r = int64_t(blockIdx.x) * kWarpRowsPerBlock + (threadIdx.x >> 5);
+  __shared__ double scratch[32];
+  const int lane = team_lane<Team>();
+  const int64_t r = team_row<Team>();
   if (r >= rows) return;
   const int64_t nvec = d / V;
   const Packed<G, V>* gr = reinterpret_cast<const Packed<G, V>*>(g + r * d);
@@ -150,7 +174,7 @@ __global__ void norm_backward_x_warp_kernel(const G* g, const D* x, const D* w, 
   double s_gy = 0, s_gyx = 0;
 #pragma unroll
   for (int i = 0; i < NV; ++i) {
-    const int64_t k = lane + 32 * i;
+    const int64_t k = lane + Team * i;
     if (k >= nvec) continue;
     gv[i] = gr[k];
     xv[i] = xr[k];
@@ -162,12 +186,12 @@ __global__ void norm_backward_x_warp_kernel(const G* g, const D* x, const D* w, 
       s_gyx += double(gy * ((to_acc(xv[i].v[e]) - m) * ri));
     }
   }
-  const A a = Centered ? A(warp_sum(s_gy) / double(d)) : A(0);
-  const A c = A(warp_sum(s_gyx) / double(d));
+  const A a = Centered ? A(team_sum<Team>(s_gy, scratch) / double(d)) : A(0);
+  const A c = A(team_sum<Team>(s_gyx, scratch) / double(d));
   P* out = reinterpret_cast<P*>(gx + r * d);
 #pragma unroll
   for (int i = 0; i < NV; ++i) {
-    const int64_t k = lane + 32 * i;
+    const int64_t k = lane + Team * i;
     if (k >= nvec) break;
     const P wv = param_vec<V>(w, k, A(1));
     P o;
@@ -185,25 +209,38 @@ __global__ void norm_backward_x_warp_kernel(const G* g, const D* x, const D* w, 
   }
 }
 
-// Calls fn(integral_constant N, integral_constant V) for the smallest per-lane count N that holds
-// a row of d, V a 16-byte vector of D when `vectors` (d and every row pointer allow it), else 1;
-// false (and no call) when d is too long for the warp kernels.
+// Calls fn(integral_constant N, integral_constant V, integral_constant Team) for the team that
+// takes a row of d (a warp up to 2048, a block up to kBlockTeam * 32) and the smallest per-thread
+// count N that holds it, V a 16-byte vector of D when `vectors` (d and every row pointer allow
+// it), else 1; false (and no call) when d is too long for the register-row kernels.
 template <class D, class Fn>
-bool with_lane_count(int64_t d, bool vectors, Fn&& fn) {
+bool with_team(int64_t d, bool vectors, Fn&& fn) {
   constexpr int VW = kVecWidth<D>;
-  auto go = [&](auto n) {
+  auto go = [&](auto n, auto team) {
     if constexpr (decltype(n)::value % VW == 0) {
-      if (vectors) return fn(n, std::integral_constant<int, VW>{}), true;
+      if (vectors) return fn(n, std::integral_constant<int, VW>{}, team), true;
     }
-    return fn(n, std::integral_constant<int, 1>{}), true;
+    return fn(n, std::integral_constant<int, 1>{}, team), true;
   };
-  if (d <= 32 * 4) return go(std::integral_constant<int, 4>{});
-  if (d <= 32 * 8) return go(std::integral_constant<int, 8>{});
-  if (d <= 32 * 16) return go(std::integral_constant<int, 16>{});
-  if (d <= 32 * 32) return go(std::integral_constant<int, 32>{});
-  if (d <= 32 * 64) return go(std::integral_constant<int, 64>{});
+  using Warp = std::integral_constant<int, 32>;
+  using Block = std::integral_constant<int, kBlockTeam>;
+  if (d <= 32 * 4) return go(std::integral_constant<int, 4>{}, Warp{});
+  if (d <= 32 * 8) return go(std::integral_constant<int, 8>{}, Warp{});
+  if (d <= 32 * 16) return go(std::integral_constant<int, 16>{}, Warp{});
+  if (d <= 32 * 32) return go(std::integral_constant<int, 32>{}, Warp{});
+  if (d <= 32 * 64) return go(std::integral_constant<int, 64>{}, Warp{});
+  if (d <= kBlockTeam * 16) return go(std::integral_constant<int, 16>{}, Block{});
+  if (d <= kBlockTeam * 32) return go(std::integral_constant<int, 32>{}, Block{});
   return false;
 }
+
+inline unsigned warp_row_blocks(int64_t rows) { return unsigned((rows + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock); }
+
+// The grid and block of a team kernel over `rows` rows.
+template <int Team>
+dim3 team_grid(int64_t rows) { return dim3(Team == 32 ? warp_row_blocks(rows) : unsigned(rows)); }
+template <int Team>
+dim3 team_block() { return dim3(Team == 32 ? 32 * kWarpRowsPerBlock : Team); }
 
 // Whether rows of d elements of D starting at each pointer (nulls allowed) move as 16-byte vectors.
 template <class D>
@@ -214,7 +251,6 @@ bool rows_vectorize(int64_t d, std::initializer_list<const void*> ptrs) {
   return true;
 }
 
-inline unsigned warp_row_blocks(int64_t rows) { return unsigned((rows + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock); }
 
 // With xhat = (x - mean) * rstd (mean 0 for RMS norm) and gy = grad * w:
 //   layer norm: grad_x = rstd * (gy - mean_j(gy) - xhat * mean_j(gy * xhat))
@@ -308,11 +344,11 @@ void norm_forward_cuda(const Tensor& x, const Tensor& weight, const Tensor& bias
   const D* b = Centered ? optional_ptr<T>(bias) : nullptr;
   A* pm = Centered ? mean->data<A>() : nullptr;
   const bool vec = rows_vectorize<D>(d, {x.data_ptr(), y.data_ptr(), optional_ptr<T>(weight), b});
-  const bool by_warp = with_lane_count<D>(d, vec, [&](auto n, auto v) {
-    norm_forward_warp_kernel<D, device_t<O>, Centered, n, v><<<warp_row_blocks(rows), 32 * kWarpRowsPerBlock, 0, ctx.stream>>>(
+  const bool by_team = with_team<D>(d, vec, [&](auto n, auto v, auto team) {
+    norm_forward_team_kernel<D, device_t<O>, Centered, n, v, team><<<team_grid<team>(rows), team_block<team>(), 0, ctx.stream>>>(
         dptr<T>(x), optional_ptr<T>(weight), b, eps, rows, d, dptr<O>(y), pm, rstd.data<A>());
   });
-  if (!by_warp)
+  if (!by_team)
     norm_forward_kernel<D, device_t<O>, Centered><<<unsigned(rows), row_block_threads(d), 0, ctx.stream>>>(
         dptr<T>(x), optional_ptr<T>(weight), b, eps, d, dptr<O>(y), pm, rstd.data<A>());
   TRIREME_CUDA_CHECK_LAUNCH();
@@ -338,12 +374,12 @@ void norm_backward_cuda(const Tensor& grad, const Tensor& x, const Tensor& weigh
     const D* add = optional_ptr<T>(addend);
     const bool vec =
         rows_vectorize<D>(d, {grad.data_ptr(), x.data_ptr(), grad_x.data_ptr(), optional_ptr<T>(weight), add});
-    const bool by_warp = with_lane_count<D>(d, vec, [&](auto n, auto v) {
-      norm_backward_x_warp_kernel<D, device_t<GT>, Centered, n, v>
-          <<<warp_row_blocks(rows), 32 * kWarpRowsPerBlock, 0, ctx.stream>>>(
+    const bool by_team = with_team<D>(d, vec, [&](auto n, auto v, auto team) {
+      norm_backward_x_team_kernel<D, device_t<GT>, Centered, n, v, team>
+          <<<team_grid<team>(rows), team_block<team>(), 0, ctx.stream>>>(
               dptr<GT>(grad), dptr<T>(x), optional_ptr<T>(weight), pm, rstd.data<A>(), add, rows, d, dptr<T>(grad_x));
     });
-    if (!by_warp)
+    if (!by_team)
       norm_backward_x_kernel<D, device_t<GT>, Centered><<<unsigned(rows), row_block_threads(d), 0, ctx.stream>>>(
           dptr<GT>(grad), dptr<T>(x), optional_ptr<T>(weight), pm, rstd.data<A>(), add, d, dptr<T>(grad_x));
     TRIREME_CUDA_CHECK_LAUNCH();
