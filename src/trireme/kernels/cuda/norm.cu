@@ -251,7 +251,6 @@ bool rows_vectorize(int64_t d, std::initializer_list<const void*> ptrs) {
   return true;
 }
 
-
 // With xhat = (x - mean) * rstd (mean 0 for RMS norm) and gy = grad * w:
 //   layer norm: grad_x = rstd * (gy - mean_j(gy) - xhat * mean_j(gy * xhat))
 //   RMS norm:   grad_x = rstd * (gy - xhat * mean_j(gy * xhat))
