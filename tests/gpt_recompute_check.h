@@ -15,8 +15,9 @@
 
 namespace trireme::testing {
 
-inline void expect_recomputation_replays_all_but_each_blocks_last_linear(Device device, bool bf16_autocast) {
-  const models::GPTConfig c{.vocab_size = 48, .block_size = 16, .n_layer = 3, .n_head = 2, .d_model = 64};
+inline void expect_recomputation_replays_all_but_each_blocks_last_linear(
+    Device device, bool bf16_autocast,
+    const models::GPTConfig& c = {.vocab_size = 48, .block_size = 16, .n_layer = 3, .n_head = 2, .d_model = 64}) {
   struct Step {
     std::map<std::string, int> calls;
     std::vector<std::vector<float>> grads;
@@ -26,9 +27,10 @@ inline void expect_recomputation_replays_all_but_each_blocks_last_linear(Device 
     gpt.to(device);
     gpt.set_recompute(mode);
     std::vector<int64_t> ids, targets;
-    for (int64_t i = 0; i < 2 * 16; ++i) ids.push_back((i * 7 + 3) % 48), targets.push_back((i * 5 + 1) % 48);
-    const Tensor x = to_device(from_vector<int64_t>(ids, {2, 16}), device);
-    const Tensor y = to_device(from_vector<int64_t>(targets, {2, 16}), device);
+    const int64_t T = c.block_size, V = c.vocab_size;
+    for (int64_t i = 0; i < 2 * T; ++i) ids.push_back((i * 7 + 3) % V), targets.push_back((i * 5 + 1) % V);
+    const Tensor x = to_device(from_vector<int64_t>(ids, {2, T}), device);
+    const Tensor y = to_device(from_vector<int64_t>(targets, {2, T}), device);
     Step s;
     {
       CountingTape tape;

@@ -3,11 +3,13 @@
 // are transposed views rather than contiguous tensors.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <functional>
 
 #include "cuda_op_check.h"
 #include "expect_error.h"
+#include "graph/graph_test_util.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/copy.h"
 #include "trireme/ops/factory.h"
@@ -158,6 +160,52 @@ TEST(CudaOps, MatmulAndLinear) {
        Domain::any, /*backward=*/false},
   };
   for (const OpCase& c : cases) check_cuda_op(c);
+}
+
+// GEMMs big enough for their cuBLASLt algorithm to be chosen by timing the candidates (Note
+// [timed GEMM algorithms] in kernels/cuda/blas.cuh): the timed launches leave the right product,
+// a second call runs the algorithm kept (bit-identical), and the layouts of a linear layer's
+// forward, input gradient and weight gradient, and an accumulating GEMM (never timed), are right.
+TEST(CudaOps, GemmsWhoseAlgorithmIsTimedAreRightAndRepeatable) {
+  TRIREME_REQUIRE_GPU();
+  const Device gpu = Device::cuda(0), cpu = Device::cpu();
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Generator gen(5);
+    const Tensor x = to_dtype(randn({2048, 1024}, gen, DType::f64), dtype);
+    const Tensor w = to_dtype(randn({2048, 1024}, gen, DType::f64), dtype);
+    const Tensor b = to_dtype(randn({2048}, gen, DType::f64), dtype);
+    const Tensor xg = to_device(x, gpu), wg = to_device(w, gpu), bg = to_device(b, gpu);
+    const double tol = tolerance_for(dtype);
+
+    // Sums of 1,024 or 2,048 products: their rounding is judged against the result's typical size.
+    auto expect_near = [&](const Tensor& got, const Tensor& want, const char* what) {
+      const double rms = std::sqrt(mean(mul(to_dtype(want, DType::f64), to_dtype(want, DType::f64))).item());
+      expect_close(mul(to_dtype(got, DType::f64), 1 / rms), mul(to_dtype(want, DType::f64), 1 / rms), 2 * tol, what);
+    };
+    const Tensor y = linear(xg, wg, bg);  // 2 * 2048 * 2048 * 1024 = 8.6e9 operations
+    expect_near(y, linear(x, w, b), "linear");
+    EXPECT_TRUE(trireme::testing::bitwise_equal(y, linear(xg, wg, bg))) << "linear again";
+    const Tensor y_host = to_device(y, cpu);
+    expect_near(matmul(y, wg), matmul(y_host, w), "input gradient (g W)");
+    const Tensor gw = matmul(transpose(y, 0, 1), xg);
+    expect_near(gw, matmul(transpose(y_host, 0, 1), x), "weight gradient (g^T x)");
+    EXPECT_TRUE(trireme::testing::bitwise_equal(gw, matmul(transpose(y, 0, 1), xg))) << "weight gradient again";
+    Tensor acc = clone(y), acc_host = clone(y_host);
+    addmm_(acc, xg, transpose(wg, 0, 1));
+    addmm_(acc_host, x, transpose(w, 0, 1));
+    expect_near(acc, acc_host, "addmm_");
+    // The backward: the weight gradient's product makes the bias gradient too (BGRADB epilogue).
+    auto grads = [](Tensor xs, Tensor ws, Tensor bs, const Tensor& r) {
+      for (Tensor* t : {&xs, &ws, &bs}) *t = t->detach(), t->set_requires_grad(true);
+      sum(mul(linear(xs, ws, bs), r)).backward();
+      return std::vector<Tensor>{xs.grad(), ws.grad(), bs.grad()};
+    };
+    const std::vector<Tensor> on_gpu = grads(xg, wg, bg, to_device(y_host, gpu)), on_cpu = grads(x, w, b, y_host);
+    expect_near(on_gpu[0], on_cpu[0], "linear's input gradient");
+    expect_near(on_gpu[1], on_cpu[1], "linear's weight gradient");
+    expect_near(on_gpu[2], on_cpu[2], "linear's bias gradient");
+  }
 }
 
 TEST(CudaOps, MaxIndicesMatch) {

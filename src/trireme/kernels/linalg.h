@@ -17,5 +17,17 @@ using MatmulKernel = void (*)(const Tensor& a, const Tensor& b, const Tensor& bi
 // add pass; bf16/f16 round once, after the f32 sum. c is contiguous, out's shape and dtype, and
 // either out itself or memory that does not overlap it.
 using MatmulAddKernel = void (*)(const Tensor& a, const Tensor& b, const Tensor& c, Tensor& out);
+// out (M, N) = a (M, K) · b (K, N) and row_sums (M) = Σ_k a[m, k], registered as
+// "matmul_row_sums": a linear layer's weight gradient gᵀ·x together with its bias gradient (the
+// column sums of g), in one pass over g where the backend can (cuBLASLt's bias-gradient
+// epilogue); elsewhere, and where cuBLASLt has no algorithm for it, the product and then the same
+// sums as the sum kernel's over aᵀ's rows. 2-D a and b of any strides; out and row_sums contiguous,
+// in a's dtype; bf16/f16 accumulate in f32.
+using MatmulRowSumsKernel = void (*)(const Tensor& a, const Tensor& b, Tensor& out, Tensor& row_sums);
+
+// row_sums (M) = Σ_k a[m, k] for a 2-D a, by the sum kernel of a's device over aᵀ's first dim
+// (the sums sum(aᵀ, {0}) makes, in its order): MatmulRowSumsKernel's sums where the product does
+// not make them.
+void sum_rows_of(const Tensor& a, Tensor& row_sums);
 
 }  // namespace trireme

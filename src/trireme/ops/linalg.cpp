@@ -1,6 +1,10 @@
 // Matrix products: matmul (numpy semantics, batched with broadcasting) and linear, with backwards.
 #include "trireme/ops/linalg.h"
 
+#include <cstdlib>
+#include <tuple>
+#include <utility>
+
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/autograd/node.h"
 #include "trireme/kernels/linalg.h"
@@ -71,6 +75,16 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b, const Tensor& orig_a, co
   find_kernel<MatmulKernel>("matmul", a.device(), a.dtype())(expand_batch(a, batch), expand_batch(b, batch), Tensor(),
                                                             out);
   return out;
+}
+
+// (a · b, a's rows summed) for 2-D a (M, K) and b (K, N), by one kernel (kernels/linalg.h's
+// MatmulRowSumsKernel): a linear layer's weight and bias gradients. Records no autograd.
+std::pair<Tensor, Tensor> product_and_row_sums(const Tensor& a, const Tensor& b) {
+  Tensor out = Tensor::empty({a.size(0), b.size(1)}, a.dtype(), a.device());
+  Tensor row_sums = Tensor::empty({a.size(0)}, a.dtype(), a.device());
+  count_product(1, double(a.size(0)), double(b.size(1)), double(a.size(1)), a.dtype());
+  find_kernel<MatmulRowSumsKernel>("matmul_row_sums", a.device(), a.dtype())(a, b, out, row_sums);
+  return {out, row_sums};
 }
 
 // matmul's operands as matrices: a 1-D a (K) is a row (1, K); a 1-D b (K) is a column (K, 1).
@@ -200,8 +214,13 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, GradInp
                gx = reshape(matmul(g2, sw.unpack("linear")), shape_x);  // g · W
                if (grad_input_hook) finish_grad_input = grad_input_hook(gx);
              }
-             if (need_w) gw = matmul(transpose(g2, 0, 1), reshape(sx.unpack("linear"), {n, in}));  // gᵀ · x
-             if (need_b) gb = sum(g2, {0});                                                          // column sums
+             static const bool experiment_off = std::getenv("TRIREME_EXPERIMENT_NO_BGRAD") != nullptr;  // EXPERIMENT
+             if (!experiment_off && need_w && need_b && !autograd::grad_enabled()) {  // gᵀ · x and g's column sums in one pass
+               std::tie(gw, gb) = product_and_row_sums(transpose(g2, 0, 1), reshape(sx.unpack("linear"), {n, in}));
+             } else {
+               if (need_w) gw = matmul(transpose(g2, 0, 1), reshape(sx.unpack("linear"), {n, in}));  // gᵀ · x
+               if (need_b) gb = sum(g2, {0});                                                          // column sums
+             }
              if (finish_grad_input) finish_grad_input();
              return {gx, gw, gb};
            });

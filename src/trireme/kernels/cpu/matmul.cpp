@@ -232,6 +232,12 @@ TRIREME_REGISTER_KERNELS(cpu_matmul) {
       matmul_for<T, true>(a, b, Tensor(), c, out);
     };
   });
+  registry.add_each<MatmulRowSumsKernel, double, float, bf16_t, f16_t>("matmul_row_sums", DeviceType::cpu, []<class T>() {
+    return +[](const Tensor& a, const Tensor& b, Tensor& out, Tensor& row_sums) {
+      matmul_for<T, false>(a, b, Tensor(), Tensor(), out);
+      sum_rows_of(a, row_sums);
+    };
+  });
 }
 
 }  // namespace trireme::cpu

@@ -3,12 +3,10 @@
 // cuBLASLt is column-major; a row-major out (M, N) is the column-major (N, M) product
 // b^T · a^T, so `b` goes in cuBLAS's A slot and `a` in its B slot, each transposed or not
 // according to which of its last two dims has unit stride (a transposed view costs no copy).
+// Which cuBLASLt algorithm runs each problem: Note [timed GEMM algorithms] in blas.cuh.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
-#include <string>
-#include <unordered_map>
 
 #include "trireme/kernels/cuda/blas.cuh"
 #include "trireme/kernels/cuda/launch.cuh"
@@ -18,17 +16,6 @@
 
 namespace trireme::cuda_kernels {
 namespace {
-
-// Heuristic answers by problem (the query costs tens of microseconds).
-struct AlgoCache {
-  std::mutex mu;
-  std::unordered_map<std::string, cublasLtMatmulAlgo_t> algos;
-};
-
-AlgoCache& algo_cache() {
-  static AlgoCache* c = new AlgoCache();  // never destroyed: see the allocator's note on exit
-  return *c;
-}
 
 // A matrix operand as cuBLASLt sees it: rows x cols column-major with leading dim ld.
 struct Layout {
@@ -105,15 +92,23 @@ struct MatrixLayoutHandle {
 };
 
 // out = a · b (+ bias), or with Accumulate out = c + a · b (c: out itself or apart from it, read
-// as cuBLASLt's C operand with D's layout).
+// as cuBLASLt's C operand with D's layout). With row_sums defined (2-D, no bias, not
+// Accumulate), also row_sums = a's rows summed: cuBLASLt's BGRADB epilogue sums its B operand
+// (our a) over the product's k, where cuBLASLt has an algorithm for it.
 template <class T, bool Accumulate>
-void matmul_cuda(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, const Tensor& c, Tensor& out) {
+void matmul_cuda(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, const Tensor& c, Tensor& out,
+                 Tensor row_sums = Tensor()) {
   const int64_t M = out.size(-2), N = out.size(-1), K = a_in.size(-1);
   const int64_t batch = shape_numel(Shape(out.sizes().begin(), out.sizes().end() - 2));
   if (out.numel() == 0) return;
   LaunchContext ctx(out);
   const bool f64 = std::is_same_v<T, double>;
   const bool bias_in_epilogue = bias.defined() && !f64;  // cuBLASLt has no f64 bias epilogue
+  if (row_sums.defined() && (f64 || K == 0)) {  // nor a bias-gradient one
+    matmul_cuda<T, Accumulate>(a_in, b_in, bias, c, out);
+    sum_rows_of(a_in, row_sums);
+    return;
+  }
   if (K == 0) {
     if (!Accumulate) {
       find_kernel<FillKernel>("fill", out.device(), out.dtype())(out, 0.0);
@@ -156,65 +151,51 @@ void matmul_cuda(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, con
     const cublasOperation_t op_b = la.transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
     TRIREME_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
     TRIREME_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
-    cublasLtEpilogue_t epilogue = bias_in_epilogue ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    const cublasLtEpilogue_t epilogue = row_sums.defined() ? CUBLASLT_EPILOGUE_BGRADB
+                                        : bias_in_epilogue    ? CUBLASLT_EPILOGUE_BIAS
+                                                              : CUBLASLT_EPILOGUE_DEFAULT;
     TRIREME_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-    const void* bias_ptr = bias_in_epilogue ? bias.data_ptr() : nullptr;
-    if (bias_in_epilogue) {
-      TRIREME_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr,
-                                                          sizeof(bias_ptr)));
+    const void* vector_ptr = row_sums.defined() ? row_sums.data_ptr() : bias_in_epilogue ? bias.data_ptr() : nullptr;
+    if (vector_ptr != nullptr) {  // the bias read, or the sums written
+      TRIREME_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vector_ptr,
+                                                          sizeof(vector_ptr)));
+      const int32_t vector_type = int32_t(type);
+      TRIREME_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &vector_type,
+                                                          sizeof(vector_type)));
     }
     MatrixLayoutHandle desc_a(type, lb, batch), desc_b(type, la, batch), desc_d(type, lo, batch);
 
     const int dev = out.device().index;
     const BlasContext bc = blas_context(dev, ctx.stream);
-    cublasLtHandle_t handle = bc.handle;
-    void* workspace = bc.workspace;
-    cublasLtMatmulAlgo_t algo;
-    {
-      AlgoCache& st = algo_cache();
-      std::lock_guard lock(st.mu);
-      const int64_t key_parts[] = {dev, int64_t(type), op_a, op_b, lb.rows, lb.cols, lb.ld, la.rows, la.cols, la.ld,
-                                   lo.ld, batch, lb.batch_stride, la.batch_stride, epilogue,
-                                   int64_t(pointer_alignment(b.data_ptr())), int64_t(pointer_alignment(a.data_ptr())),
-                                   int64_t(pointer_alignment(out.data_ptr())),
-                                   int64_t(bias_in_epilogue ? pointer_alignment(bias_ptr) : 0),
-                                   int64_t(Accumulate), int64_t(Accumulate ? pointer_alignment(c.data_ptr()) : 0)};
-      std::string key(reinterpret_cast<const char*>(key_parts), sizeof(key_parts));
-      auto it = st.algos.find(key);
-      if (it == st.algos.end()) {
-        cublasLtMatmulPreference_t pref = nullptr;
-        TRIREME_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-        uint64_t ws = kBlasWorkspaceBytes;
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-        // Views may start anywhere: tell the heuristic the real alignment so it never picks an
-        // algorithm that assumes more.
-        uint32_t al_a = uint32_t(pointer_alignment(b.data_ptr())), al_b = uint32_t(pointer_alignment(a.data_ptr())),
-                 al_d = uint32_t(pointer_alignment(out.data_ptr()));
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a));
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof(al_b));
-        uint32_t al_c = Accumulate ? uint32_t(pointer_alignment(c.data_ptr())) : al_d;
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof(al_c));
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof(al_d));
-        cublasLtMatmulHeuristicResult_t result{};
-        int found = 0;
-        cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(handle, desc, desc_a.h, desc_b.h, desc_d.h, desc_d.h, pref,
-                                                           1, &result, &found);
-        cublasLtMatmulPreferenceDestroy(pref);
-        TRIREME_CHECK(hs == CUBLAS_STATUS_SUCCESS && found > 0, "matmul (CUDA): cuBLASLt found no algorithm for ",
-                      a_in.sizes(), " x ", b_in.sizes(), " in ", dtype_name(dtype_v<T>), " (status ", int(hs), ")");
-        it = st.algos.emplace(std::move(key), result.algo).first;
-      }
-      algo = it->second;
-    }
+    MatmulProblem problem{bc.handle, desc, desc_a.h, desc_b.h, desc_d.h};
+    const int64_t key_parts[] = {dev, int64_t(type), op_a, op_b, lb.rows, lb.cols, lb.ld, la.rows, la.cols, la.ld,
+                                 lo.ld, batch, lb.batch_stride, la.batch_stride, epilogue, int64_t(Accumulate)};
+    problem.shape_key.assign(reinterpret_cast<const char*>(key_parts), sizeof(key_parts));
+    const void* c_ptr = Accumulate ? c.data_ptr() : out.data_ptr();
+    problem.alignment = {uint32_t(pointer_alignment(b.data_ptr())), uint32_t(pointer_alignment(a.data_ptr())),
+                         uint32_t(pointer_alignment(c_ptr)), uint32_t(pointer_alignment(out.data_ptr()))};
+    problem.flops = 2.0 * double(M) * double(N) * double(K) * double(batch);
     // beta = 1 reads c as C (D's layout; out itself for out += a · b).
     const double alpha64 = 1.0, beta64 = Accumulate ? 1.0 : 0.0;
     const float alpha32 = 1.f, beta32 = Accumulate ? 1.f : 0.f;
     const void* alpha = f64 ? static_cast<const void*>(&alpha64) : static_cast<const void*>(&alpha32);
     const void* beta = f64 ? static_cast<const void*>(&beta64) : static_cast<const void*>(&beta32);
-    const void* c_ptr = Accumulate ? c.data_ptr() : out.data_ptr();
-    TRIREME_CUBLAS_CHECK(cublasLtMatmul(handle, desc, alpha, b.data_ptr(), desc_a.h, a.data_ptr(), desc_b.h, beta,
-                                        c_ptr, desc_d.h, out.data_ptr(), desc_d.h, &algo, workspace,
-                                        kBlasWorkspaceBytes, ctx.stream));
+    const auto launch = [&](const cublasLtMatmulAlgo_t& algo) {
+      return cublasLtMatmul(bc.handle, desc, alpha, b.data_ptr(), desc_a.h, a.data_ptr(), desc_b.h, beta, c_ptr,
+                            desc_d.h, out.data_ptr(), desc_d.h, &algo, bc.workspace, kBlasWorkspaceBytes, ctx.stream);
+    };
+    cublasLtMatmulAlgo_t algo;
+    // out += a · b cannot be run more than once to time it.
+    const bool repeatable = c_ptr != out.data_ptr();
+    const bool found = matmul_algo(problem, ctx.stream, repeatable, launch, algo);
+    if (!found && row_sums.defined()) {  // this layout or type has no bias-gradient epilogue
+      matmul_cuda<T, Accumulate>(a_in, b_in, bias, c, out);
+      sum_rows_of(a_in, row_sums);
+      return;
+    }
+    TRIREME_CHECK(found, "matmul (CUDA): cuBLASLt found no algorithm for ", a_in.sizes(), " x ", b_in.sizes(), " in ",
+                  dtype_name(dtype_v<T>));
+    TRIREME_CUBLAS_CHECK(launch(algo));
   }
   if (bias.defined() && (!bias_in_epilogue || K == 0)) {
     const Shape& shape = out.sizes();
@@ -236,6 +217,12 @@ TRIREME_REGISTER_KERNELS(cuda_matmul) {
   registry.add_each<MatmulAddKernel, double, float, bf16_t, f16_t>("matmul_add", DeviceType::cuda, []<class T>() {
     return +[](const Tensor& a, const Tensor& b, const Tensor& c, Tensor& out) {
       matmul_cuda<T, true>(a, b, Tensor(), c, out);
+    };
+  });
+  registry.add_each<MatmulRowSumsKernel, double, float, bf16_t, f16_t>("matmul_row_sums", DeviceType::cuda,
+                                                                      []<class T>() {
+    return +[](const Tensor& a, const Tensor& b, Tensor& out, Tensor& row_sums) {
+      matmul_cuda<T, false>(a, b, Tensor(), Tensor(), out, row_sums);
     };
   });
 }
