@@ -1,7 +1,6 @@
 // Matrix products: matmul (numpy semantics, batched with broadcasting) and linear, with backwards.
 #include "trireme/ops/linalg.h"
 
-#include <cstdlib>
 #include <tuple>
 #include <utility>
 
@@ -214,8 +213,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, GradInp
                gx = reshape(matmul(g2, sw.unpack("linear")), shape_x);  // g · W
                if (grad_input_hook) finish_grad_input = grad_input_hook(gx);
              }
-             static const bool experiment_off = std::getenv("TRIREME_EXPERIMENT_NO_BGRAD") != nullptr;  // EXPERIMENT
-             if (!experiment_off && need_w && need_b && !autograd::grad_enabled()) {  // gᵀ · x and g's column sums in one pass
+             if (need_w && need_b && !autograd::grad_enabled()) {  // gᵀ · x and g's column sums in one pass
                std::tie(gw, gb) = product_and_row_sums(transpose(g2, 0, 1), reshape(sx.unpack("linear"), {n, in}));
              } else {
                if (need_w) gw = matmul(transpose(g2, 0, 1), reshape(sx.unpack("linear"), {n, in}));  // gᵀ · x

@@ -1,130 +1,26 @@
 // The shared cuBLASLt state and the row-major strided-batched GEMM (see blas.cuh).
 #include "trireme/kernels/cuda/blas.cuh"
 
-#include <cstdlib>
-#include <limits>
 #include <map>
 #include <mutex>
 #include <string>
 #include <unordered_map>
-#include <vector>
 
 #include "trireme/cuda/graph_capture.h"
 
 namespace trireme::cuda_kernels {
 namespace {
 
-// An algorithm chosen for a problem, valid for operands at least as aligned as these.
-struct ChosenAlgo {
-  cublasLtMatmulAlgo_t algo;
-  std::array<uint32_t, 4> alignment;
-};
-
 struct BlasState {
   std::mutex mu;
   std::map<int, cublasLtHandle_t> handles;
   std::map<std::pair<int, cudaStream_t>, void*> workspaces;
-  std::unordered_map<std::string, std::vector<ChosenAlgo>> algos;  // by MatmulProblem::shape_key
+  std::unordered_map<std::string, cublasLtMatmulAlgo_t> algos;  // by problem and alignment
 };
 
 BlasState& blas_state() {
   static BlasState* s = new BlasState();  // never destroyed: see the allocator's note on exit
   return *s;
-}
-
-// Of the algorithms chosen for a problem, one valid for operands of this alignment: the one
-// chosen for the most aligned operands among those.
-const ChosenAlgo* usable(const std::vector<ChosenAlgo>& chosen, const std::array<uint32_t, 4>& alignment) {
-  const ChosenAlgo* best = nullptr;
-  for (const ChosenAlgo& c : chosen) {
-    bool fits = true;
-    for (size_t i = 0; i < alignment.size(); ++i) fits = fits && c.alignment[i] <= alignment[i];
-    if (fits && (best == nullptr || best->alignment < c.alignment)) best = &c;
-  }
-  return best;
-}
-
-// Up to `count` (at most kMatmulCandidates) of the heuristic's answers for the problem,
-// best-ranked first.
-struct Candidates {
-  std::array<cublasLtMatmulHeuristicResult_t, kMatmulCandidates> results{};
-  int count = 0;
-};
-
-Candidates heuristic_candidates(const MatmulProblem& p, int count) {
-  cublasLtMatmulPreference_t pref = nullptr;
-  TRIREME_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  uint64_t ws = kBlasWorkspaceBytes;
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-  // Views may start anywhere: tell the heuristic the real alignment so it never picks an
-  // algorithm that assumes more.
-  const cublasLtMatmulPreferenceAttributes_t min_alignment[] = {
-      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-  for (size_t i = 0; i < p.alignment.size(); ++i) {
-    cublasLtMatmulPreferenceSetAttribute(pref, min_alignment[i], &p.alignment[i], sizeof(uint32_t));
-  }
-  Candidates c;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(p.handle, p.desc, p.a, p.b, p.d, p.d, pref, count,
-                                                               c.results.data(), &c.count);
-  cublasLtMatmulPreferenceDestroy(pref);
-  if (status != CUBLAS_STATUS_SUCCESS) c.count = 0;
-  return c;
-}
-
-bool capturing(cudaStream_t stream) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
-    cudaGetLastError();
-    return true;  // the stream cannot say: do not synchronize with it
-  }
-  return status != cudaStreamCaptureStatusNone;
-}
-
-struct TimingEvents {
-  std::vector<cudaEvent_t> events;
-  explicit TimingEvents(size_t n) : events(n, nullptr) {
-    for (cudaEvent_t& e : events) TRIREME_CUDA_CHECK(cudaEventCreate(&e));
-  }
-  ~TimingEvents() {
-    for (cudaEvent_t e : events) {
-      if (e) cudaEventDestroy(e);
-    }
-  }
-  TimingEvents(const TimingEvents&) = delete;
-  TimingEvents& operator=(const TimingEvents&) = delete;
-};
-
-// The index of the candidate whose launches take least time on `stream`: each runs once to warm
-// up, then kTimedRuns times between two events. A candidate cuBLASLt refuses is passed over.
-int fastest(const Candidates& candidates, cudaStream_t stream, const MatmulLaunch& launch) {
-  constexpr int kTimedRuns = 2;
-  const size_t n = size_t(candidates.count);
-  TimingEvents timing(2 * n);
-  const std::vector<cudaEvent_t>& events = timing.events;
-  std::vector<char> ran(n, 0);
-  cudaEvent_t last = nullptr;
-  for (size_t i = 0; i < n; ++i) {
-    const cublasLtMatmulAlgo_t& algo = candidates.results[i].algo;
-    if (launch(algo) != CUBLAS_STATUS_SUCCESS) continue;
-    TRIREME_CUDA_CHECK(cudaEventRecord(events[2 * i], stream));
-    for (int r = 0; r < kTimedRuns; ++r) TRIREME_CUBLAS_CHECK(launch(algo));
-    TRIREME_CUDA_CHECK(cudaEventRecord(events[2 * i + 1], stream));
-    ran[i] = 1;
-    last = events[2 * i + 1];
-  }
-  if (last == nullptr) return 0;
-  TRIREME_CUDA_CHECK(cudaEventSynchronize(last));
-  int best = 0;
-  float best_ms = std::numeric_limits<float>::infinity();
-  for (size_t i = 0; i < n; ++i) {
-    float ms = 0;
-    if (ran[i] && cudaEventElapsedTime(&ms, events[2 * i], events[2 * i + 1]) == cudaSuccess && ms < best_ms) {
-      best = int(i);
-      best_ms = ms;
-    }
-  }
-  return best;
 }
 
 template <class C>
@@ -170,34 +66,34 @@ size_t pointer_alignment(const void* p) {
   return a;
 }
 
-bool matmul_algo(const MatmulProblem& p, cudaStream_t stream, bool may_time, const MatmulLaunch& launch,
-                 cublasLtMatmulAlgo_t& algo) {
+bool matmul_algo(const MatmulProblem& p, cublasLtMatmulAlgo_t& algo) {
+  std::string key = p.shape_key;
+  key.append(reinterpret_cast<const char*>(p.alignment.data()), sizeof(p.alignment));
   BlasState& st = blas_state();
-  {
-    std::lock_guard lock(st.mu);
-    auto it = st.algos.find(p.shape_key);
-    if (it != st.algos.end()) {
-      if (const ChosenAlgo* c = usable(it->second, p.alignment)) {
-        algo = c->algo;
-        return true;
-      }
-    }
-  }
-  // Chosen without the lock: timing waits for the stream, whose earlier work may wait for another
-  // thread's.
-  static const bool experiment_off = std::getenv("TRIREME_EXPERIMENT_UNTIMED") != nullptr;  // EXPERIMENT, remove
-  const bool time_them = !experiment_off && may_time && p.flops >= kTimedMatmulFlops && !capturing(stream);
-  const Candidates candidates = heuristic_candidates(p, time_them ? kMatmulCandidates : 1);
-  if (candidates.count == 0) return false;
-  const int pick = time_them && candidates.count > 1 ? fastest(candidates, stream, launch) : 0;
   std::lock_guard lock(st.mu);
-  std::vector<ChosenAlgo>& chosen = st.algos[p.shape_key];
-  if (const ChosenAlgo* c = usable(chosen, p.alignment)) {  // another thread chose meanwhile
-    algo = c->algo;
-  } else {
-    algo = candidates.results[size_t(pick)].algo;
-    chosen.push_back({algo, p.alignment});
+  if (auto it = st.algos.find(key); it != st.algos.end()) {
+    algo = it->second;
+    return true;
   }
+  cublasLtMatmulPreference_t pref = nullptr;
+  TRIREME_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  uint64_t ws = kBlasWorkspaceBytes;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  // Views may start anywhere: tell the heuristic the real alignment so it never picks an
+  // algorithm that assumes more.
+  const cublasLtMatmulPreferenceAttributes_t min_alignment[] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (size_t i = 0; i < p.alignment.size(); ++i) {
+    cublasLtMatmulPreferenceSetAttribute(pref, min_alignment[i], &p.alignment[i], sizeof(uint32_t));
+  }
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t status =
+      cublasLtMatmulAlgoGetHeuristic(p.handle, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (status != CUBLAS_STATUS_SUCCESS || found == 0) return false;
+  algo = st.algos.emplace(std::move(key), result.algo).first->second;
   return true;
 }
 
@@ -240,16 +136,11 @@ void gemm_batched(const LaunchContext& ctx, bool ta, bool tb, int64_t m, int64_t
   problem.shape_key.assign(reinterpret_cast<const char*>(key_parts), sizeof(key_parts));
   problem.alignment = {uint32_t(pointer_alignment(b)), uint32_t(pointer_alignment(a)), uint32_t(pointer_alignment(c)),
                        uint32_t(pointer_alignment(c))};
-  problem.flops = 2.0 * double(m) * double(n) * double(k) * double(batch);
-  const auto launch = [&](const cublasLtMatmulAlgo_t& algo) {
-    return cublasLtMatmul(bc.handle, desc, &al, b, la.h, a, lb.h, &be, c, lc.h, c, lc.h, &algo, bc.workspace,
-                          kBlasWorkspaceBytes, ctx.stream);
-  };
   cublasLtMatmulAlgo_t algo;
-  // C is read when beta != 0, so a repeated launch would not give the same result.
-  TRIREME_CHECK(matmul_algo(problem, ctx.stream, beta == 0.0, launch, algo),
-                "gemm_batched (CUDA): cuBLASLt found no algorithm for m=", m, " n=", n, " k=", k, " batch=", batch);
-  TRIREME_CUBLAS_CHECK(launch(algo));
+  TRIREME_CHECK(matmul_algo(problem, algo), "gemm_batched (CUDA): cuBLASLt found no algorithm for m=", m, " n=", n,
+                " k=", k, " batch=", batch);
+  TRIREME_CUBLAS_CHECK(cublasLtMatmul(bc.handle, desc, &al, b, la.h, a, lb.h, &be, c, lc.h, c, lc.h, &algo,
+                                      bc.workspace, kBlasWorkspaceBytes, ctx.stream));
 }
 
 template void gemm_batched<float>(const LaunchContext&, bool, bool, int64_t, int64_t, int64_t, double, const float*,

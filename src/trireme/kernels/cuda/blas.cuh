@@ -1,7 +1,7 @@
 // Internal to the CUDA kernels: the per-device cuBLASLt handle and per-stream workspace that
-// every GEMM shares, the choice of each GEMM's algorithm, and a row-major strided-batched GEMM
-// for kernels that need products of their own (attention), in f32 (no TF32: CUBLAS_COMPUTE_32F)
-// or f64.
+// every GEMM shares, the algorithm each GEMM runs, and a row-major strided-batched GEMM for
+// kernels that need products of their own (attention), in f32 (no TF32: CUBLAS_COMPUTE_32F) or
+// f64.
 //
 //   // C[i] = 0.5 * A[i] · B[i]ᵀ for i < batch; A (m, k), B (n, k), C (m, n), all row-major
 //   gemm_batched<float>(ctx, false, true, m, n, k, 0.5, a, lda, m * lda, b, ldb, n * ldb, 0.0, c, n, m * n, batch);
@@ -11,7 +11,6 @@
 
 #include <array>
 #include <cstdint>
-#include <functional>
 #include <string>
 
 #include "trireme/kernels/cuda/launch.cuh"
@@ -39,36 +38,20 @@ BlasContext blas_context(int device, cudaStream_t stream);
 // The largest power of two (at most 256) that divides the address: what cuBLASLt may assume.
 size_t pointer_alignment(const void* p);
 
-// Note [timed GEMM algorithms]: cuBLASLt's heuristic ranks its candidates by a model of the GPU,
-// and its first answer is often not the fastest (on an H200, GPT 6.7B's GEMMs take 4 % less time
-// with the fastest of the first eight, single shapes up to 14 %; docs/PERFORMANCE.md). So the
-// first time a problem large enough to matter is seen, the candidates are timed on the real
-// operands and the fastest is kept for the life of the process, as cuDNN's benchmark mode does
-// for convolutions. Problems below kTimedMatmulFlops run in microseconds, where launch overhead
-// and timing noise hide any difference: they take the first answer.
-inline constexpr double kTimedMatmulFlops = 4e9;
-inline constexpr int kMatmulCandidates = 8;
-
-// One GEMM as its algorithm is chosen for it.
+// One GEMM as cuBLASLt's heuristic is asked about it.
 struct MatmulProblem {
   cublasLtHandle_t handle = nullptr;
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;  // C takes D's layout
   std::string shape_key;                // everything that defines the problem but its addresses
   std::array<uint32_t, 4> alignment{};  // the bytes A, B, C and D's addresses are aligned to
-  double flops = 0;
 };
 
-// Runs the GEMM once with the given algorithm on the GEMM's stream; returns cuBLASLt's status.
-using MatmulLaunch = std::function<cublasStatus_t(const cublasLtMatmulAlgo_t&)>;
-
-// The algorithm for `p` (Note [timed GEMM algorithms]), or false when cuBLASLt has none. A
-// problem seen before with operands at most as aligned as now takes the same algorithm, so a
-// step replayed from a CUDA graph runs the GEMMs it ran eagerly. A new one is timed through
-// `launch` on `stream` when `may_time` (the launch can be repeated: it overwrites its output and
-// reads nothing it writes) and the stream is not being captured.
-bool matmul_algo(const MatmulProblem& p, cudaStream_t stream, bool may_time, const MatmulLaunch& launch,
-                 cublasLtMatmulAlgo_t& algo);
+// The heuristic's first answer for `p`, asked once per problem and alignment (the query costs
+// tens of microseconds), or false when cuBLASLt has no algorithm for it. Timing the heuristic's
+// first eight candidates instead was measured and gained nothing in a training step
+// (docs/PERFORMANCE.md, "GEMM algorithms").
+bool matmul_algo(const MatmulProblem& p, cublasLtMatmulAlgo_t& algo);
 
 // Row-major C[i] = alpha · op(A[i]) · op(B[i]) + beta · C[i] for i < batch, op(A) (m, k),
 // op(B) (k, n), C (m, n); ta / tb mean A / B are stored transposed ((k, m) / (n, k)). Leading

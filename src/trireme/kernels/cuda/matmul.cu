@@ -3,7 +3,6 @@
 // cuBLASLt is column-major; a row-major out (M, N) is the column-major (N, M) product
 // b^T · a^T, so `b` goes in cuBLAS's A slot and `a` in its B slot, each transposed or not
 // according to which of its last two dims has unit stride (a transposed view costs no copy).
-// Which cuBLASLt algorithm runs each problem: Note [timed GEMM algorithms] in blas.cuh.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -174,20 +173,13 @@ void matmul_cuda(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, con
     const void* c_ptr = Accumulate ? c.data_ptr() : out.data_ptr();
     problem.alignment = {uint32_t(pointer_alignment(b.data_ptr())), uint32_t(pointer_alignment(a.data_ptr())),
                          uint32_t(pointer_alignment(c_ptr)), uint32_t(pointer_alignment(out.data_ptr()))};
-    problem.flops = 2.0 * double(M) * double(N) * double(K) * double(batch);
     // beta = 1 reads c as C (D's layout; out itself for out += a · b).
     const double alpha64 = 1.0, beta64 = Accumulate ? 1.0 : 0.0;
     const float alpha32 = 1.f, beta32 = Accumulate ? 1.f : 0.f;
     const void* alpha = f64 ? static_cast<const void*>(&alpha64) : static_cast<const void*>(&alpha32);
     const void* beta = f64 ? static_cast<const void*>(&beta64) : static_cast<const void*>(&beta32);
-    const auto launch = [&](const cublasLtMatmulAlgo_t& algo) {
-      return cublasLtMatmul(bc.handle, desc, alpha, b.data_ptr(), desc_a.h, a.data_ptr(), desc_b.h, beta, c_ptr,
-                            desc_d.h, out.data_ptr(), desc_d.h, &algo, bc.workspace, kBlasWorkspaceBytes, ctx.stream);
-    };
     cublasLtMatmulAlgo_t algo;
-    // out += a · b cannot be run more than once to time it.
-    const bool repeatable = c_ptr != out.data_ptr();
-    const bool found = matmul_algo(problem, ctx.stream, repeatable, launch, algo);
+    const bool found = matmul_algo(problem, algo);
     if (!found && row_sums.defined()) {  // this layout or type has no bias-gradient epilogue
       matmul_cuda<T, Accumulate>(a_in, b_in, bias, c, out);
       sum_rows_of(a_in, row_sums);
@@ -195,7 +187,9 @@ void matmul_cuda(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, con
     }
     TRIREME_CHECK(found, "matmul (CUDA): cuBLASLt found no algorithm for ", a_in.sizes(), " x ", b_in.sizes(), " in ",
                   dtype_name(dtype_v<T>));
-    TRIREME_CUBLAS_CHECK(launch(algo));
+    TRIREME_CUBLAS_CHECK(cublasLtMatmul(bc.handle, desc, alpha, b.data_ptr(), desc_a.h, a.data_ptr(), desc_b.h, beta,
+                                        c_ptr, desc_d.h, out.data_ptr(), desc_d.h, &algo, bc.workspace,
+                                        kBlasWorkspaceBytes, ctx.stream));
   }
   if (bias.defined() && (!bias_in_epilogue || K == 0)) {
     const Shape& shape = out.sizes();
