@@ -162,11 +162,11 @@ TEST(CudaOps, MatmulAndLinear) {
   for (const OpCase& c : cases) check_cuda_op(c);
 }
 
-// GEMMs big enough for their cuBLASLt algorithm to be chosen by timing the candidates (Note
-// [timed GEMM algorithms] in kernels/cuda/blas.cuh): the timed launches leave the right product,
-// a second call runs the algorithm kept (bit-identical), and the layouts of a linear layer's
-// forward, input gradient and weight gradient, and an accumulating GEMM (never timed), are right.
-TEST(CudaOps, GemmsWhoseAlgorithmIsTimedAreRightAndRepeatable) {
+// GEMMs of a model's sizes, where cuBLASLt takes other algorithms than for the small cases above:
+// the layouts of a linear layer's forward, input gradient and weight gradient, an accumulating
+// GEMM, and the linear's backward, whose weight-gradient GEMM also makes the bias gradient
+// (cuBLASLt's BGRADB epilogue): right against the CPU, and the same bits when run again.
+TEST(CudaOps, ModelSizedGemmsAndALinearsBackwardMatchTheCpu) {
   TRIREME_REQUIRE_GPU();
   const Device gpu = Device::cuda(0), cpu = Device::cpu();
   for (DType dtype : {DType::f32, DType::bf16}) {
