@@ -64,9 +64,11 @@ class ProductFlopTape final : public ObservingKernelTape {
 
  private:
   void observe(const KernelCallRecord& call) override {
-    if ((call.op == "matmul" || call.op == "matmul_add") && call.tensors.size() == 4) {
+    // (a, b, bias or addend, out), or (a, b, out, row sums) for a weight gradient with its bias's.
+    const bool product = call.op == "matmul" || call.op == "matmul_add", with_sums = call.op == "matmul_row_sums";
+    if ((product || with_sums) && call.tensors.size() == 4) {
       const Tensor& a = *call.tensors[0];
-      const Tensor& out = *call.tensors[3];
+      const Tensor& out = *call.tensors[with_sums ? 2 : 3];
       flops += 2.0 * double(out.numel()) * double(a.size(-1));
     }
   }
