@@ -16,6 +16,10 @@
 // communication, and it can be profiled in one process (ncu cannot replay NCCL kernels). Its
 // MFU counts N GPUs, as the tp=N job's would.
 //
+// --mode static: the step traced once and replayed (train.mode = "static": the first step eager,
+// the second traced, the rest replayed, on GPUs as CUDA graphs; docs/STATIC_GRAPH.md), the
+// dp and tp collectives inside it. Not with --phases or --tp-alone.
+//
 // --peer-allreduce auto|off|on: which GPU groups use the copy-engine collectives (the trainer's
 // parallel.peer_allreduce; Note [peer all-reduce]); off measures NCCL's.
 //
@@ -45,6 +49,7 @@
 #include "trireme/dist/env.h"
 #include "trireme/dist/process_group_factory.h"
 #include "trireme/dist/process_group_nccl.h"
+#include "trireme/graph/static_function.h"
 #include "trireme/ops/factory.h"
 #include "trireme/optim/adamw.h"
 #include "trireme/parallel/context.h"
@@ -71,7 +76,7 @@ int usage(const std::string& why) {
                "usage: gpt_parallel_step [--model tiny|gpt2-124m|gpt-1.3b] [--batch B (per dp rank)] [--dp N] "
                "[--tp N | --tp-alone N] [--device cpu|cuda] [--dtype f32|bf16] [--warmup 3] [--iters 10] "
                "[--bucket-mb 25] [--no-overlap 0|1] [--sp 0|1] [--phases 0] [--peer-allreduce auto|off|on] "
-               "[--zero 0|1|2|3]\n",
+               "[--zero 0|1|2|3] [--mode eager|static]\n",
                why.c_str());
   return 2;
 }
@@ -155,7 +160,7 @@ int main(int argc, char** argv) {
   bool overlap = true;  // --no-overlap 1: every dp bucket launched after the backward pass
   bool sp = false;        // --sp 1: sequence parallelism (Note [sequence parallelism])
   bool defer_sums = true;  // --defer-sums 0: sum partial gradients in the backward (Note [deferred gradient sums])
-  std::string peer_all_reduce = "auto";
+  std::string peer_all_reduce = "auto", mode = "eager";
   for (int i = 1; i < argc; i += 2) {
     const std::string k = argv[i];
     if (i + 1 >= argc) return usage("flag " + k + " needs a value");
@@ -176,6 +181,7 @@ int main(int argc, char** argv) {
     else if (k == "--tp-alone") tp_alone = std::atoll(v);
     else if (k == "--peer-allreduce") peer_all_reduce = v;
     else if (k == "--zero") zero = std::atoll(v);
+    else if (k == "--mode") mode = v;
     else return usage("unknown flag " + k);
   }
   const ModelShape* s = nullptr;
@@ -187,6 +193,8 @@ int main(int argc, char** argv) {
   if (dtype_arg != "f32" && dtype_arg != "bf16") return usage("unknown dtype " + dtype_arg);
   if (batch < 1 || iters < 1 || warmup < 0 || tp < 1) return usage("batch, iters and tp must be positive");
   if (zero < 0 || zero > 3) return usage("--zero takes a ZeRO stage, 0 to 3");
+  if (mode != "eager" && mode != "static") return usage("unknown mode " + mode + " (eager, static)");
+  if (mode == "static" && (phases > 0 || tp_alone > 0)) return usage("--mode static times whole steps: not with --phases or --tp-alone");
   dist::PeerAllReduceMode peer_mode;
   try {
     peer_mode = dist::parse_peer_all_reduce_mode(peer_all_reduce);
@@ -271,15 +279,24 @@ int main(int argc, char** argv) {
   auto sync = [&] {
     if (on_gpu) cuda::synchronize(env.local_rank);
   };
-  auto step = [&] {
+  auto eager_step = [&](const std::vector<Tensor>& in) -> std::vector<Tensor> {
     if (reducer) reducer->prepare_backward(true);
-    Tensor loss = gpt->loss(x, y);
+    Tensor loss = gpt->loss(in[0], in[1]);
     loss.backward();
     if (reducer) reducer->finish();
     gpt->sum_deferred_grads();
     opt.step();
     opt.zero_grad(true);
+    return {loss.detach()};
   };
+  // Static: the first call runs eagerly (the optimizer's state), the second traces, the rest replay.
+  graph::StaticFunction static_step(eager_step);
+  int64_t calls = 0;
+  auto step = [&] {
+    if (mode == "static" && calls++ > 0) static_step({x, y});
+    else eager_step({x, y});
+  };
+  if (mode == "static") warmup = std::max<int64_t>(warmup, 2);
   for (int64_t i = 0; i < warmup; ++i) step();
   sync();
   reset_peak_memory(device);
@@ -375,7 +392,7 @@ int main(int argc, char** argv) {
   const bool peer = comm_group && comm_group->uses_peer_all_reduce();
   if (env.rank == 0) {
     std::printf(
-        "{\"impl\": \"trireme-%s\", \"model\": \"%s\", \"device\": \"%s\", \"dtype\": \"%s\", \"dp\": %lld, "
+        "{\"impl\": \"trireme-%s\", \"mode\": \"%s\", \"model\": \"%s\", \"device\": \"%s\", \"dtype\": \"%s\", \"dp\": %lld, "
         "\"tp\": %lld, \"tp_alone\": %lld, \"zero\": %lld, \"gpus\": %d, \"batch_per_rank\": %lld, \"global_batch\": %lld, "
         "\"seq\": %lld, \"params\": %lld, "
         "\"step_ms\": %.3f, \"step_ms_min\": %.3f, \"step_ms_max\": %.3f, \"step_ms_unsynced\": %.3f, "
@@ -383,7 +400,7 @@ int main(int argc, char** argv) {
         "\"peak_mem_GiB\": %.3f, \"dp_comm_hidden_fraction\": %.3f, \"host_ms\": %.3f, \"fwd_ms\": %.3f, "
         "\"bwd_ms\": %.3f, \"opt_ms\": %.3f, \"queue_fwd_ms\": %.3f, \"queue_bwd_ms\": %.3f, \"queue_opt_ms\": %.3f, "
         "\"gate_timeouts\": %d, \"peer_all_reduce\": %s}\n",
-        TRIREME_VERSION, s->name, device_name.c_str(), dtype_arg.c_str(), (long long)dp, (long long)tp,
+        TRIREME_VERSION, mode.c_str(), s->name, device_name.c_str(), dtype_arg.c_str(), (long long)dp, (long long)tp,
         (long long)tp_alone, (long long)zero, env.world_size, (long long)batch, (long long)(dp * batch), (long long)s->T,
         (long long)n_params, t * 1e3,
         ts.front() * 1e3, ts.back() * 1e3, unsynced * 1e3, tokens_per_s,

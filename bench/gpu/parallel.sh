@@ -5,9 +5,11 @@
 #   GPT-2 124M  (B=16 per GPU)   dp=1 on 1 GPU, dp=2 on 2 GPUs;   peer: DDP on 2 GPUs
 #   GPT 1.3B    (B=8)            tp=1 on 1 GPU, tp=2 on 2 GPUs;   peer: DTensor tp on 2 GPUs
 # and prints a table: scaling efficiency = tokens/s(2 GPUs) / (2 x tokens/s(1 GPU)).
-# RUNS picks some of: dp1 dp2 tp1 tp2 torch_ddp torch_tp (default all), and tp2_alone (not by
+# RUNS picks some of: dp1 dp2 tp1 tp2 torch_ddp torch_tp (default all), tp2_alone (not by
 # default: rank 0's shard of tp=2 in one process, collectives skipped: tp's compute without its
-# communication, so tp2 - tp2_alone is what the communication costs); PHASES=N adds N steps
+# communication, so tp2 - tp2_alone is what the communication costs), and dp1_static dp2_static
+# tp1_static tp2_static (not by default: the same steps in static mode, --mode static, with their
+# own scaling row: RUNS="dp1 dp2 tp1 tp2 dp1_static dp2_static tp1_static tp2_static"); PHASES=N adds N steps
 # timed phase by phase (fwd_ms, bwd_ms, opt_ms; host_ms: the host's time to queue a step) and N
 # with the GPU held back while the host queues each phase (queue_fwd_ms, queue_bwd_ms,
 # queue_opt_ms: launch cost alone; gate_timeouts > 0: a phase made the host wait for the GPU).
@@ -69,6 +71,11 @@ run tp1 110 $bench --model gpt-1.3b --batch 8 "${common[@]}" --iters "$iters_big
 read -r -a tp_flags <<< "${TP_FLAGS:-}"
 run tp2 110 $launch $bench --model gpt-1.3b --tp 2 --batch 8 "${common[@]}" --iters "$iters_big" "${tp_flags[@]}"
 run tp2_alone 90 $bench --model gpt-1.3b --tp-alone 2 --batch 8 "${common[@]}" --iters "$iters_big" "${tp_flags[@]}"
+static=(--device cuda --dtype bf16 --warmup "$warmup" --mode static)
+run dp1_static 60 $bench --model gpt2-124m --batch 16 "${static[@]}" --iters "$iters"
+run dp2_static 75 $launch $bench --model gpt2-124m --dp 2 --batch 16 "${static[@]}" --iters "$iters"
+run tp1_static 110 $bench --model gpt-1.3b --batch 8 "${static[@]}" --iters "$iters_big"
+run tp2_static 110 $launch $bench --model gpt-1.3b --tp 2 --batch 8 "${static[@]}" --iters "$iters_big" "${tp_flags[@]}"
 if [ -f "$peer" ]; then
   run torch_ddp 75 "$python" "$peer" --model gpt2-124m --batch 16 --mode ddp --gpus 2
   run torch_tp 100 "$python" "$peer" --model gpt-1.3b --batch 8 --mode tp --gpus 2
@@ -90,10 +97,14 @@ def fmt(x): return f"{x:,.0f}" if x else "-"
 print("| model | layout | trireme 1 GPU tok/s | trireme 2 GPU tok/s | step ms (2 GPU) | peak GiB (2 GPU) | efficiency | target | PyTorch 2 GPU tok/s |")
 print("|---|---|---|---|---|---|---|---|---|")
 for model, one, two, peer, target in (("GPT-2 124M, B=16/GPU", "dp1", "dp2", "torch_ddp", 0.95),
-                                      ("GPT 1.3B, B=8", "tp1", "tp2", "torch_tp", 0.90)):
+                                      ("GPT 1.3B, B=8", "tp1", "tp2", "torch_tp", 0.90),
+                                      ("GPT-2 124M, B=16/GPU, static", "dp1_static", "dp2_static", "torch_ddp", 0.95),
+                                      ("GPT 1.3B, B=8, static", "tp1_static", "tp2_static", "torch_tp", 0.90)):
     a, b, p = get(one), get(two), get(peer)
+    if not a and not b:
+        continue
     eff = tps(b) / (2 * tps(a)) if a and b else None
-    layout = "dp=2" if one == "dp1" else "tp=2"
+    layout = "dp=2" if one.startswith("dp") else "tp=2"
     print(f"| {model} | {layout} | {fmt(tps(a))} | {fmt(tps(b))} | {b['step_ms'] if b else '-'} | "
           f"{b['peak_mem_GiB'] if b else '-'} | {f'{eff:.3f}' if eff else '-'} | {target} | {fmt(tps(p))} |")
 PY
