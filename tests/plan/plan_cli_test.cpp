@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/run_command.h"
+#include "trireme/cuda/device.h"
 
 namespace {
 
@@ -84,6 +85,21 @@ TEST(PlanCli, CalibrateWritesAProfileThatPlansThenUse) {
   r = run("plan --devices 2 --profile " + profile + kTiny);
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("another machine"), std::string::npos) << r.out;
+}
+
+// train.device = "cuda" plans for this machine's GPUs (the preset matching their name, H100
+// figures for a name it does not know), and calibrates them; without a GPU the calibration is a
+// clear refusal.
+TEST(PlanCli, AGpuRunIsPlannedForGpusAndCalibratedOnThem) {
+  auto r = run("plan --devices 2 --set train.device=cuda" + kTiny);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("x 2 H"), std::string::npos) << r.out;  // H100 or H200
+  if (trireme::cuda::is_available()) GTEST_SKIP() << "a GPU is usable here: the refusal cannot be seen";
+  const fs::path dir = temp_dir("calibrate_gpu");
+  r = run("plan --calibrate --set train.device=cuda --profile " + (dir / "p.json").string() + kTiny);
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("train.device = \"cuda\", but"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(dir / "p.json"));
 }
 
 TEST(PlanCli, AutoLayoutRunsWhatPlanRanksFirst) {

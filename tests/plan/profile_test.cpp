@@ -1,4 +1,5 @@
-// Calibration profiles: saved and read back, applied to this machine, refused from another.
+// Calibration profiles: saved and read back, applied to this machine, refused from another
+// machine or device kind; a GPU profile applied to the GPUs' cluster.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -7,6 +8,7 @@
 #include "trireme/io/config.h"
 #include "trireme/io/file_write.h"
 #include "trireme/plan/calibrate.h"
+#include "trireme/plan/cluster.h"
 
 namespace trireme::plan {
 namespace {
@@ -66,9 +68,52 @@ TEST(Profile, MissingOrBrokenProfiles) {
   testing::expect_error([&] { load_profile(path.string(), false); }, "is not a calibration profile");
 }
 
+TEST(Profile, OfGpusIsReadBackAndSetsTheMeasuredDtypesRate) {
+  MachineProfile p = sample();
+  p.device = "cuda";
+  p.dtype = "bf16";
+  p.fingerprint = machine_fingerprint("cuda");
+  p.processes = 2;
+  p.gemm_gflops = 600'000;  // 600 TFLOP/s
+  p.memory_gbs = 4'000;
+  p.block_gflops = 400'000;
+  p.link = {180, 12};
+  const fs::path path = temp_file("gpu.json");
+  save_profile(path.string(), p);
+  const auto q = load_profile(path.string(), true, "cuda");
+  ASSERT_TRUE(q.has_value());
+  EXPECT_EQ(q->device, "cuda");
+  EXPECT_EQ(q->dtype, "bf16");
+  ClusterSpec c = cluster_preset("h200-nvlink");
+  const double f32 = c.device.tflops_f32;
+  apply_profile(c, *q, 4);  // a GPU per process: not shared, whatever their number
+  EXPECT_DOUBLE_EQ(c.device.tflops_bf16, 600);
+  EXPECT_DOUBLE_EQ(c.device.tflops_f16, 600);
+  EXPECT_DOUBLE_EQ(c.device.tflops_f32, f32);  // not measured: the preset's
+  EXPECT_DOUBLE_EQ(c.device.memory_bandwidth_gbs, 4'000);
+  EXPECT_DOUBLE_EQ(c.device.achieved_block_flops, 400e12);
+  EXPECT_DOUBLE_EQ(c.intra_node.bandwidth_gbs, 180);
+  EXPECT_NE(c.source.find("GPUs"), std::string::npos);
+  // One GPU measures no collectives: the preset's link stays.
+  MachineProfile alone = *q;
+  alone.collectives.clear();
+  ClusterSpec one = cluster_preset("h200-nvlink");
+  const LinkSpec link = one.intra_node;
+  apply_profile(one, alone, 1);
+  EXPECT_DOUBLE_EQ(one.intra_node.bandwidth_gbs, link.bandwidth_gbs);
+}
+
+TEST(Profile, OfAnotherDeviceKindIsRefused) {
+  const fs::path path = temp_file("cpu_for_gpu.json");
+  save_profile(path.string(), sample());
+  testing::expect_error([&] { load_profile(path.string(), false, "cuda"); },
+                        {"train.device = \"cpu\"", "\"cuda\"", "trireme plan --calibrate"});
+}
+
 TEST(Profile, DefaultPathFollowsTheCacheDirectory) {
   ::setenv("TRIREME_CACHE_DIR", "/tmp/somewhere", 1);
   EXPECT_EQ(default_profile_path(), "/tmp/somewhere/plan_profile.json");
+  EXPECT_EQ(default_profile_path("cuda"), "/tmp/somewhere/plan_profile_cuda.json");
   ::unsetenv("TRIREME_CACHE_DIR");
   EXPECT_NE(default_profile_path().find("trireme/plan_profile.json"), std::string::npos);
 }

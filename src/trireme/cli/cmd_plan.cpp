@@ -29,18 +29,21 @@ struct Options {
   std::string calibrate_worker;  // hidden: a rank of the collectives' calibration, writing here
 };
 
-plan::ClusterSpec choose_cluster(const Options& opt) {
+plan::ClusterSpec choose_cluster(const Options& opt, const io::TrainConfig& tc) {
   if (!opt.cluster_file.empty() && !opt.preset.empty())
     throw io::ConfigError("--cluster and --preset both describe the cluster; give one of them");
   if (opt.nodes > 0 && opt.preset.empty())
     throw io::ConfigError("--nodes applies to --preset (a --cluster file says its nodes itself)");
   if (!opt.cluster_file.empty()) return plan::load_cluster(opt.cluster_file);
   if (!opt.preset.empty()) return plan::cluster_preset(opt.preset, opt.nodes > 0 ? opt.nodes : 1);
-  // This machine: CPU processes, calibrated figures when a profile for this machine exists.
+  // This machine: CPU processes or its GPUs (train.device), calibrated figures when a profile for
+  // this machine exists.
   const int64_t processes = opt.devices > 0 ? opt.devices : 2;
-  plan::ClusterSpec c = plan::this_machine_cluster(processes);
-  const std::string path = opt.profile.empty() ? plan::default_profile_path() : opt.profile;
-  if (auto profile = plan::load_profile(path, !opt.profile.empty())) plan::apply_profile(c, *profile, processes);
+  const std::string device = tc.train.device == "cuda" ? "cuda" : "cpu";
+  plan::ClusterSpec c =
+      device == "cuda" ? plan::this_machine_gpus(processes, processes) : plan::this_machine_cluster(processes);
+  const std::string path = opt.profile.empty() ? plan::default_profile_path(device) : opt.profile;
+  if (auto profile = plan::load_profile(path, !opt.profile.empty(), device)) plan::apply_profile(c, *profile, processes);
   return c;
 }
 
@@ -80,7 +83,7 @@ std::string ms(double s) {
 
 int run_plan(const Options& opt, const io::Config& cfg) {
   const io::TrainConfig tc = cfg.resolve();
-  const plan::ClusterSpec cluster = choose_cluster(opt);
+  const plan::ClusterSpec cluster = choose_cluster(opt, tc);
   const int64_t devices = opt.devices > 0 ? opt.devices : cluster.devices();
   if (devices > cluster.devices())
     throw io::ConfigError(str_cat("--devices: ", devices, " devices, but the cluster has ", cluster.devices(), " (",
@@ -178,8 +181,8 @@ Command add_plan_command(CLI::App& root) {
   app->add_flag("--json", opt->json, "print the plans as JSON");
   app->add_flag("--calibrate", opt->calibrate,
                 "measure this machine (GEMM throughput at the model's shapes, memory bandwidth, the model forward "
-                "and backward and the Gloo collectives in 2 processes at once) and save the profile that plans "
-                "for this machine then use");
+                "and backward and the collectives in 2 processes at once: Gloo on the CPU, NCCL between 2 GPUs "
+                "with train.device = \"cuda\") and save the profile that plans for this machine then use");
   app->add_option("--profile", opt->profile,
                   "the calibration profile to write or read (default: " + plan::default_profile_path() + ")");
   app->add_option("--measure", opt->measure,
@@ -197,12 +200,15 @@ Command add_plan_command(CLI::App& root) {
               if (opt->calibrate) {
                 if (!opt->cluster_file.empty() || !opt->preset.empty())
                   throw io::ConfigError("--calibrate measures this machine; leave out --cluster and --preset");
-                const std::string path = opt->profile.empty() ? plan::default_profile_path() : opt->profile;
+                const io::TrainConfig tc = cfg.resolve();
+                const std::string path =
+                    opt->profile.empty() ? plan::default_profile_path(tc.train.device == "cuda" ? "cuda" : "cpu")
+                                         : opt->profile;
                 std::vector<std::string> worker_args;  // the same config for the workers
                 if (!opt->config.empty()) worker_args.insert(worker_args.end(), {"--config", opt->config});
                 for (const auto& o : opt->overrides) worker_args.insert(worker_args.end(), {"--set", o});
                 if (opt->vocab > 0) worker_args.insert(worker_args.end(), {"--vocab", std::to_string(opt->vocab)});
-                const plan::MachineProfile p = plan::calibrate_machine(cfg.resolve(), path, worker_args);
+                const plan::MachineProfile p = plan::calibrate_machine(tc, opt->vocab, path, worker_args);
                 std::printf("%s", plan::describe_profile(p).c_str());
                 std::printf("profile written to %s\n", path.c_str());
                 return kExitOk;

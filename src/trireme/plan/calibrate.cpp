@@ -9,14 +9,18 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
+#include "trireme/amp/autocast.h"
 #include "trireme/core/rng.h"
+#include "trireme/cuda/device.h"
 #include "trireme/dist/env.h"
 #include "trireme/dist/launcher.h"
 #include "trireme/dist/process_group_factory.h"
 #include "trireme/io/file_write.h"
 #include "trireme/models/gpt.h"
+#include "trireme/ops/copy.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/factory.h"
 #include "trireme/ops/linalg.h"
@@ -91,13 +95,19 @@ std::pair<double, double> fit_line(const std::vector<CollectiveSample>& s, const
 
 }  // namespace
 
-std::string machine_fingerprint() {
+std::string machine_fingerprint(const std::string& device) {
   const nlohmann::json b = runtime::build_info();
+  if (device == "cuda") {
+    const nlohmann::json r = runtime::runtime_info();
+    auto text = [&](const char* key) { return r.contains(key) ? (r[key].is_string() ? r[key].get<std::string>() : r[key].dump()) : "?"; };
+    return str_cat("gpus=", text("gpus"), "; driver=", text("cuda_driver"), "; cuda=", text("cuda_runtime"),
+                   "; cublaslt=", text("cublaslt"), "; nccl=", b.value("nccl", "?"), "; trireme=", b.value("trireme", "?"));
+  }
   return str_cat("cpu=", runtime::cpu_model_name(), "; cores=", runtime::available_cpus(), "; trireme=", b.value("trireme", "?"),
                  "; openblas=", openblas_get_config(), "; gloo=", b.value("gloo", "?"));
 }
 
-std::string default_profile_path() {
+std::string default_profile_path(const std::string& device) {
   fs::path dir;
   if (const char* t = std::getenv("TRIREME_CACHE_DIR"); t && *t)
     dir = t;
@@ -107,10 +117,10 @@ std::string default_profile_path() {
     dir = fs::path(h) / ".cache" / "trireme";
   else
     dir = fs::temp_directory_path() / "trireme";
-  return (dir / "plan_profile.json").string();
+  return (dir / (device == "cuda" ? "plan_profile_cuda.json" : "plan_profile.json")).string();
 }
 
-std::optional<MachineProfile> load_profile(const std::string& path, bool required) {
+std::optional<MachineProfile> load_profile(const std::string& path, bool required, const std::string& device) {
   if (!fs::exists(path)) {
     if (required)
       throw io::ConfigError(str_cat("--profile: no profile at '", path, "'; run trireme plan --calibrate --profile ",
@@ -120,6 +130,8 @@ std::optional<MachineProfile> load_profile(const std::string& path, bool require
   MachineProfile p;
   try {
     const nlohmann::json j = nlohmann::json::parse(io::read_file(path));
+    p.device = j.value("device", std::string("cpu"));  // profiles from before GPU calibration are the CPU's
+    p.dtype = j.value("dtype", std::string("f32"));
     p.fingerprint = j.at("fingerprint").get<std::string>();
     // Checked as integers: a float would convert to int64 unchecked (undefined when out of range).
     if (!j.at("cores").is_number_integer() || !j.at("processes").is_number_integer())
@@ -143,7 +155,10 @@ std::optional<MachineProfile> load_profile(const std::string& path, bool require
   }
   if (p.gemm_gflops <= 0 || p.memory_gbs <= 0 || p.link.bandwidth_gbs <= 0 || p.processes < 1)
     throw io::ConfigError(str_cat("profile '", path, "' holds figures <= 0; run trireme plan --calibrate again"));
-  const std::string here = machine_fingerprint();
+  if (p.device != device)
+    throw io::ConfigError(str_cat("profile '", path, "' measured train.device = \"", p.device, "\", and this plan is for \"",
+                                  device, "\"; run trireme plan --calibrate with train.device = \"", device, "\""));
+  const std::string here = machine_fingerprint(device);
   if (p.fingerprint != here)
     throw io::ConfigError(str_cat("profile '", path, "' was measured on another machine or build (\"", p.fingerprint,
                                   "\"; this one is \"", here, "\"); run trireme plan --calibrate to measure this one"));
@@ -152,6 +167,8 @@ std::optional<MachineProfile> load_profile(const std::string& path, bool require
 
 void save_profile(const std::string& path, const MachineProfile& p) {
   nlohmann::json j;
+  j["device"] = p.device;
+  j["dtype"] = p.dtype;
   j["fingerprint"] = p.fingerprint;
   j["cores"] = p.cores;
   j["processes"] = p.processes;
@@ -170,30 +187,48 @@ void save_profile(const std::string& path, const MachineProfile& p) {
 }
 
 void apply_profile(ClusterSpec& c, const MachineProfile& p, int64_t processes) {
-  // Measured with cores / p.processes threads per process; other process counts share the
-  // cores in proportion.
-  const double share = double(p.processes) / double(std::max<int64_t>(processes, 1));
-  c.device.tflops_f32 = p.gemm_gflops * 1e-3 * share;
-  c.device.tflops_bf16 = c.device.tflops_f16 = c.device.tflops_f32 / 2;
+  // CPU: measured with cores / p.processes threads per process; other process counts share the
+  // cores in proportion. GPUs: a GPU per process, whatever their number.
+  const double share = p.device == "cuda" ? 1.0 : double(p.processes) / double(std::max<int64_t>(processes, 1));
+  const double tflops = p.gemm_gflops * 1e-3 * share;
+  if (p.device == "cuda") {  // the measured dtype's rate; the others keep the cluster's figures
+    if (p.dtype == "f32") c.device.tflops_f32 = tflops;
+    else c.device.tflops_bf16 = c.device.tflops_f16 = tflops;
+  } else {
+    c.device.tflops_f32 = tflops;
+    c.device.tflops_bf16 = c.device.tflops_f16 = tflops / 2;  // converted to f32 for the products
+  }
   c.device.memory_bandwidth_gbs = p.memory_gbs * share;
   c.device.achieved_block_flops = p.block_gflops * 1e9 * share;
   c.device.achieved_head_flops = p.head_gflops * 1e9 * share;
-  c.intra_node = p.link;
+  if (!p.collectives.empty()) c.intra_node = p.link;  // one GPU measures no link
   c.efficiency.matmul = 1;  // measured throughput is achieved throughput
   c.efficiency.memory = 1;
-  c.efficiency.link = 1;
-  c.source = "calibrated on this machine (trireme plan --calibrate)";
+  if (!p.collectives.empty()) c.efficiency.link = 1;
+  c.source = p.device == "cuda" ? "calibrated on this machine's GPUs (trireme plan --calibrate)"
+                                : "calibrated on this machine (trireme plan --calibrate)";
 }
 
 std::string describe_profile(const MachineProfile& p) {
   std::string out = str_cat("machine: ", p.fingerprint, "\n");
   char buf[256];
-  std::snprintf(buf, sizeof(buf),
-                "per process (%lld threads): GEMM %.1f GFLOP/s at the model's shapes, memory %.1f GB/s\n"
-                "Gloo between %lld processes: %.2f GB/s, %.0f us per message (fitted to the all-reduces)\n",
-                (long long)std::max<int64_t>(1, p.cores / p.processes), p.gemm_gflops, p.memory_gbs,
-                (long long)p.processes, p.link.bandwidth_gbs, p.link.latency_us);
-  out += buf;
+  if (p.device == "cuda") {
+    std::snprintf(buf, sizeof(buf), "per GPU: GEMM %.1f TFLOP/s in %s at the model's shapes, memory %.1f GB/s\n",
+                  p.gemm_gflops * 1e-3, p.dtype.c_str(), p.memory_gbs);
+    out += buf;
+    if (!p.collectives.empty()) {
+      std::snprintf(buf, sizeof(buf), "NCCL between %lld GPUs: %.2f GB/s, %.0f us per message (fitted to the all-reduces)\n",
+                    (long long)p.processes, p.link.bandwidth_gbs, p.link.latency_us);
+      out += buf;
+    }
+  } else {
+    std::snprintf(buf, sizeof(buf),
+                  "per process (%lld threads): GEMM %.1f GFLOP/s at the model's shapes, memory %.1f GB/s\n"
+                  "Gloo between %lld processes: %.2f GB/s, %.0f us per message (fitted to the all-reduces)\n",
+                  (long long)std::max<int64_t>(1, p.cores / p.processes), p.gemm_gflops, p.memory_gbs,
+                  (long long)p.processes, p.link.bandwidth_gbs, p.link.latency_us);
+    out += buf;
+  }
   if (p.block_gflops > 0) {
     std::snprintf(buf, sizeof(buf),
                   "the model forward and backward (%s): a block %.1f GFLOP/s, embedding, head and loss %.1f GFLOP/s\n",
@@ -209,9 +244,33 @@ std::string describe_profile(const MachineProfile& p) {
 
 namespace {
 
-// The model at tc's shapes, with `layers` blocks, forward and backward on `rows` sequences:
-// seconds per run, and the FLOPs its ops count.
-std::pair<double, double> time_model(const io::TrainConfig& tc, int64_t vocab, int64_t layers, int64_t rows) {
+// Where a process of tc's run computes: its GPU (train.device = "cuda"; the products in the
+// precision's dtype, the model under autocast), else the CPU in f32.
+struct Target {
+  bool gpu = false;
+  DType dtype = DType::f32;
+};
+
+Target target_of(const io::TrainConfig& tc) {
+  Target t;
+  t.gpu = tc.train.device == "cuda";
+  if (t.gpu) t.dtype = tc.train.precision == "bf16" ? DType::bf16 : tc.train.precision == "f16" ? DType::f16 : DType::f32;
+  return t;
+}
+
+// f, then on a GPU a wait for it: what time_per_run times.
+template <class F>
+auto finished(const Target& t, F&& f) {
+  return [&t, f = std::forward<F>(f)] {
+    f();
+    if (t.gpu) cuda::synchronize();
+  };
+}
+
+// The model at tc's shapes, with `layers` blocks, forward and backward on `rows` sequences on the
+// target's device: seconds per run, and the FLOPs its ops count.
+std::pair<double, double> time_model(const io::TrainConfig& tc, const Target& target, int64_t vocab, int64_t layers,
+                                     int64_t rows) {
   models::GPTConfig c;
   c.vocab_size = vocab;
   c.block_size = tc.model.block_size;
@@ -222,51 +281,112 @@ std::pair<double, double> time_model(const io::TrainConfig& tc, int64_t vocab, i
   c.bias = tc.model.bias;
   c.tie_embeddings = tc.model.tie_embeddings;
   models::GPT gpt(c, 7);
+  const Device device = target.gpu ? Device::cuda(cuda::current_device()) : Device::cpu();
+  gpt.to(device);
   std::vector<int64_t> ids(size_t(rows * c.block_size));
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = int64_t(i * 7919 % size_t(vocab));
-  const Tensor t = from_vector<int64_t>(ids, {rows, c.block_size});
+  const Tensor t = to_device(from_vector<int64_t>(ids, {rows, c.block_size}), device);
+  const bool autocast = target.dtype != DType::f32;
   auto step = [&] {
     gpt.zero_grad();
-    gpt.loss(t, t).backward();
+    Tensor loss;
+    {
+      amp::AutocastGuard guard(device.type, autocast ? target.dtype : DType::bf16, autocast);
+      loss = gpt.loss(t, t);
+    }
+    loss.backward();
   };
   OpCounts counts;
   {
     OpCountScope scope(counts);
     step();
   }
-  return {time_per_run(step, 0.4), counts.flops()};
+  return {time_per_run(finished(target, step), 0.4), counts.flops()};
+}
+
+// The model itself at one micro-batch of `world` processes' data parallelism (fewer sequences when
+// a step would take long), in every process at once (`together` waits for the others): one block
+// and three, half the difference being a block. Returns block_gflops, head_gflops and
+// measured_model.
+nlohmann::json measure_model(const io::TrainConfig& tc, const Target& target, int64_t vocab, int64_t world,
+                             const std::function<void()>& together) {
+  nlohmann::json result;
+  const int64_t V = vocab > 0 ? vocab : (tc.data.tokenizer == "bpe" ? tc.data.bpe_vocab_size : 256);
+  int64_t seqs = std::max<int64_t>(1, tc.train.batch_size / world);
+  const int64_t max_rows = target.gpu ? 16384 : 2048;
+  while (seqs > 1 && seqs * tc.model.block_size > max_rows) seqs /= 2;
+  together();
+  const auto [t1, f1] = time_model(tc, target, V, 1, seqs);
+  together();
+  const auto [t3, f3] = time_model(tc, target, V, 3, seqs);
+  together();
+  const double block_s = (t3 - t1) / 2, head_s = t1 - block_s, block_f = (f3 - f1) / 2;
+  double block = 0, head = 0;
+  if (block_s > 0 && block_f > 0) block = block_f / block_s / 1e9;
+  if (head_s > 0 && f1 > block_f) head = (f1 - block_f) / head_s / 1e9;
+  if (block <= 0 || head <= 0) block = head = 0;  // too noisy to use
+  result["block_gflops"] = block;
+  result["head_gflops"] = head;
+  result["measured_model"] = str_cat("d_model=", tc.model.d_model, " n_head=", tc.model.n_head, " block_size=",
+                                     tc.model.block_size, " vocab=", V, " rows=", seqs * tc.model.block_size,
+                                     target.gpu ? str_cat(" ", dtype_name(target.dtype), " on a GPU") : "");
+  return result;
 }
 
 }  // namespace
 
-MachineProfile calibrate_machine(const io::TrainConfig& tc, const std::string& path,
+MachineProfile calibrate_machine(const io::TrainConfig& tc, int64_t vocab, const std::string& path,
                                  const std::vector<std::string>& worker_args) {
+  const Target target = target_of(tc);
   MachineProfile p;
-  p.fingerprint = machine_fingerprint();
+  p.device = target.gpu ? "cuda" : "cpu";
+  p.dtype = dtype_name(target.dtype);
   p.cores = runtime::available_cpus();
   p.processes = kCalibrationProcesses;
+  if (target.gpu) {
+    const int gpus = cuda::device_count();
+    if (gpus == 0)
+      throw io::ConfigError(str_cat("plan --calibrate: train.device = \"cuda\", but ", cuda::unavailable_reason()));
+    p.processes = std::min<int64_t>(kCalibrationProcesses, gpus);
+    cuda::set_device(0);
+  }
+  p.fingerprint = machine_fingerprint(p.device);
   {
     ThreadsFor threads(int(std::max<int64_t>(1, p.cores / p.processes)));
-    // The block's products at one micro-batch of the model, fewer rows when they would take long.
+    // The block's products at one micro-batch of the model, fewer rows when they would take long
+    // on the CPU.
     const int64_t d = tc.model.d_model;
-    int64_t rows = std::min<int64_t>(tc.train.batch_size * tc.model.block_size, 4096);
-    while (rows > 64 && 2.0 * double(rows) * double(d) * double(4 * d) > 4e9) rows /= 2;
+    int64_t rows = std::min<int64_t>(tc.train.batch_size * tc.model.block_size, target.gpu ? 16384 : 4096);
+    while (!target.gpu && rows > 64 && 2.0 * double(rows) * double(d) * double(4 * d) > 4e9) rows /= 2;
+    const Device device = target.gpu ? Device::cuda(0) : Device::cpu();
     Generator gen(1);
-    const Tensor x = randn({rows, d}, gen), h = randn({rows, 4 * d}, gen);
-    const Tensor w_qkv = randn({d, 3 * d}, gen), w_fc = randn({d, 4 * d}, gen), w_proj = randn({4 * d, d}, gen);
+    auto made = [&](const Shape& shape) { return to_device(to_dtype(randn(shape, gen), target.dtype), device); };
+    const Tensor x = made({rows, d}), h = made({rows, 4 * d});
+    const Tensor w_qkv = made({d, 3 * d}), w_fc = made({d, 4 * d}), w_proj = made({4 * d, d});
     const double flops = 2.0 * double(rows) * double(d) * double(3 * d + 4 * d + 4 * d);
-    const double s = time_per_run([&] { (void)matmul(x, w_qkv), (void)matmul(x, w_fc), (void)matmul(h, w_proj); }, 0.5);
+    const double s = time_per_run(
+        finished(target, [&] { (void)matmul(x, w_qkv), (void)matmul(x, w_fc), (void)matmul(h, w_proj); }), 0.5);
     p.gemm_gflops = flops / s / 1e9;
-    const Tensor a = randn({int64_t(1) << 23}, gen), b = randn({int64_t(1) << 23}, gen);
-    const double bytes = 3.0 * 4 * double(int64_t(1) << 23);
-    p.memory_gbs = bytes / time_per_run([&] { (void)add(a, b); }, 0.3) / 1e9;
+    // A large f32 add: 3 x 32 MiB on the CPU, 3 x 1 GiB on a GPU (its caches hold tens of MiB).
+    const int64_t n = target.gpu ? int64_t(1) << 28 : int64_t(1) << 23;
+    const Tensor a = target.gpu ? zeros({n}, DType::f32, device) : randn({n}, gen);
+    const Tensor b = target.gpu ? zeros({n}, DType::f32, device) : randn({n}, gen);
+    p.memory_gbs = 3.0 * 4 * double(n) / time_per_run(finished(target, [&] { (void)add(a, b); }), 0.3) / 1e9;
+  }
+  if (p.processes == 1) {  // one GPU: the model alone, no collectives to measure
+    const nlohmann::json m = measure_model(tc, target, vocab, 1, [] {});
+    p.block_gflops = m.at("block_gflops").get<double>();
+    p.head_gflops = m.at("head_gflops").get<double>();
+    p.measured_model = m.at("measured_model").get<std::string>();
+    save_profile(path, p);
+    return p;
   }
   // The model and the collectives: two processes of this program at once, as a 2-process run.
   const fs::path dir = fs::temp_directory_path() / str_cat("trireme_calibrate_", ::getpid());
   fs::create_directories(dir);
   const std::string samples = (dir / "collectives.json").string();
   dist::LaunchOptions launch;
-  launch.nproc_per_node = int(kCalibrationProcesses);
+  launch.nproc_per_node = int(p.processes);
   launch.log_dir = (dir / "logs").string();
   launch.echo = false;
   launch.command = {self_exe(), "plan", "--calibrate-worker", samples};
@@ -284,7 +404,7 @@ MachineProfile calibrate_machine(const io::TrainConfig& tc, const std::string& p
   fs::remove_all(dir);
   // Ring all-reduce over 2: one message of the whole buffer each way at once.
   const auto [latency, per_byte] = fit_line(p.collectives, "all_reduce");
-  const double p2 = double(kCalibrationProcesses);
+  const double p2 = double(p.processes);
   p.link.bandwidth_gbs = per_byte > 0 ? 2 * (p2 - 1) / p2 / per_byte / 1e9 : 1;
   p.link.latency_us = latency / (2 * (p2 - 1)) * 1e6;
   save_profile(path, p);
@@ -293,47 +413,32 @@ MachineProfile calibrate_machine(const io::TrainConfig& tc, const std::string& p
 
 int calibrate_worker(const std::string& out_path, const io::TrainConfig& tc, int64_t vocab) {
   const dist::DistEnv env = dist::dist_env_from_environment();
+  const Target target = target_of(tc);
+  if (target.gpu) cuda::set_device(env.local_rank);  // a GPU per process, as a run has
   auto store = std::make_shared<dist::StoreClient>(dist::store_client_options(env));
-  auto pg = dist::make_process_group("gloo", store, env.rank, env.world_size);
+  auto pg = dist::make_process_group(target.gpu ? "nccl" : "gloo", store, env.rank, env.world_size,
+                                     {.device = target.gpu ? env.local_rank : -1});
   const int64_t world = env.world_size;
   nlohmann::json result;
-
-  // The model itself at one micro-batch of this many processes' data parallelism (fewer
-  // sequences when a step would take long), in every process at once: one block and three, half the
-  // difference being a block.
   {
     ThreadsFor threads(int(std::max<int64_t>(1, runtime::available_cpus() / world)));
-    const int64_t V = vocab > 0 ? vocab : (tc.data.tokenizer == "bpe" ? tc.data.bpe_vocab_size : 256);
-    int64_t seqs = std::max<int64_t>(1, tc.train.batch_size / world);
-    while (seqs > 1 && seqs * tc.model.block_size > 2048) seqs /= 2;
-    pg->barrier()->wait();
-    const auto [t1, f1] = time_model(tc, V, 1, seqs);
-    pg->barrier()->wait();
-    const auto [t3, f3] = time_model(tc, V, 3, seqs);
-    pg->barrier()->wait();
-    const double block_s = (t3 - t1) / 2, head_s = t1 - block_s, block_f = (f3 - f1) / 2;
-    double block = 0, head = 0;
-    if (block_s > 0 && block_f > 0) block = block_f / block_s / 1e9;
-    if (head_s > 0 && f1 > block_f) head = (f1 - block_f) / head_s / 1e9;
-    if (block <= 0 || head <= 0) block = head = 0;  // too noisy to use
-    result["block_gflops"] = block;
-    result["head_gflops"] = head;
-    result["measured_model"] =
-        str_cat("d_model=", tc.model.d_model, " n_head=", tc.model.n_head, " block_size=", tc.model.block_size,
-                " vocab=", V, " rows=", seqs * tc.model.block_size);
+    result = measure_model(tc, target, vocab, world, [&] { pg->barrier()->wait(); });
   }
 
+  const Device device = target.gpu ? Device::cuda(env.local_rank) : Device::cpu();
   nlohmann::json out = nlohmann::json::array();
   for (int64_t elements : {int64_t(1) << 10, int64_t(1) << 14, int64_t(1) << 18, int64_t(1) << 21}) {
     const double bytes = 4.0 * double(elements);
-    Tensor full = zeros({elements}), chunk = zeros({elements / world});
+    Tensor full = zeros({elements}, DType::f32, device), chunk = zeros({elements / world}, DType::f32, device);
     // A fixed count, the same on every rank (a time budget would let the ranks disagree on it).
     const int runs = elements >= (int64_t(1) << 21) ? 5 : 20;
     auto timed = [&](const std::string& op, auto&& f) {
+      const auto run = finished(target, f);
       pg->barrier()->wait();
-      f();
+      run();
       const auto start = Clock::now();
       for (int i = 0; i < runs; ++i) f();
+      if (target.gpu) cuda::synchronize();
       const double s = std::chrono::duration<double>(Clock::now() - start).count() / runs;
       // Every rank times the same sequence; rank 0's figure is kept.
       out.push_back({{"op", op}, {"bytes", bytes}, {"seconds", s}});

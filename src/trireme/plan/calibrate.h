@@ -1,9 +1,13 @@
 // Calibration of this machine for the planner: GEMM throughput at the shapes the model runs,
-// memory bandwidth, and the Gloo collectives (all-reduce, reduce-scatter, all-gather, send/recv)
+// memory bandwidth, and the collectives (all-reduce, reduce-scatter, all-gather, send/recv)
 // between 2 processes over a few message sizes; saved as a profile keyed by a fingerprint of the
-// machine (CPU model, cores, trireme, OpenBLAS and Gloo versions) and reused while it matches.
+// machine and reused while it matches. On the CPU (train.device = "cpu") the processes share the
+// cores and talk over Gloo; the fingerprint is the CPU model, cores, trireme, OpenBLAS and Gloo
+// versions. On GPUs (train.device = "cuda") each process has a GPU, the GEMMs and the model run in
+// the config's precision, the collectives are NCCL's (with one GPU there are none to measure);
+// the fingerprint is the GPUs, the driver, CUDA, cuBLASLt, NCCL and trireme versions.
 //
-//   MachineProfile p = calibrate_machine(tc, path, args);    // measures (well under a minute), saves
+//   MachineProfile p = calibrate_machine(tc, vocab, path, args);  // measures (well under a minute), saves
 //   auto q = load_profile(path, true);                       // io::ConfigError if from another machine
 //   ClusterSpec c = this_machine_cluster(2); apply_profile(c, *q, 2);
 #pragma once
@@ -23,6 +27,8 @@ struct CollectiveSample {
 };
 
 struct MachineProfile {
+  std::string device = "cpu";  // "cpu": processes sharing this machine's cores; "cuda": a GPU each
+  std::string dtype = "f32";   // the GEMMs' dtype ("f32", "bf16", "f16"), the model's precision
   std::string fingerprint;
   int64_t cores = 0;
   int64_t processes = 2;   // the calibration's processes, each with cores / processes threads
@@ -36,24 +42,28 @@ struct MachineProfile {
   std::vector<CollectiveSample> collectives;
 };
 
-// "cpu=...; cores=N; trireme=...; openblas=...; gloo=..."
-std::string machine_fingerprint();
-// $TRIREME_CACHE_DIR, else $XDG_CACHE_HOME/trireme, else ~/.cache/trireme: plan_profile.json.
-std::string default_profile_path();
+// "cpu=...; cores=N; trireme=...; openblas=...; gloo=..." for "cpu"; for "cuda"
+// "gpus=[...]; driver=...; cuda=...; cublaslt=...; nccl=...; trireme=...".
+std::string machine_fingerprint(const std::string& device = "cpu");
+// $TRIREME_CACHE_DIR, else $XDG_CACHE_HOME/trireme, else ~/.cache/trireme: plan_profile.json,
+// plan_profile_cuda.json for GPUs.
+std::string default_profile_path(const std::string& device = "cpu");
 
-// The profile at `path`; nullopt when there is none and it is not `required`. A profile of
-// another machine (or unreadable) is refused with io::ConfigError saying why and what to run.
-std::optional<MachineProfile> load_profile(const std::string& path, bool required);
+// The profile at `path`, measured for `device`; nullopt when there is none and it is not
+// `required`. A profile of another machine or device kind (or unreadable) is refused with
+// io::ConfigError saying why and what to run.
+std::optional<MachineProfile> load_profile(const std::string& path, bool required, const std::string& device = "cpu");
 void save_profile(const std::string& path, const MachineProfile& p);
 // The profile's measured figures in place of this machine's defaults, for `processes` processes.
 void apply_profile(ClusterSpec& c, const MachineProfile& p, int64_t processes);
 std::string describe_profile(const MachineProfile& p);
 
-// Measures this machine for tc's model and saves the profile at `path`. The model's timing and
-// the collectives run in 2 processes at once, started through the launcher as this program's
+// Measures this machine (its CPU or its GPUs, as tc.train.device says) for tc's model and saves the
+// profile at `path`. The model's timing and the collectives run in 2 processes at once (1 on a
+// machine with one GPU), started through the launcher as this program's
 // `plan --calibrate-worker OUT` followed by `worker_args` (what gives the workers tc: --config,
 // --set and --vocab).
-MachineProfile calibrate_machine(const io::TrainConfig& tc, const std::string& path,
+MachineProfile calibrate_machine(const io::TrainConfig& tc, int64_t vocab, const std::string& path,
                                  const std::vector<std::string>& worker_args);
 // One of those processes; rank 0 writes what they measured to `out_path` as JSON.
 int calibrate_worker(const std::string& out_path, const io::TrainConfig& tc, int64_t vocab);

@@ -154,15 +154,17 @@ std::string explain_plans(const PlanInputs& in, const SearchResult& r, int64_t d
 }
 
 ClusterSpec cluster_for_training(const io::TrainConfig& tc, int64_t devices, int64_t devices_per_node) {
-  if (tc.train.device == "cpu") {
-    ClusterSpec c = this_machine_cluster(devices);
-    // A profile of this machine, when there is one; a stale one is no reason to stop training.
-    try {
-      if (auto profile = load_profile(default_profile_path(), false)) apply_profile(c, *profile, devices);
-    } catch (const io::ConfigError&) {
-    }
-    return c;
+  const std::string device = tc.train.device == "cuda" ? "cuda" : "cpu";
+  ClusterSpec c = device == "cuda" ? this_machine_gpus(devices, devices_per_node) : this_machine_cluster(devices);
+  // A profile of this machine, when there is one; a stale one is no reason to stop training.
+  try {
+    if (auto profile = load_profile(default_profile_path(device), false, device)) apply_profile(c, *profile, devices);
+  } catch (const io::ConfigError&) {
   }
+  return c;
+}
+
+ClusterSpec this_machine_gpus(int64_t devices, int64_t devices_per_node) {
   // A GPU the presets know by its CUDA name, else H100 figures with the device's own bf16 peak.
   const std::optional<train::PeakFlops> peak = train::device_peak_flops(Device::cuda(0));
   const std::string name = peak ? peak->device_name : "";

@@ -23,10 +23,13 @@ PlanInputs plan_inputs(const io::Config& config, const ClusterSpec& cluster, int
 std::string explain_plans(const PlanInputs& in, const SearchResult& r, int64_t devices);
 
 // The cluster a training run of `tc` on `devices` processes, `devices_per_node` of them per node,
-// has: this machine's CPU processes for train.device = "cpu" (calibrated when a profile of this
-// machine exists), else nodes of the preset GPU matching the CUDA device's name (H200, H100,
-// A100 80GB/40GB/PCIe; others: H100 figures with the device's bf16 peak).
+// has: this machine's CPU processes for train.device = "cpu", else this machine's GPUs
+// (this_machine_gpus); calibrated where a profile of this machine and device kind exists
+// (plan/calibrate.h).
 ClusterSpec cluster_for_training(const io::TrainConfig& tc, int64_t devices, int64_t devices_per_node);
+// Nodes of the preset GPU matching the CUDA device's name (H200, H100, A100 80GB/40GB/PCIe;
+// others: H100 figures with the device's bf16 peak), `devices_per_node` per node.
+ClusterSpec this_machine_gpus(int64_t devices, int64_t devices_per_node);
 
 struct AutoPlan {
   Plan plan;
