@@ -94,12 +94,17 @@ TEST(Profile, OfGpusIsReadBackAndSetsTheMeasuredDtypesRate) {
   EXPECT_DOUBLE_EQ(c.device.achieved_block_flops, 400e12);
   EXPECT_DOUBLE_EQ(c.intra_node.bandwidth_gbs, 180);
   EXPECT_NE(c.source.find("GPUs"), std::string::npos);
-  // One GPU measures no collectives: the preset's link stays.
+  // One GPU measures no collectives and no link: the preset's link stays.
   MachineProfile alone = *q;
+  alone.processes = 1;
   alone.collectives.clear();
+  alone.link = {};
+  save_profile(path.string(), alone);
+  const auto read = load_profile(path.string(), true, "cuda");
+  ASSERT_TRUE(read.has_value());
   ClusterSpec one = cluster_preset("h200-nvlink");
   const LinkSpec link = one.intra_node;
-  apply_profile(one, alone, 1);
+  apply_profile(one, *read, 1);
   EXPECT_DOUBLE_EQ(one.intra_node.bandwidth_gbs, link.bandwidth_gbs);
 }
 

@@ -153,7 +153,9 @@ std::optional<MachineProfile> load_profile(const std::string& path, bool require
     throw io::ConfigError(str_cat("profile '", path, "' is not a calibration profile (", e.what(),
                                   "); run trireme plan --calibrate to write it again"));
   }
-  if (p.gemm_gflops <= 0 || p.memory_gbs <= 0 || p.link.bandwidth_gbs <= 0 || p.processes < 1)
+  // One GPU measures no collectives, and so no link.
+  if (p.gemm_gflops <= 0 || p.memory_gbs <= 0 || (!p.collectives.empty() && p.link.bandwidth_gbs <= 0) ||
+      p.processes < 1)
     throw io::ConfigError(str_cat("profile '", path, "' holds figures <= 0; run trireme plan --calibrate again"));
   if (p.device != device)
     throw io::ConfigError(str_cat("profile '", path, "' measured train.device = \"", p.device, "\", and this plan is for \"",
