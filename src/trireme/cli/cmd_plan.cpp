@@ -39,7 +39,7 @@ plan::ClusterSpec choose_cluster(const Options& opt, const io::TrainConfig& tc) 
   // This machine: CPU processes or its GPUs (train.device), calibrated figures when a profile for
   // this machine exists.
   const int64_t processes = opt.devices > 0 ? opt.devices : 2;
-  const std::string device = tc.train.device == "cuda" ? "cuda" : "cpu";
+  const std::string device = plan::profile_device(tc);
   plan::ClusterSpec c =
       device == "cuda" ? plan::this_machine_gpus(processes, processes) : plan::this_machine_cluster(processes);
   const std::string path = opt.profile.empty() ? plan::default_profile_path(device) : opt.profile;
@@ -202,8 +202,7 @@ Command add_plan_command(CLI::App& root) {
                   throw io::ConfigError("--calibrate measures this machine; leave out --cluster and --preset");
                 const io::TrainConfig tc = cfg.resolve();
                 const std::string path =
-                    opt->profile.empty() ? plan::default_profile_path(tc.train.device == "cuda" ? "cuda" : "cpu")
-                                         : opt->profile;
+                    opt->profile.empty() ? plan::default_profile_path(plan::profile_device(tc)) : opt->profile;
                 std::vector<std::string> worker_args;  // the same config for the workers
                 if (!opt->config.empty()) worker_args.insert(worker_args.end(), {"--config", opt->config});
                 for (const auto& o : opt->overrides) worker_args.insert(worker_args.end(), {"--set", o});

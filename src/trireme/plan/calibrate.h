@@ -42,6 +42,9 @@ struct MachineProfile {
   std::vector<CollectiveSample> collectives;
 };
 
+// The device kind a run of tc computes on, as profiles name it: "cuda" or "cpu".
+inline std::string profile_device(const io::TrainConfig& tc) { return tc.train.device == "cuda" ? "cuda" : "cpu"; }
+
 // "cpu=...; cores=N; trireme=...; openblas=...; gloo=..." for "cpu"; for "cuda"
 // "gpus=[...]; driver=...; cuda=...; cublaslt=...; nccl=...; trireme=...".
 std::string machine_fingerprint(const std::string& device = "cpu");

@@ -154,7 +154,7 @@ std::string explain_plans(const PlanInputs& in, const SearchResult& r, int64_t d
 }
 
 ClusterSpec cluster_for_training(const io::TrainConfig& tc, int64_t devices, int64_t devices_per_node) {
-  const std::string device = tc.train.device == "cuda" ? "cuda" : "cpu";
+  const std::string device = profile_device(tc);
   ClusterSpec c = device == "cuda" ? this_machine_gpus(devices, devices_per_node) : this_machine_cluster(devices);
   // A profile of this machine, when there is one; a stale one is no reason to stop training.
   try {
