@@ -36,8 +36,15 @@ std::set<int> processes_mentioning(const std::string& needle) {
   for (const auto& entry : fs::directory_iterator("/proc")) {
     const std::string name = entry.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos || std::stoi(name) == ::getpid()) continue;
-    std::ifstream f(entry.path() / "cmdline");
-    std::string cmdline((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    // A process that exits while it is read makes the read fail (ESRCH), which libstdc++ throws:
+    // it is not running, so it is not counted.
+    std::string cmdline;
+    try {
+      std::ifstream f(entry.path() / "cmdline");
+      cmdline.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    } catch (const std::ios_base::failure&) {
+      continue;
+    }
     if (cmdline.find(needle) != std::string::npos) pids.insert(std::stoi(name));
   }
   return pids;
