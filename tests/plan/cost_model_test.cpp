@@ -3,6 +3,7 @@
 
 #include "trireme/io/config.h"
 #include "trireme/plan/planner.h"
+#include "trireme/train/memory_estimate.h"
 
 namespace trireme::plan {
 namespace {
@@ -58,6 +59,33 @@ TEST(TensorParallel, SplitsTheComputeAndAddsAllReduces) {
   const PlanCost sp = predict(in, Layout{.dp = 1, .tp = 4, .sequence_parallel = true});
   EXPECT_LT(sp.parts.compute, four.parts.compute);  // the layer norms and residuals split too
   EXPECT_LT(sp.peak_bytes, four.peak_bytes);
+}
+
+// Calibrated rates: each micro-batch size and recomputation mode at its own measured rate, sizes
+// between those measured interpolated in log tokens; the step's measured rest beside the model.
+TEST(Calibrated, MicroBatchesAndRecomputationTakeTheirOwnMeasuredRates) {
+  PlanInputs in = inputs({"model.n_layer=4", "model.d_model=256", "model.n_head=4", "model.block_size=128",
+                          "train.batch_size=16"});
+  DeviceSpec& dev = in.cluster.device;
+  dev.achieved = {{"none", 2048, 100e12, 10e12}, {"none", 512, 50e12, 5e12}, {"full", 2048, 80e12, 10e12}};
+  dev.step_fixed_s = 2e-3;
+  dev.optimizer_s_per_parameter = 1e-11;
+  const double d = 256, T = 128, V = in.vocab_size();
+  const double block = in.costs.block_flops_per_token(d, T), head = in.costs.head_flops_per_token(d, V);
+  auto expected = [&](double tokens, double m, double block_rate, double head_rate) {
+    return m * tokens * (4 * block / block_rate + head / head_rate);
+  };
+  EXPECT_NEAR(predict(in, Layout{}).parts.compute, expected(2048, 1, 100e12, 10e12), 1e-12);
+  EXPECT_NEAR(predict(in, Layout{.micro_batches = 4}).parts.compute, expected(512, 4, 50e12, 5e12), 1e-12);
+  // 1,024 tokens: halfway between 512 and 2,048 in log tokens.
+  EXPECT_NEAR(predict(in, Layout{.micro_batches = 2}).parts.compute, expected(1024, 2, 75e12, 7.5e12), 1e-12);
+  // Full recomputation's measured rate holds its replay.
+  EXPECT_NEAR(predict(in, Layout{.recompute = "full"}).parts.compute, expected(2048, 1, 80e12, 10e12), 1e-12);
+  // Selective was not measured: the rate without recomputation.
+  EXPECT_NEAR(predict(in, Layout{.recompute = "selective"}).parts.compute, expected(2048, 1, 100e12, 10e12), 1e-12);
+  const PlanCost c = predict(in, Layout{});
+  const auto ranks = train::estimate_training_memory_per_rank(in.train, in.vocab);
+  EXPECT_NEAR(c.parts.optimizer, 2e-3 + 1e-11 * ranks.front().parameters, 1e-12);
 }
 
 }  // namespace

@@ -76,7 +76,9 @@ TEST(Profile, OfGpusIsReadBackAndSetsTheMeasuredDtypesRate) {
   p.processes = 2;
   p.gemm_gflops = 600'000;  // 600 TFLOP/s
   p.memory_gbs = 4'000;
-  p.block_gflops = 400'000;
+  p.model_rates = {{"none", 16384, 400e12, 40e12}, {"full", 16384, 300e12, 40e12}};
+  p.step_fixed_s = 1e-3;
+  p.optimizer_s_per_parameter = 1e-11;
   p.link = {180, 12};
   const fs::path path = temp_file("gpu.json");
   save_profile(path.string(), p);
@@ -91,7 +93,12 @@ TEST(Profile, OfGpusIsReadBackAndSetsTheMeasuredDtypesRate) {
   EXPECT_DOUBLE_EQ(c.device.tflops_f16, 600);
   EXPECT_DOUBLE_EQ(c.device.tflops_f32, f32);  // not measured: the preset's
   EXPECT_DOUBLE_EQ(c.device.memory_bandwidth_gbs, 4'000);
-  EXPECT_DOUBLE_EQ(c.device.achieved_block_flops, 400e12);
+  ASSERT_EQ(c.device.achieved.size(), 2u);
+  EXPECT_DOUBLE_EQ(c.device.achieved_at("full", 16384)->block_flops, 300e12);
+  EXPECT_DOUBLE_EQ(c.device.achieved_at("none", 16384)->head_flops, 40e12);
+  EXPECT_FALSE(c.device.achieved_at("selective", 16384).has_value());
+  EXPECT_DOUBLE_EQ(c.device.step_fixed_s, 1e-3);
+  EXPECT_DOUBLE_EQ(c.device.optimizer_s_per_parameter, 1e-11);
   EXPECT_DOUBLE_EQ(c.intra_node.bandwidth_gbs, 180);
   EXPECT_NE(c.source.find("GPUs"), std::string::npos);
   // One GPU measures no collectives and no link: the preset's link stays.

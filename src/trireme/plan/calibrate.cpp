@@ -28,6 +28,7 @@
 #include "trireme/runtime/build_info.h"
 #include "trireme/runtime/cpu_features.h"
 #include "trireme/runtime/cpu_threads.h"
+#include "trireme/train/parallel_runner.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -93,6 +94,15 @@ std::pair<double, double> fit_line(const std::vector<CollectiveSample>& s, const
   return {std::max(0.0, (sy - b * sx) / n), b};
 }
 
+// A profile's "model_rates" (GFLOP/s).
+std::vector<AchievedRate> rates_from(const nlohmann::json& a) {
+  std::vector<AchievedRate> rates;
+  for (const auto& r : a)
+    rates.push_back({r.at("recompute").get<std::string>(), r.at("tokens").get<double>(),
+                     r.at("block_gflops").get<double>() * 1e9, r.at("head_gflops").get<double>() * 1e9});
+  return rates;
+}
+
 }  // namespace
 
 std::string machine_fingerprint(const std::string& device) {
@@ -141,9 +151,10 @@ std::optional<MachineProfile> load_profile(const std::string& path, bool require
     p.processes = j.at("processes").get<int64_t>();
     p.gemm_gflops = j.at("gemm_gflops").get<double>();
     p.memory_gbs = j.at("memory_gbs").get<double>();
-    p.block_gflops = j.value("block_gflops", 0.0);
-    p.head_gflops = j.value("head_gflops", 0.0);
+    p.model_rates = rates_from(j.value("model_rates", nlohmann::json::array()));
     p.measured_model = j.value("measured_model", std::string());
+    p.step_fixed_s = j.value("step_fixed_s", 0.0);
+    p.optimizer_s_per_parameter = j.value("optimizer_s_per_parameter", 0.0);
     p.link.bandwidth_gbs = j.at("link").at("bandwidth_gbs").get<double>();
     p.link.latency_us = j.at("link").at("latency_us").get<double>();
     for (const auto& c : j.at("collectives"))
@@ -176,9 +187,13 @@ void save_profile(const std::string& path, const MachineProfile& p) {
   j["processes"] = p.processes;
   j["gemm_gflops"] = p.gemm_gflops;
   j["memory_gbs"] = p.memory_gbs;
-  j["block_gflops"] = p.block_gflops;
-  j["head_gflops"] = p.head_gflops;
+  j["model_rates"] = nlohmann::json::array();
+  for (const auto& r : p.model_rates)
+    j["model_rates"].push_back({{"recompute", r.recompute}, {"tokens", r.tokens}, {"block_gflops", r.block_flops * 1e-9},
+                                {"head_gflops", r.head_flops * 1e-9}});
   j["measured_model"] = p.measured_model;
+  j["step_fixed_s"] = p.step_fixed_s;
+  j["optimizer_s_per_parameter"] = p.optimizer_s_per_parameter;
   j["link"] = {{"bandwidth_gbs", p.link.bandwidth_gbs}, {"latency_us", p.link.latency_us}};
   j["collectives"] = nlohmann::json::array();
   for (const auto& c : p.collectives)
@@ -201,8 +216,13 @@ void apply_profile(ClusterSpec& c, const MachineProfile& p, int64_t processes) {
     c.device.tflops_bf16 = c.device.tflops_f16 = tflops / 2;  // converted to f32 for the products
   }
   c.device.memory_bandwidth_gbs = p.memory_gbs * share;
-  c.device.achieved_block_flops = p.block_gflops * 1e9 * share;
-  c.device.achieved_head_flops = p.head_gflops * 1e9 * share;
+  c.device.achieved.clear();
+  for (AchievedRate r : p.model_rates) {
+    r.block_flops *= share, r.head_flops *= share;
+    c.device.achieved.push_back(r);
+  }
+  c.device.step_fixed_s = p.step_fixed_s / share;
+  c.device.optimizer_s_per_parameter = p.optimizer_s_per_parameter / share;
   if (!p.collectives.empty()) c.intra_node = p.link;  // one GPU measures no link
   c.efficiency.matmul = 1;  // measured throughput is achieved throughput
   c.efficiency.memory = 1;
@@ -231,10 +251,30 @@ std::string describe_profile(const MachineProfile& p) {
                   (long long)p.processes, p.link.bandwidth_gbs, p.link.latency_us);
     out += buf;
   }
-  if (p.block_gflops > 0) {
-    std::snprintf(buf, sizeof(buf),
-                  "the model forward and backward (%s): a block %.1f GFLOP/s, embedding, head and loss %.1f GFLOP/s\n",
-                  p.measured_model.c_str(), p.block_gflops, p.head_gflops);
+  if (!p.model_rates.empty()) {
+    out += str_cat("the model forward and backward (", p.measured_model, "), GFLOP/s of a block | of the embedding, head and loss:\n");
+    std::snprintf(buf, sizeof(buf), "%24s  %19s  %19s  %19s\n", "tokens per micro-batch", "recompute none",
+                  "selective", "full");
+    out += buf;
+    std::vector<double> sizes;
+    for (const auto& r : p.model_rates)
+      if (std::find(sizes.begin(), sizes.end(), r.tokens) == sizes.end()) sizes.push_back(r.tokens);
+    for (double tokens : sizes) {
+      std::snprintf(buf, sizeof(buf), "  %22.0f", tokens);
+      out += buf;
+      for (const char* mode : {"none", "selective", "full"}) {
+        const auto r = std::find_if(p.model_rates.begin(), p.model_rates.end(),
+                                    [&](const AchievedRate& a) { return a.tokens == tokens && a.recompute == mode; });
+        if (r == p.model_rates.end())
+          std::snprintf(buf, sizeof(buf), "  %19s", "-");
+        else
+          std::snprintf(buf, sizeof(buf), "  %9.0f | %7.0f", r->block_flops * 1e-9, r->head_flops * 1e-9);
+        out += buf;
+      }
+      out += "\n";
+    }
+    std::snprintf(buf, sizeof(buf), "a training step besides the model: %.2f ms, and %.3f ns per parameter updated\n",
+                  p.step_fixed_s * 1e3, p.optimizer_s_per_parameter * 1e9);
     out += buf;
   }
   for (const auto& c : p.collectives) {
@@ -269,25 +309,35 @@ auto finished(const Target& t, F&& f) {
   };
 }
 
-// The model at tc's shapes, with `layers` blocks, forward and backward on `rows` sequences on the
-// target's device: seconds per run, and the FLOPs its ops count.
+models::GPT::Recompute recompute_mode(const std::string& name) {
+  return name == "full" ? models::GPT::Recompute::full
+         : name == "selective" ? models::GPT::Recompute::selective
+                               : models::GPT::Recompute::none;
+}
+
+Device device_of(const Target& target) { return target.gpu ? Device::cuda(cuda::current_device()) : Device::cpu(); }
+
+// Token ids 0..vocab-1 in a fixed scramble, `n` of them.
+std::vector<int64_t> scrambled_ids(size_t n, int64_t vocab) {
+  std::vector<int64_t> ids(n);
+  for (size_t i = 0; i < n; ++i) ids[i] = int64_t(i * 7919 % size_t(vocab));
+  return ids;
+}
+
+// The model at tc's shapes with `layers` blocks, forward and backward on `rows` sequences on the
+// target's device under `recompute`: seconds per run, and the FLOPs its ops count.
 std::pair<double, double> time_model(const io::TrainConfig& tc, const Target& target, int64_t vocab, int64_t layers,
-                                     int64_t rows) {
-  models::GPTConfig c;
-  c.vocab_size = vocab;
-  c.block_size = tc.model.block_size;
+                                     int64_t rows, const std::string& recompute) {
+  models::GPTConfig c = train::gpt_config(tc, vocab);
   c.n_layer = layers;
-  c.n_head = tc.model.n_head;
-  c.d_model = tc.model.d_model;
   c.dropout = 0;
-  c.bias = tc.model.bias;
-  c.tie_embeddings = tc.model.tie_embeddings;
   models::GPT gpt(c, 7);
-  const Device device = target.gpu ? Device::cuda(cuda::current_device()) : Device::cpu();
+  gpt.set_recompute(recompute_mode(recompute));
+  const Device device = device_of(target);
   gpt.to(device);
-  std::vector<int64_t> ids(size_t(rows * c.block_size));
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int64_t(i * 7919 % size_t(vocab));
-  const Tensor t = to_device(from_vector<int64_t>(ids, {rows, c.block_size}), device);
+  const Tensor t = to_device(from_vector<int64_t>(scrambled_ids(size_t(rows * c.block_size), c.vocab_size),
+                                                  {rows, c.block_size}),
+                             device);
   const bool autocast = target.dtype != DType::f32;
   auto step = [&] {
     gpt.zero_grad();
@@ -303,36 +353,91 @@ std::pair<double, double> time_model(const io::TrainConfig& tc, const Target& ta
     OpCountScope scope(counts);
     step();
   }
-  return {time_per_run(finished(target, step), 0.4), counts.flops()};
+  return {time_per_run(finished(target, step), target.gpu ? 0.3 : 0.15), counts.flops()};
 }
 
-// The model itself at one micro-batch of `world` processes' data parallelism (fewer sequences when
-// a step would take long), in every process at once (`together` waits for the others): one block
-// and three, half the difference being a block. Returns block_gflops, head_gflops and
-// measured_model.
+// trireme's own training step (train/step_runner.h) of tc's model with `layers` blocks on `rows`
+// sequences, one process, no recomputation: seconds per step, and the parameters it updates.
+std::pair<double, double> time_training_step(const io::TrainConfig& tc, const Target& target, int64_t vocab,
+                                             int64_t layers, int64_t rows) {
+  io::TrainConfig c = tc;
+  c.model.n_layer = layers;
+  c.train.batch_size = rows;
+  c.parallel = io::ParallelConfig{};
+  c.parallel.schedule = tc.parallel.schedule;
+  c.parallel.auto_layout = false;
+  c.memory.recompute = "none";
+  auto runner = train::make_step_runner(c, vocab, train::ParallelJob::single(c.parallel, device_of(target)));
+  runner->set_lr(c.optim.lr);
+  std::vector<int32_t> tokens;
+  for (int64_t id : scrambled_ids(size_t((rows + 1) * (c.model.block_size + 1)), vocab)) tokens.push_back(int32_t(id));
+  const io::DataLoader loader(std::move(tokens), c.model.block_size, 1);
+  int64_t step = 0;
+  const double s = time_per_run(finished(target, [&] { (void)runner->train_step(step++, loader); }),
+                                target.gpu ? 0.3 : 0.15);
+  return {s, double(runner->num_parameters())};
+}
+
+// The model itself at micro-batches of one to `batch / world` sequences (halving; fewer when a
+// step would take long), under each recomputation mode, in every process at once (`together`
+// waits for the others): one block and three, half the difference being a block. Then the
+// training step at the largest size, one block and three, for what it costs besides the model.
+// Returns the MachineProfile fields model_rates (in GFLOP/s), measured_model, step_fixed_s and
+// optimizer_s_per_parameter as JSON.
 nlohmann::json measure_model(const io::TrainConfig& tc, const Target& target, int64_t vocab, int64_t world,
                              const std::function<void()>& together) {
-  nlohmann::json result;
   const int64_t V = vocab > 0 ? vocab : (tc.data.tokenizer == "bpe" ? tc.data.bpe_vocab_size : 256);
-  int64_t seqs = std::max<int64_t>(1, tc.train.batch_size / world);
+  const int64_t T = tc.model.block_size;
+  int64_t largest = std::max<int64_t>(1, tc.train.batch_size / world);
   const int64_t max_rows = target.gpu ? 16384 : 2048;
-  while (seqs > 1 && seqs * tc.model.block_size > max_rows) seqs /= 2;
+  while (largest > 1 && largest * T > max_rows) largest /= 2;
+  std::vector<int64_t> sizes;  // sequences per micro-batch
+  for (int64_t s = largest; s >= 1 && sizes.size() < (target.gpu ? 5u : 3u); s /= 2) sizes.push_back(s);
+
+  nlohmann::json rates = nlohmann::json::array();
+  double model_1 = 0, model_3 = 0;  // the largest size without recomputation, for the step below
+  for (int64_t seqs : sizes) {
+    double block_f = 0, all_f = 0;  // the FLOPs without recomputation (a replay's are inside the rate)
+    for (const char* mode : {"none", "selective", "full"}) {
+      together();
+      const auto [t1, f1] = time_model(tc, target, V, 1, seqs, mode);
+      together();
+      const auto [t3, f3] = time_model(tc, target, V, 3, seqs, mode);
+      if (std::string(mode) == "none") {
+        block_f = (f3 - f1) / 2, all_f = f1;
+        if (seqs == largest) model_1 = t1, model_3 = t3;
+      }
+      const double block_s = (t3 - t1) / 2, head_s = t1 - block_s;
+      if (block_s <= 0 || head_s <= 0 || block_f <= 0 || all_f <= block_f) continue;  // too noisy to use
+      rates.push_back({{"recompute", mode},
+                       {"tokens", double(seqs * T)},
+                       {"block_gflops", block_f / block_s / 1e9},
+                       {"head_gflops", (all_f - block_f) / head_s / 1e9}});
+    }
+  }
   together();
-  const auto [t1, f1] = time_model(tc, target, V, 1, seqs);
+  const auto [s1, p1] = time_training_step(tc, target, V, 1, largest);
   together();
-  const auto [t3, f3] = time_model(tc, target, V, 3, seqs);
+  const auto [s3, p3] = time_training_step(tc, target, V, 3, largest);
   together();
-  const double block_s = (t3 - t1) / 2, head_s = t1 - block_s, block_f = (f3 - f1) / 2;
-  double block = 0, head = 0;
-  if (block_s > 0 && block_f > 0) block = block_f / block_s / 1e9;
-  if (head_s > 0 && f1 > block_f) head = (f1 - block_f) / head_s / 1e9;
-  if (block <= 0 || head <= 0) block = head = 0;  // too noisy to use
-  result["block_gflops"] = block;
-  result["head_gflops"] = head;
-  result["measured_model"] = str_cat("d_model=", tc.model.d_model, " n_head=", tc.model.n_head, " block_size=",
-                                     tc.model.block_size, " vocab=", V, " rows=", seqs * tc.model.block_size,
-                                     target.gpu ? str_cat(" ", dtype_name(target.dtype), " on a GPU") : "");
+  // Besides the model: a + b x parameters, from the two sizes.
+  const double o1 = std::max(0.0, s1 - model_1), o3 = std::max(0.0, s3 - model_3);
+  const double per_parameter = p3 > p1 ? std::max(0.0, (o3 - o1) / (p3 - p1)) : 0;
+  nlohmann::json result;
+  result["model_rates"] = rates;
+  result["step_fixed_s"] = std::max(0.0, o1 - per_parameter * p1);
+  result["optimizer_s_per_parameter"] = per_parameter;
+  result["measured_model"] = str_cat("d_model=", tc.model.d_model, " n_head=", tc.model.n_head, " block_size=", T,
+                                     " vocab=", V, target.gpu ? str_cat(" ", dtype_name(target.dtype), " on a GPU") : "");
   return result;
+}
+
+// measure_model's figures into p.
+void take_model_figures(const nlohmann::json& j, MachineProfile& p) {
+  p.model_rates = rates_from(j.at("model_rates"));
+  p.measured_model = j.at("measured_model").get<std::string>();
+  p.step_fixed_s = j.at("step_fixed_s").get<double>();
+  p.optimizer_s_per_parameter = j.at("optimizer_s_per_parameter").get<double>();
 }
 
 }  // namespace
@@ -376,10 +481,7 @@ MachineProfile calibrate_machine(const io::TrainConfig& tc, int64_t vocab, const
     p.memory_gbs = 3.0 * 4 * double(n) / time_per_run(finished(target, [&] { (void)add(a, b); }), 0.3) / 1e9;
   }
   if (p.processes == 1) {  // one GPU: the model alone, no collectives to measure
-    const nlohmann::json m = measure_model(tc, target, vocab, 1, [] {});
-    p.block_gflops = m.at("block_gflops").get<double>();
-    p.head_gflops = m.at("head_gflops").get<double>();
-    p.measured_model = m.at("measured_model").get<std::string>();
+    take_model_figures(measure_model(tc, target, vocab, 1, [] {}), p);
     save_profile(path, p);
     return p;
   }
@@ -400,9 +502,7 @@ MachineProfile calibrate_machine(const io::TrainConfig& tc, int64_t vocab, const
   }
   const nlohmann::json j = nlohmann::json::parse(io::read_file(samples));
   for (const auto& c : j.at("collectives")) p.collectives.push_back({c.at("op"), c.at("bytes"), c.at("seconds")});
-  p.block_gflops = j.at("block_gflops").get<double>();
-  p.head_gflops = j.at("head_gflops").get<double>();
-  p.measured_model = j.at("measured_model").get<std::string>();
+  take_model_figures(j, p);
   fs::remove_all(dir);
   // Ring all-reduce over 2: one message of the whole buffer each way at once.
   const auto [latency, per_byte] = fit_line(p.collectives, "all_reduce");

@@ -34,10 +34,14 @@ struct MachineProfile {
   int64_t processes = 2;   // the calibration's processes, each with cores / processes threads
   double gemm_gflops = 0;  // per process, the model's products at one micro-batch's shapes
   double memory_gbs = 0;   // per process, a large elementwise add
-  // Per process, the model itself forward and backward at one micro-batch: its counted FLOPs over
-  // the time a decoder block (and the embedding, head and loss) took, memory-bound ops included.
-  double block_gflops = 0, head_gflops = 0;
-  std::string measured_model;  // "d_model=128 n_head=4 block_size=64 vocab=256 rows=256"
+  // Per process, the model itself forward and backward, memory-bound ops included: for each
+  // recomputation mode and micro-batch size measured, its counted FLOPs (without recomputation)
+  // over the time a decoder block, and the embedding, head and loss, took.
+  std::vector<AchievedRate> model_rates;
+  std::string measured_model;  // "d_model=128 n_head=4 block_size=64 vocab=256"
+  // What a training step (trireme's own step, as `train` runs it) costs besides that: fixed, and
+  // per parameter (the gradient clipping and the optimizer).
+  double step_fixed_s = 0, optimizer_s_per_parameter = 0;
   LinkSpec link;               // fitted to the all-reduce samples (ring: 2 (p-1)/p bytes / bw + latency)
   std::vector<CollectiveSample> collectives;
 };

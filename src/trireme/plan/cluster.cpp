@@ -19,6 +19,22 @@ double DeviceSpec::peak_flops(const std::string& precision) const {
   return tflops * 1e12;
 }
 
+std::optional<AchievedRate> DeviceSpec::achieved_at(const std::string& recompute, double tokens) const {
+  std::vector<const AchievedRate*> rates;
+  for (const AchievedRate& r : achieved)
+    if (r.recompute == recompute && r.tokens > 0) rates.push_back(&r);
+  if (rates.empty()) return std::nullopt;
+  std::sort(rates.begin(), rates.end(), [](const AchievedRate* a, const AchievedRate* b) { return a->tokens < b->tokens; });
+  if (tokens <= rates.front()->tokens) return *rates.front();
+  if (tokens >= rates.back()->tokens) return *rates.back();
+  size_t i = 1;
+  while (rates[i]->tokens < tokens) ++i;
+  const AchievedRate &lo = *rates[i - 1], &hi = *rates[i];
+  const double w = std::log(tokens / lo.tokens) / std::log(hi.tokens / lo.tokens);
+  return AchievedRate{recompute, tokens, lo.block_flops + w * (hi.block_flops - lo.block_flops),
+                      lo.head_flops + w * (hi.head_flops - lo.head_flops)};
+}
+
 const LinkSpec& ClusterSpec::link_for(int64_t size, int64_t stride) const {
   return size * stride <= devices_per_node ? intra_node : inter_node;
 }

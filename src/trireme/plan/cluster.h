@@ -33,6 +33,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,17 +44,34 @@ struct LinkSpec {
   double latency_us = 0;     // per message
 };
 
+// What the model achieved in a calibration (plan/calibrate.h), forward and backward at one size
+// of micro-batch under one recomputation mode: its counted FLOPs without recomputation over the
+// time taken, so a replay's cost is inside the rate.
+struct AchievedRate {
+  std::string recompute;  // "none", "selective", "full"
+  double tokens = 0;      // per micro-batch
+  double block_flops = 0, head_flops = 0;  // FLOP/s of a decoder block, and of the embedding, head and loss
+};
+
 struct DeviceSpec {
   std::string name;
   double memory_gib = 0;
   double memory_bandwidth_gbs = 0;
   double tflops_f32 = 0, tflops_bf16 = 0, tflops_f16 = 0;  // dense peak
   bool is_cpu = false;                                     // processes share the machine's cores and memory
-  // Measured by calibration (0: not measured): FLOP/s a decoder block and the head achieve, all
-  // their work included; in place of peak x efficiency and the memory-bound and launch terms.
-  double achieved_block_flops = 0, achieved_head_flops = 0;
+  // Measured by calibration (empty: not measured); in place of peak x efficiency and the
+  // memory-bound and launch terms.
+  std::vector<AchievedRate> achieved;
+  // Measured by calibration too (0: not measured): what a training step costs besides the
+  // model's forward and backward, as a fixed part and a part per parameter this process updates
+  // (the gradient clipping and the optimizer).
+  double step_fixed_s = 0, optimizer_s_per_parameter = 0;
   // The peak for train.precision ("f32", "bf16", "f16"), in FLOP/s.
   double peak_flops(const std::string& precision) const;
+  // The calibrated rates under `recompute` at micro-batches of `tokens`, interpolated between the
+  // measured sizes (in log tokens; the nearest outside them); nullopt when that mode was not
+  // measured.
+  std::optional<AchievedRate> achieved_at(const std::string& recompute, double tokens) const;
 };
 
 struct Efficiency {

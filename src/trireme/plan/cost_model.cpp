@@ -89,11 +89,15 @@ PlanCost predict(const PlanInputs& in, const Layout& l) {
     if (last) bytes += mc.head_memory_bytes_per_token(d, V, elt) / tp;
     const double kernels = L * mc.block_kernels * (recompute ? 1 + mc.forward_share : 1) + (last ? mc.head_kernels : 0);
     double compute = tokens_mb * (flops / flops_rate + bytes / mem_rate) + kernels * eff.launch_us * 1e-6;
-    if (cl.device.achieved_block_flops > 0) {  // calibrated: the measured rates hold all the work
+    // Calibrated: the rates measured at this size of micro-batch (a tp slice's products are those
+    // of a micro-batch tp times smaller) hold all the work, recomputation's included when its mode
+    // was measured; with tp the replay runs the whole forward, more than the measured one did.
+    std::optional<AchievedRate> rate = cl.device.achieved_at(l.recompute, tokens_mb / tp);
+    double unmeasured_replay = l.tp > 1 && recompute ? (1 + mc.forward_share) / (1 + mc.replay_share) : 1;
+    if (!rate) rate = cl.device.achieved_at("none", tokens_mb / tp), unmeasured_replay = recompute ? 1 + replay : 1;
+    if (rate) {
       const double head = last ? mc.head_flops_per_token(d, V) / tp : 0;
-      compute = tokens_mb * ((flops - head) / cl.device.achieved_block_flops +
-                             head / (cl.device.achieved_head_flops > 0 ? cl.device.achieved_head_flops
-                                                                       : cl.device.achieved_block_flops));
+      compute = tokens_mb * (L * block_flops * unmeasured_replay / rate->block_flops + head / rate->head_flops);
     }
     // Two all-reduces forward and two backward per block (recomputation repeats the forward's);
     // the backward's overlap the weight-gradient products (a third of the block's products).
@@ -149,7 +153,9 @@ PlanCost predict(const PlanInputs& in, const Layout& l) {
   // gradient clipping reads the gradients once more.
   const double state = tc.optim.name == "adamw" ? 8 : (tc.optim.momentum > 0 ? 4 : 0);
   const double updated = params / (l.zero_stage >= 1 ? double(l.dp) : 1);
-  out.parts.optimizer = updated * (4 + 4 + 4 + 2 * state + 4) / mem_rate;
+  out.parts.optimizer = cl.device.optimizer_s_per_parameter > 0
+                            ? updated * cl.device.optimizer_s_per_parameter + cl.device.step_fixed_s
+                            : updated * (4 + 4 + 4 + 2 * state + 4) / mem_rate;
 
   const StepParts& p = out.parts;
   out.step_s = p.compute + p.tp_comm + p.bubble + p.pp_comm + p.dp_comm + p.optimizer;

@@ -36,7 +36,7 @@ struct StepParts {
   double bubble = 0;     // pipeline fill and drain
   double pp_comm = 0;    // pipeline sends and receives
   double dp_comm = 0;    // data-parallel reduction (and ZeRO's gathers) not hidden
-  double optimizer = 0;  // the optimizer step
+  double optimizer = 0;  // the optimizer step (calibrated: and the rest of a step besides the model)
 };
 
 struct PlanCost {
