@@ -5,7 +5,7 @@
 # (`--measure K`), printing predicted against measured step time and peak memory with the errors.
 # On one GPU the plans differ in micro-batches and recomputation only; on two, also in dp, tp (with
 # and without sequence parallelism), pp and its schedules, and ZeRO stages.
-#   MODELS="gpt2-124m gpt2-350m gpt-1.3b" K=8 bash bench/gpu/plan.sh     # the defaults
+#   MODELS="gpt2-124m gpt2-350m gpt-1.3b" PRECISIONS=bf16 K=8 bash bench/gpu/plan.sh     # the defaults
 # Logs and the profiles in $out (default out/gpu); a run of K=8 takes a few minutes per model.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -22,17 +22,20 @@ for model in ${MODELS:-gpt2-124m gpt2-350m gpt-1.3b}; do
     gpt-1.3b) shape=(--set model.d_model=2048 --set model.n_layer=24 --set model.n_head=16 --set train.batch_size=8) ;;
     *) echo "unknown model $model (gpt2-124m, gpt2-350m, gpt-1.3b)"; continue ;;
   esac
-  sets=("${shape[@]}" --set model.block_size=1024 --set train.device=cuda --set train.precision=bf16)
-  profile="$out/plan_profile_$model.json"
-  t=$(date +%s)
-  timeout 300 build-gpu/trireme plan --calibrate --profile "$profile" "${sets[@]}" > "$out/plan_calibrate_$model.log" 2>&1 ||
-    { echo "$model: calibration failed"; tail -5 "$out/plan_calibrate_$model.log"; continue; }
-  echo "== $model: calibrated in $(($(date +%s) - t)) s"
-  grep -E "GEMM|NCCL|the model" "$out/plan_calibrate_$model.log"
-  t=$(date +%s)
-  timeout 900 build-gpu/trireme plan --devices "$gpus" --top "$k" --measure "$k" --profile "$profile" "${sets[@]}" \
-    > "$out/plan_measure_$model.log" 2>&1
-  rc=$?
-  echo "== $model: measured in $(($(date +%s) - t)) s (rc=$rc)"
-  sed -n '/^measured/,$p' "$out/plan_measure_$model.log"
+  for precision in ${PRECISIONS:-bf16}; do
+    run=$model-$precision
+    sets=("${shape[@]}" --set model.block_size=1024 --set train.device=cuda --set train.precision=$precision)
+    profile="$out/plan_profile_$run.json"
+    t=$(date +%s)
+    timeout 300 build-gpu/trireme plan --calibrate --profile "$profile" "${sets[@]}" > "$out/plan_calibrate_$run.log" 2>&1 ||
+      { echo "$run: calibration failed"; tail -5 "$out/plan_calibrate_$run.log"; continue; }
+    echo "== $run: calibrated in $(($(date +%s) - t)) s"
+    sed -n '/^per GPU/,/^a training step/p' "$out/plan_calibrate_$run.log"
+    t=$(date +%s)
+    timeout 900 build-gpu/trireme plan --devices "$gpus" --top "$k" --measure "$k" --profile "$profile" "${sets[@]}" \
+      > "$out/plan_measure_$run.log" 2>&1
+    rc=$?
+    echo "== $run: measured in $(($(date +%s) - t)) s (rc=$rc)"
+    sed -n '/^measured/,$p' "$out/plan_measure_$run.log"
+  done
 done
