@@ -96,8 +96,10 @@ int measure_plans(const std::string& config_path, const std::vector<std::string>
   std::printf("%-3s %-50s %12s %12s %7s %11s %11s %7s\n", "#", "layout", "predicted", "measured", "error", "peak pred",
               "peak meas", "error");
   int status = kExitOk;
-  double sum_error = 0;
+  double sum_error = 0, worst_error = 0, sum_mem_error = 0, worst_mem_error = 0;
   int n = 0;
+  double chosen_s = 0, fastest_s = 0;  // the plan ranked first, and the fastest of those measured
+  int fastest = 0;
   // The top k, then as many of the other splits' best plans as a sample of the rest.
   std::vector<plan::Plan> chosen(r.plans.begin(), r.plans.begin() + std::min<size_t>(size_t(k), r.plans.size()));
   const size_t top = chosen.size();
@@ -131,12 +133,23 @@ int measure_plans(const std::string& config_path, const std::vector<std::string>
     }
     const double err = (p.cost.step_s - m.step_s) / m.step_s;
     const double mem_err = m.peak_bytes > 0 ? (p.cost.rank0_bytes - m.peak_bytes) / m.peak_bytes : 0;
-    sum_error += std::abs(err), ++n;
+    sum_error += std::abs(err), worst_error = std::max(worst_error, std::abs(err)), ++n;
+    sum_mem_error += std::abs(mem_err), worst_mem_error = std::max(worst_mem_error, std::abs(mem_err));
+    if (i == 0) chosen_s = m.step_s;
+    if (fastest == 0 || m.step_s < fastest_s) fastest = i + 1, fastest_s = m.step_s;
     std::printf("%-3d %-50s %10.1fms %10.1fms %+6.0f%% %11s %11s %+6.0f%%\n", i + 1, p.layout.describe().c_str(),
                 p.cost.step_s * 1e3, m.step_s * 1e3, 100 * err, train::format_bytes(p.cost.rank0_bytes).c_str(),
                 train::format_bytes(m.peak_bytes).c_str(), 100 * mem_err);
   }
-  if (n > 0) std::printf("mean |predicted - measured| / measured step time: %.0f%%\n", 100 * sum_error / n);
+  if (n > 0) {
+    std::printf("step time: mean |predicted - measured| / measured %.0f%%, largest %.0f%%\n", 100 * sum_error / n,
+                100 * worst_error);
+    std::printf("peak memory: mean |predicted - measured| / measured %.1f%%, largest %.1f%%\n",
+                100 * sum_mem_error / n, 100 * worst_mem_error);
+    if (chosen_s > 0)
+      std::printf("the chosen plan (#1) measured %.1f ms; the fastest measured, #%d, %.1f ms: the choice is %.1f%% slower\n",
+                  chosen_s * 1e3, fastest, fastest_s * 1e3, 100 * (chosen_s - fastest_s) / fastest_s);
+  }
   if (status == kExitOk) fs::remove_all(dir);
   return status;
 }
