@@ -119,5 +119,19 @@ TEST(ThisMachine, ProcessesShareTheMachine) {
   EXPECT_GT(two.device.peak_flops("f32"), 0);
 }
 
+// Calibrated rates: per recomputation mode, interpolated in log tokens between the measured
+// sizes, the nearest outside them.
+TEST(AchievedRates, InterpolateInLogTokensAndClampOutside) {
+  DeviceSpec dev;
+  dev.achieved = {{"none", 4096, 200, 20}, {"none", 1024, 100, 10}, {"full", 4096, 150, 20}};
+  EXPECT_DOUBLE_EQ(dev.achieved_at("none", 2048)->block_flops, 150);  // halfway in log2: 10 to 12
+  EXPECT_DOUBLE_EQ(dev.achieved_at("none", 2048)->head_flops, 15);
+  EXPECT_DOUBLE_EQ(dev.achieved_at("none", 512)->block_flops, 100);
+  EXPECT_DOUBLE_EQ(dev.achieved_at("none", 1e6)->block_flops, 200);
+  EXPECT_DOUBLE_EQ(dev.achieved_at("full", 64)->block_flops, 150);
+  EXPECT_FALSE(dev.achieved_at("selective", 4096).has_value());
+  EXPECT_FALSE(DeviceSpec{}.achieved_at("none", 4096).has_value());
+}
+
 }  // namespace
 }  // namespace trireme::plan
