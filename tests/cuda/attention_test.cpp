@@ -169,17 +169,6 @@ TEST(CudaAttention, CrossLengthsOddHeadDimsAndViews) {
   });
 }
 
-// Long sequences: cuDNN's backward runs a few sequences per call (its f32 score gradient bounded,
-// kernels/nn.h), here 3 and then 2, fused QKV views included.
-TEST(CudaAttention, LongSequencesRunTheBackwardInPiecesOfTheBatch) {
-  TRIREME_REQUIRE_GPU();
-  ASSERT_EQ(attention_backward_sequences_per_call(5, 4, 2048, 2048), 3);
-  check_both_ways([] {
-    check_case({DType::bf16, 5, 4, 2048, 2048, 64, true, false});
-    check_case({DType::bf16, 5, 4, 2048, 2048, 64, true, true});
-  });
-}
-
 TEST(CudaAttention, ThroughAutograd) {
   TRIREME_REQUIRE_GPU();
   using V = std::vector<Tensor>;

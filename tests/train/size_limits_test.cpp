@@ -54,29 +54,6 @@ TEST(MemoryCheck, ParameterEstimateMatchesTheModel) {
   }
 }
 
-// On GPUs in 16-bit precision the attention backward's f32 score-gradient scratch (a few sequences
-// at a time, kernels/nn.h) adds to the peak; f32 and CPU runs take other kernels without it.
-TEST(MemoryCheck, TheGpuAttentionBackwardsScratchIsCounted) {
-  const std::vector<std::string> gpt2 = {"model.d_model=768", "model.n_layer=12", "model.n_head=12",
-                                         "model.block_size=1024", "train.batch_size=16"};
-  auto with = [&](std::vector<std::string> more) {
-    more.insert(more.end(), gpt2.begin(), gpt2.end());
-    return train::estimate_training_memory(config_with(more), 256);
-  };
-  // 48 MiB a sequence (12 heads x 1024 x 1024 x 4 bytes): 4 of the 16 per call. It adds what it
-  // holds beyond the peak it follows: the f32 logits and their gradient (2 x 4 bytes x 256 a token).
-  const double scratch = 4.0 * 12 * 1024 * 1024 * 4;
-  const train::MemoryEstimate gpu = with({"train.device=cuda", "train.precision=bf16"});
-  EXPECT_DOUBLE_EQ(gpu.workspace_bytes, scratch - 16 * 1024 * 8 * 256);
-  const train::MemoryEstimate cpu = with({"train.precision=bf16"}), f32 = with({"train.device=cuda"});
-  EXPECT_EQ(cpu.workspace_bytes, 0);
-  EXPECT_EQ(f32.workspace_bytes, 0);
-  EXPECT_DOUBLE_EQ(gpu.total() - cpu.total(), gpu.workspace_bytes);
-  // Four micro-batches of 4 sequences: one call each, the same scratch beside a quarter of the logits.
-  EXPECT_DOUBLE_EQ(with({"train.device=cuda", "train.precision=bf16", "parallel.micro_batches=4"}).workspace_bytes,
-                   scratch - 4 * 1024 * 8 * 256);
-}
-
 TEST(MemoryCheck, RefusalGivesEstimateAvailableAndWhatToChange) {
   train::MemoryEstimate e{.parameters = 1e9, .weight_bytes = 4e9, .gradient_bytes = 4e9, .optimizer_bytes = 8e9,
                           .activation_bytes = 1e9};

@@ -68,7 +68,7 @@ int run_estimate(const Options& opt, const io::TrainConfig& tc) {
                             {"parameters", e.parameters}, {"peak_bytes", e.total()},
                             {"parts", {{"weights", e.weight_bytes}, {"gradients", e.gradient_bytes},
                                        {"optimizer", e.optimizer_bytes}, {"activations", e.activation_bytes},
-                                       {"communication", e.communication_bytes}, {"workspace", e.workspace_bytes}}}});
+                                       {"communication", e.communication_bytes}}}});
     }
     std::printf("%s\n", j.dump(2).c_str());
     return kExitOk;
@@ -83,21 +83,21 @@ int run_estimate(const Options& opt, const io::TrainConfig& tc) {
   std::printf("run: %s, batch %lld, micro_batches %lld, precision %s, recompute %s, optimizer %s\n\n",
               tc.parallel.describe().c_str(), (long long)tc.train.batch_size, (long long)tc.parallel.micro_batches,
               tc.train.precision.c_str(), tc.memory.recompute.c_str(), tc.optim.name.c_str());
-  std::printf("%-6s %-10s %12s %12s %12s %12s %14s %12s %12s\n", "rank", "dp/tp/pp", "weights", "gradients", "optimizer",
-              "activations", "communication", "workspace", "peak");
+  std::printf("%-6s %-10s %12s %12s %12s %12s %14s %12s\n", "rank", "dp/tp/pp", "weights", "gradients", "optimizer",
+              "activations", "communication", "peak");
   // Ranks of one pipeline stage hold the same: one row per stage past 16 ranks.
   const bool every_rank = ranks.size() <= 16;
   for (const auto& e : ranks) {
     if (!every_rank && (e.dp_rank != 0 || e.tp_rank != 0)) continue;
-    std::printf("%-6s %-10s %12s %12s %12s %12s %14s %12s %12s\n",
+    std::printf("%-6s %-10s %12s %12s %12s %12s %14s %12s\n",
                 every_rank ? std::to_string(e.rank).c_str() : str_cat("pp ", e.pp_rank).c_str(),
                 str_cat(e.dp_rank, "/", e.tp_rank, "/", e.pp_rank).c_str(), train::format_bytes(e.weight_bytes).c_str(),
                 train::format_bytes(e.gradient_bytes).c_str(), train::format_bytes(e.optimizer_bytes).c_str(),
                 train::format_bytes(e.activation_bytes).c_str(), train::format_bytes(e.communication_bytes).c_str(),
-                train::format_bytes(e.workspace_bytes).c_str(), train::format_bytes(e.total()).c_str());
+                train::format_bytes(e.total()).c_str());
   }
   const train::MemoryEstimate& first = ranks.front();
-  std::printf("\npeak = weights + optimizer + communication + workspace + gradients and activations: %s\n",
+  std::printf("\npeak = weights + optimizer + communication + gradients and activations: %s\n",
               first.activations_beside_gradients >= first.activation_bytes ? "summed (the gradients live through the forward)"
               : first.activations_beside_gradients > 0 ? "the gradients in flight beside the activations left after the head's backward (ZeRO-2/3)"
                                                        : "the larger of the two (they take turns)");

@@ -7,7 +7,6 @@
 // Ops hand kernels contiguous tensors unless a signature says otherwise.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -101,19 +100,6 @@ using AttentionKernel = void (*)(const Tensor& q, const Tensor& k, const Tensor&
 using AttentionBackwardKernel = void (*)(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
                                          const Tensor& out, const Tensor& lse, bool causal, Tensor& grad_q,
                                          Tensor& grad_k, Tensor& grad_v);
-
-// A backward that keeps the gradient of the scores for a separate dQ product (cuDNN's, which gives
-// the same bits on every run: kernels/cuda/attention_cudnn.cpp) holds (n, H, Tq, Tk) f32 scratch
-// for n sequences: it runs over the batch a few sequences per call, the scratch at most
-// kAttentionScoresScratchBytes unless one sequence needs more. The memory estimate counts it
-// (train/memory_estimate.h).
-inline constexpr int64_t kAttentionScoresScratchBytes = int64_t(256) << 20;
-inline int64_t attention_backward_sequences_per_call(int64_t batch, int64_t heads, int64_t tq, int64_t tk) {
-  const int64_t per_sequence = std::max<int64_t>(1, heads * tq * tk * 4);
-  const int64_t most = std::clamp<int64_t>(kAttentionScoresScratchBytes / per_sequence, 1, std::max<int64_t>(batch, 1));
-  const int64_t calls = (batch + most - 1) / most;
-  return calls > 0 ? (batch + calls - 1) / calls : 1;  // the same size for every call but the last
-}
 
 // ---- rotary embedding: x (B, H, T, hd) with last-dim stride 1, out contiguous ----
 // inverse = true rotates by the negated angles (the backward).

@@ -84,7 +84,6 @@ std::string memory_refusal(const MemoryEstimate& e, double needed, double availa
   std::string parts = str_cat(format_bytes(e.weight_bytes), " weights");
   if (e.optimizer_bytes > 0) parts += str_cat(" + ", format_bytes(e.optimizer_bytes), " optimizer state");
   if (e.communication_bytes > 0) parts += str_cat(" + ", format_bytes(e.communication_bytes), " communication buffers");
-  if (e.workspace_bytes > 0) parts += str_cat(" + ", format_bytes(e.workspace_bytes), " kernels' workspace");
   parts += e.gradient_bytes > 0 ? str_cat(" + the larger of ", format_bytes(e.activation_bytes), " activations and ",
                                           format_bytes(e.gradient_bytes), " gradients")
                                 : str_cat(" + ", format_bytes(e.activation_bytes), " activations");

@@ -3,7 +3,6 @@
 
 #include <cmath>
 
-#include "trireme/kernels/nn.h"
 #include "trireme/parallel/pipeline_partition.h"
 #include "trireme/train/step_runner.h"
 
@@ -93,17 +92,6 @@ std::vector<MemoryEstimate> estimate_training_memory_per_rank(const io::TrainCon
   const double micro_tokens = double(cfg.train.batch_size) / (double(dp) * double(std::max<int64_t>(p.micro_batches, 1))) * T;
   const double state_per_param = cfg.optim.name == "adamw" ? 8 : (cfg.optim.momentum > 0 ? 4 : 0);
 
-  // The GPU attention backward's f32 scratch for the gradient of the scores of a few sequences
-  // (cuDNN, in 16-bit precision: kernels/nn.h), over this rank's heads; sequence parallelism
-  // gathers whole sequences first.
-  const bool cudnn_attention = cfg.train.device == "cuda" && cfg.train.precision != "f32";
-  const double micro_sequences = std::max(1.0, micro_tokens / T), rank_heads = std::ceil(shape.heads / tp);
-  const double scores_scratch =
-      cudnn_attention ? double(attention_backward_sequences_per_call(int64_t(micro_sequences), int64_t(rank_heads),
-                                                                     m.block_size, m.block_size)) *
-                            rank_heads * T * T * 4
-                      : 0;
-
   const double block_params = block_parameters(shape, tp);
   const double per_block = block_activation_bytes_per_token(shape, tp, sp, elt, false);
   const double per_selective_block = block_activation_bytes_per_token(shape, tp, sp, elt, true);
@@ -172,9 +160,6 @@ std::vector<MemoryEstimate> estimate_training_memory_per_rank(const io::TrainCon
     const double eval_tokens = micro_tokens * double(std::max<int64_t>(p.micro_batches, 1));
     const double evaluation = last ? eval_tokens * 4 * padded_vocab / tp : 0;
     e.activation_bytes = std::max(training, evaluation);
-    // The last block's attention backward runs after the head's (its logits gone), beside the
-    // blocks kept and the block replayed.
-    e.workspace_bytes = std::max(0.0, blocks_kept + replay + scores_scratch - e.activation_bytes);
     // The whole gradients meet activations while micro-batches accumulate, and in a run of several
     // processes, whose gradients are zeroed after a step but kept (the reducer's buckets), so
     // evaluation's logits meet them too. One process frees its gradients after each step.

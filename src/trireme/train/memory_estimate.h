@@ -13,7 +13,6 @@
 //                  of them replays at a time), plus the f32 logits of the last stage
 //   communication  ZeRO's shard gradients, the activations and gradients a pipeline stage
 //                  sends and receives
-//   workspace      kernels' scratch that adds to the peak (the GPU attention backward's)
 // The peak: weights + optimizer + communication + gradients and activations, summed where the
 // gradients live through the forward (a data-parallel Reducer, accumulation over micro-batches)
 // and else the larger of the two (the backward frees activations as it makes gradients).
@@ -40,9 +39,6 @@ struct MemoryEstimate {
   double optimizer_bytes = 0;
   double activation_bytes = 0;
   double communication_bytes = 0;
-  // Kernels' scratch at the peak, beyond the activations: on GPUs in 16-bit precision, the
-  // attention backward's f32 score gradient (kernels/nn.h) while the last block's backward runs.
-  double workspace_bytes = 0;
   // The activations still alive when the gradients are at their largest. All of them when the
   // gradients live through the forward: a data-parallel Reducer's buckets are allocated once and
   // kept, and accumulation over micro-batches keeps the first ones' gradients while the next
@@ -51,7 +47,7 @@ struct MemoryEstimate {
   // fills once the head's backward has freed those.
   double activations_beside_gradients = 0;
   double total() const {
-    return weight_bytes + optimizer_bytes + communication_bytes + workspace_bytes +
+    return weight_bytes + optimizer_bytes + communication_bytes +
            std::max(activation_bytes, activations_beside_gradients + gradient_bytes);
   }
 };

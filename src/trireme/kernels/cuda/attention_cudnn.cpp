@@ -32,7 +32,6 @@
 
 #include "trireme/cuda/device.h"
 #include "trireme/cuda/graph_capture.h"
-#include "trireme/kernels/nn.h"
 #include "trireme/kernels/varying_shapes.h"
 #endif
 
@@ -491,55 +490,25 @@ bool cudnn_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, 
   return true;
 }
 
-namespace {
-
-// Sequences [first, first + n) of a (B, ...) tensor: the same strides, n rows.
-Tensor sequences(const Tensor& t, int64_t first, int64_t n) {
-  Shape sizes = t.sizes();
-  sizes[0] = n;
-  return t.alias(sizes, t.strides(), t.offset() + first * t.stride(0));
-}
-
-}  // namespace
-
 bool cudnn_attention_backward(const Tensor& grad, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                               const Tensor& lse, bool causal, Tensor& grad_q, Tensor& grad_k, Tensor& grad_v,
                               cudaStream_t stream) {
   if (!cudnn_attention_enabled() || !eligible({&q, &k, &v, &out, &grad, &grad_q, &grad_k, &grad_v}) ||
       !lse.is_contiguous())
     return false;
-  // The plan keeps dS for the dQ product, (B, H, Tq, Tk) in f32: a few sequences per call bound it
-  // (kernels/nn.h). Every piece's plan is made before any runs: a refusal leaves nothing half done.
-  const int64_t b = q.size(0), per_call = attention_backward_sequences_per_call(b, q.size(1), q.size(2), k.size(2));
-  struct Piece {
-    int64_t first, n;
-    std::shared_ptr<Plan> plan;
-  };
-  std::vector<Piece> pieces;
   CudnnState& st = state();
   std::lock_guard lock(st.mu);
-  int64_t own = 0;
-  for (int64_t first = 0; first < b; first += per_call) {
-    const int64_t n = std::min(per_call, b - first);
-    const Tensor g = sequences(grad, first, n), qs = sequences(q, first, n), ks = sequences(k, first, n),
-                 vs = sequences(v, first, n), os = sequences(out, first, n), gq = sequences(grad_q, first, n),
-                 gk = sequences(grad_k, first, n), gv = sequences(grad_v, first, n);
-    if (!eligible({&qs, &ks, &vs, &os, &g, &gq, &gk, &gv})) return false;
-    auto plan = plan_for(st, key_of(kBackward, causal, {&g, &qs, &ks, &vs, &os, &gq, &gk, &gv}), q.device().index,
-                         [&](cudnnHandle_t h) { return backward_plan(h, q.dtype(), g, qs, ks, vs, os, gq, gk, gv, causal); });
-    if (!plan) return false;
-    own = std::max(own, (plan->workspace + 255) / 256 * 256);
-    pieces.push_back({first, n, plan});
-  }
-  Tensor ws = scratch(own + per_call * q.size(1) * q.size(2) * 4, q);  // cuDNN's workspace, then the row dots δ
+  auto plan = plan_for(
+      st, key_of(kBackward, causal, {&grad, &q, &k, &v, &out, &grad_q, &grad_k, &grad_v}), q.device().index,
+      [&](cudnnHandle_t h) { return backward_plan(h, q.dtype(), grad, q, k, v, out, grad_q, grad_k, grad_v, causal); });
+  if (!plan) return false;
+  const int64_t own = (plan->workspace + 255) / 256 * 256, rows = q.size(0) * q.size(1) * q.size(2);
+  Tensor ws = scratch(own + rows * 4, q);  // cuDNN's workspace, then the row dots δ
   char* base = static_cast<char*>(ws.data_ptr());
-  for (const Piece& piece : pieces) {
-    auto part = [&](const Tensor& t) { return sequences(t, piece.first, piece.n); };
-    Pointers p = forward_operands(part(q), part(k), part(v), part(out), part(lse));
-    p[kDO] = part(grad).data_ptr(), p[kDQ] = part(grad_q).data_ptr(), p[kDK] = part(grad_k).data_ptr();
-    p[kDV] = part(grad_v).data_ptr(), p[kRowDot] = base + own;
-    execute(*piece.plan, stream, q.size(3), p, base);
-  }
+  Pointers p = forward_operands(q, k, v, out, lse);
+  p[kDO] = grad.data_ptr(), p[kDQ] = grad_q.data_ptr(), p[kDK] = grad_k.data_ptr(), p[kDV] = grad_v.data_ptr();
+  p[kRowDot] = base + own;
+  execute(*plan, stream, q.size(3), p, base);
   return true;
 }
 
