@@ -14,6 +14,8 @@ t0=$(date +%s)
 build_bench build_plan.log trireme_cli
 echo "build: $(($(date +%s) - t0)) s"
 gpus=$(nvidia-smi -L | wc -l)
+# The default corpus, prepared once: calibration, plans and the measured runs share its vocabulary.
+build-gpu/trireme prepare --out "$out/plan_data" > "$out/plan_prepare.log" 2>&1 || { tail -5 "$out/plan_prepare.log"; exit 1; }
 k=${K:-8}
 for model in ${MODELS:-gpt2-124m gpt2-350m gpt-1.3b}; do
   case $model in  # the shapes of bench/peer/torch_gpt_bench.py, T 1024, on the default corpus
@@ -24,7 +26,8 @@ for model in ${MODELS:-gpt2-124m gpt2-350m gpt-1.3b}; do
   esac
   for precision in ${PRECISIONS:-bf16}; do
     run=$model-$precision
-    sets=("${shape[@]}" --set model.block_size=1024 --set train.device=cuda --set train.precision=$precision)
+    sets=("${shape[@]}" --set model.block_size=1024 --set train.device=cuda --set train.precision=$precision
+          --set data.dir="$out/plan_data")
     profile="$out/plan_profile_$run.json"
     t=$(date +%s)
     timeout 300 build-gpu/trireme plan --calibrate --profile "$profile" "${sets[@]}" > "$out/plan_calibrate_$run.log" 2>&1 ||

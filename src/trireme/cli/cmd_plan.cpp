@@ -206,8 +206,10 @@ Command add_plan_command(CLI::App& root) {
                 std::vector<std::string> worker_args;  // the same config for the workers
                 if (!opt->config.empty()) worker_args.insert(worker_args.end(), {"--config", opt->config});
                 for (const auto& o : opt->overrides) worker_args.insert(worker_args.end(), {"--set", o});
-                if (opt->vocab > 0) worker_args.insert(worker_args.end(), {"--vocab", std::to_string(opt->vocab)});
-                const plan::MachineProfile p = plan::calibrate_machine(tc, opt->vocab, path, worker_args);
+                // The vocabulary the plans will use: the head's shape is measured with it.
+                const int64_t vocab = opt->vocab > 0 ? opt->vocab : prepared_vocab(tc).value_or(0);
+                if (vocab > 0) worker_args.insert(worker_args.end(), {"--vocab", std::to_string(vocab)});
+                const plan::MachineProfile p = plan::calibrate_machine(tc, vocab, path, worker_args);
                 std::printf("%s", plan::describe_profile(p).c_str());
                 std::printf("profile written to %s\n", path.c_str());
                 return kExitOk;

@@ -20,7 +20,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int kSteps = 6;  // the first two are warm-up and not counted
+constexpr int kSteps = 10;  // the first two are warm-up and not counted; the median of the other 8 step times
 
 std::string self_exe() {
   char exe[4096];

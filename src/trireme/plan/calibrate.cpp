@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "trireme/amp/autocast.h"
@@ -309,6 +310,18 @@ auto finished(const Target& t, F&& f) {
   };
 }
 
+// f kQueuedRuns times back to back, then on a GPU a wait for them, as a step queues its
+// micro-batches: the host runs ahead of the GPU (a wait after each run would add the GPU's idle
+// start to every one of them).
+constexpr int kQueuedRuns = 4;
+template <class F>
+auto queued(const Target& t, F&& f) {
+  return [&t, f = std::forward<F>(f)] {
+    for (int i = 0; i < kQueuedRuns; ++i) f();
+    if (t.gpu) cuda::synchronize();
+  };
+}
+
 models::GPT::Recompute recompute_mode(const std::string& name) {
   return name == "full" ? models::GPT::Recompute::full
          : name == "selective" ? models::GPT::Recompute::selective
@@ -353,7 +366,7 @@ std::pair<double, double> time_model(const io::TrainConfig& tc, const Target& ta
     OpCountScope scope(counts);
     step();
   }
-  return {time_per_run(finished(target, step), target.gpu ? 0.3 : 0.15), counts.flops()};
+  return {time_per_run(queued(target, step), target.gpu ? 0.3 : 0.15) / kQueuedRuns, counts.flops()};
 }
 
 // trireme's own training step (train/step_runner.h) of tc's model with `layers` blocks on `rows`
@@ -394,7 +407,11 @@ nlohmann::json measure_model(const io::TrainConfig& tc, const Target& target, in
   std::vector<int64_t> sizes;  // sequences per micro-batch
   for (int64_t s = largest; s >= 1 && sizes.size() < (target.gpu ? 5u : 3u); s /= 2) sizes.push_back(s);
 
-  nlohmann::json rates = nlohmann::json::array();
+  // Seconds of a block and of the rest (embedding, head, loss) per micro-batch, per mode and size.
+  struct Timed {
+    double block_s, head_s, block_f, head_f;
+  };
+  std::map<std::string, std::vector<Timed>> timed;  // sizes as in `sizes`, largest first
   double model_1 = 0, model_3 = 0;  // the largest size without recomputation, for the step below
   for (int64_t seqs : sizes) {
     double block_f = 0, all_f = 0;  // the FLOPs without recomputation (a replay's are inside the rate)
@@ -407,12 +424,22 @@ nlohmann::json measure_model(const io::TrainConfig& tc, const Target& target, in
         block_f = (f3 - f1) / 2, all_f = f1;
         if (seqs == largest) model_1 = t1, model_3 = t3;
       }
-      const double block_s = (t3 - t1) / 2, head_s = t1 - block_s;
-      if (block_s <= 0 || head_s <= 0 || block_f <= 0 || all_f <= block_f) continue;  // too noisy to use
+      timed[mode].push_back({(t3 - t1) / 2, t1 - (t3 - t1) / 2, block_f, all_f - block_f});
+    }
+  }
+  nlohmann::json rates = nlohmann::json::array();
+  for (auto& [mode, runs] : timed) {
+    for (size_t i = 0; i < runs.size(); ++i) {
+      Timed& t = runs[i];
+      // A smaller micro-batch takes no longer than a larger one: where the timing says otherwise
+      // (launch-bound sizes, noise), the larger one's time.
+      if (i > 0 && runs[i - 1].block_s > 0) t.block_s = std::min(t.block_s, runs[i - 1].block_s);
+      if (i > 0 && runs[i - 1].head_s > 0) t.head_s = std::min(t.head_s, runs[i - 1].head_s);
+      if (t.block_s <= 0 || t.head_s <= 0 || t.block_f <= 0 || t.head_f <= 0) continue;  // too noisy to use
       rates.push_back({{"recompute", mode},
-                       {"tokens", double(seqs * T)},
-                       {"block_gflops", block_f / block_s / 1e9},
-                       {"head_gflops", (all_f - block_f) / head_s / 1e9}});
+                       {"tokens", double(sizes[i] * T)},
+                       {"block_gflops", t.block_f / t.block_s / 1e9},
+                       {"head_gflops", t.head_f / t.head_s / 1e9}});
     }
   }
   together();
