@@ -49,6 +49,25 @@ TEST(DataParallel, OverlapHidesTheReductionUpToTheBackward) {
   EXPECT_LT(zero.parts.optimizer, hidden.parts.optimizer);
 }
 
+// Recomputing some of the blocks costs and saves in between none and all of them.
+TEST(Recompute, SomeOfTheBlocksCostAndSaveInBetween) {
+  const PlanInputs in = inputs({"model.n_layer=8", "model.d_model=512", "model.n_head=8", "train.batch_size=8"});
+  for (const char* mode : {"selective", "full"}) {
+    const PlanCost none = predict(in, Layout{}), all = predict(in, Layout{.recompute = mode});
+    const PlanCost half = predict(in, Layout{.recompute = mode, .recompute_layers = 4});
+    EXPECT_GT(half.parts.compute, none.parts.compute) << mode;
+    EXPECT_LT(half.parts.compute, all.parts.compute) << mode;
+    EXPECT_LT(half.peak_bytes, none.peak_bytes) << mode;
+    EXPECT_GT(half.peak_bytes, all.peak_bytes) << mode;
+  }
+  // The search offers a quarter, a half and three quarters of each stage's blocks.
+  std::vector<int64_t> counts;
+  for (const Layout& l : enumerate_layouts(in.train, 1))
+    if (l.recompute == "full" && l.micro_batches == 1) counts.push_back(l.recompute_layers);
+  EXPECT_EQ(counts, (std::vector<int64_t>{-1, 2, 4, 6}));
+  EXPECT_EQ((Layout{.recompute = "full", .recompute_layers = 2}).describe(), "dp=1 tp=1 pp=1 mb=1 zero=0 recompute=full:2");
+}
+
 TEST(TensorParallel, SplitsTheComputeAndAddsAllReduces) {
   const PlanInputs in = inputs({"model.n_layer=4", "model.d_model=1024", "model.n_head=8", "train.batch_size=8"});
   const PlanCost one = predict(in, Layout{.dp = 1, .tp = 1});
@@ -81,6 +100,9 @@ TEST(Calibrated, MicroBatchesAndRecomputationTakeTheirOwnMeasuredRates) {
   EXPECT_NEAR(predict(in, Layout{.micro_batches = 2}).parts.compute, expected(1024, 2, 75e12, 7.5e12), 1e-12);
   // Full recomputation's measured rate holds its replay.
   EXPECT_NEAR(predict(in, Layout{.recompute = "full"}).parts.compute, expected(2048, 1, 80e12, 10e12), 1e-12);
+  // Two of the four blocks recomputed (memory.recompute_layers = 2): two at each rate.
+  EXPECT_NEAR(predict(in, Layout{.recompute = "full", .recompute_layers = 2}).parts.compute,
+              2048 * (2 * block / 100e12 + 2 * block / 80e12 + head / 10e12), 1e-12);
   // Selective was not measured: the rate without recomputation.
   EXPECT_NEAR(predict(in, Layout{.recompute = "selective"}).parts.compute, expected(2048, 1, 100e12, 10e12), 1e-12);
   const PlanCost c = predict(in, Layout{});

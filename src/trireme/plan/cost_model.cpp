@@ -73,31 +73,40 @@ PlanCost predict(const PlanInputs& in, const Layout& l) {
   }
   double slowest = 0, slowest_compute = 0, slowest_tp = 0, slowest_bwd = 0;
   for (int64_t r = 0; r < l.pp; ++r) {
-    double L = 0;
-    for (int64_t c = 0; c < v; ++c) L += layers[size_t(c * l.pp + r)];
+    // L blocks on this rank, R of them recomputed (memory.recompute_layers: the first of each chunk).
+    double L = 0, R = 0;
+    for (int64_t c = 0; c < v; ++c) {
+      const double chunk = layers[size_t(c * l.pp + r)];
+      L += chunk;
+      if (l.recompute != "none") R += l.recompute_layers < 0 ? chunk : std::min(chunk, double(l.recompute_layers));
+    }
+    const double replayed_blocks = recompute ? R : 0;  // those whose forward runs twice
     const bool last = r == l.pp - 1;
     const double block_flops = mc.block_flops_per_token(d, T) / tp;
-    double flops = L * block_flops * (1 + (recompute ? replay : 0));
+    double flops = (L + replayed_blocks * replay) * block_flops;
     if (last) flops += mc.head_flops_per_token(d, V) / tp;
     // Memory-bound work: sequence parallelism splits all of it; without, the layer norms and
     // residual adds (about half) are replicated over tp.
     const double mem_share = sp ? 1 / tp : (1 + 1 / tp) / 2;
     // Selective recomputation runs the norms and GELU once more: about a sixth of a block's
     // memory-bound traffic, no GEMM.
-    const double replayed = recompute ? 1 + mc.forward_share : l.recompute == "selective" ? 1 + 1.0 / 6 : 1;
-    double bytes = L * mc.block_memory_bytes_per_token(d, elt) * mem_share * replayed;
+    const double replayed = recompute ? mc.forward_share : l.recompute == "selective" ? 1.0 / 6 : 0;
+    double bytes = (L + R * replayed) * mc.block_memory_bytes_per_token(d, elt) * mem_share;
     if (last) bytes += mc.head_memory_bytes_per_token(d, V, elt) / tp;
-    const double kernels = L * mc.block_kernels * (recompute ? 1 + mc.forward_share : 1) + (last ? mc.head_kernels : 0);
+    const double kernels = (L + replayed_blocks * mc.forward_share) * mc.block_kernels + (last ? mc.head_kernels : 0);
     double compute = tokens_mb * (flops / flops_rate + bytes / mem_rate) + kernels * eff.launch_us * 1e-6;
     // Calibrated: the rates measured at this size of micro-batch (a tp slice's products are those
     // of a micro-batch tp times smaller) hold all the work, recomputation's included when its mode
     // was measured; with tp the replay runs the whole forward, more than the measured one did.
+    // The blocks not recomputed take the rate without recomputation.
+    const std::optional<AchievedRate> plain = cl.device.achieved_at("none", tokens_mb / tp);
     std::optional<AchievedRate> rate = cl.device.achieved_at(l.recompute, tokens_mb / tp);
     double unmeasured_replay = l.tp > 1 && recompute ? (1 + mc.forward_share) / (1 + mc.replay_share) : 1;
-    if (!rate) rate = cl.device.achieved_at("none", tokens_mb / tp), unmeasured_replay = recompute ? 1 + replay : 1;
-    if (rate) {
+    if (!rate) rate = plain, unmeasured_replay = recompute ? 1 + replay : 1;
+    if (rate && plain) {
       const double head = last ? mc.head_flops_per_token(d, V) / tp : 0;
-      compute = tokens_mb * (L * block_flops * unmeasured_replay / rate->block_flops + head / rate->head_flops);
+      compute = tokens_mb * ((L - R) * block_flops / plain->block_flops +
+                             R * block_flops * unmeasured_replay / rate->block_flops + head / rate->head_flops);
     }
     // Two all-reduces forward and two backward per block (recomputation repeats the forward's);
     // the backward's overlap the weight-gradient products (a third of the block's products).
@@ -105,7 +114,7 @@ PlanCost predict(const PlanInputs& in, const Layout& l) {
     if (l.tp > 1) {
       const double one = all_reduce_seconds(tokens_mb * d * elt, l.tp, tp_link, eff.link);
       const double wgrad = tokens_mb * L * mc.block_matmul_flops_per_token(d) / tp / 3 / flops_rate;
-      tp_s = L * one * (2 + (recompute ? 2 : 0)) + std::max(0.0, 2 * L * one - wgrad);
+      tp_s = one * (2 * L + 2 * replayed_blocks) + std::max(0.0, 2 * L * one - wgrad);
     }
     const double t = compute + tp_s;
     if (t > slowest) {

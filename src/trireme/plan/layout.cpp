@@ -6,7 +6,8 @@ namespace trireme::plan {
 std::string Layout::describe() const {
   std::string out = str_cat("dp=", dp, " tp=", tp, sequence_parallel ? " sp" : "", " pp=", pp);
   if (pp > 1) out += str_cat(" ", schedule, schedule == "interleaved" ? str_cat("/v", virtual_stages) : "");
-  return out + str_cat(" mb=", micro_batches, " zero=", zero_stage, " recompute=", recompute);
+  out += str_cat(" mb=", micro_batches, " zero=", zero_stage, " recompute=", recompute);
+  return recompute != "none" && recompute_layers >= 0 ? out + str_cat(":", recompute_layers) : out;
 }
 
 std::vector<std::string> Layout::overrides() const {
@@ -18,7 +19,8 @@ std::vector<std::string> Layout::overrides() const {
           str_cat("parallel.virtual_stages=", virtual_stages),
           str_cat("parallel.sequence_parallel=", sequence_parallel ? "true" : "false"),
           str_cat("parallel.zero=", zero_stage),
-          str_cat("memory.recompute=", recompute)};
+          str_cat("memory.recompute=", recompute),
+          str_cat("memory.recompute_layers=", recompute_layers)};
 }
 
 void apply_layout(io::TrainConfig& tc, const Layout& l) {
@@ -29,6 +31,7 @@ void apply_layout(io::TrainConfig& tc, const Layout& l) {
   tc.parallel.sequence_parallel = l.sequence_parallel;
   tc.parallel.zero = l.zero_stage;
   tc.memory.recompute = l.recompute;
+  tc.memory.recompute_layers = l.recompute_layers;
 }
 
 Layout layout_of(const io::TrainConfig& tc) {
@@ -41,7 +44,8 @@ Layout layout_of(const io::TrainConfig& tc) {
           p.virtual_stages,
           p.sequence_parallel,
           int(p.zero),
-          tc.memory.recompute};
+          tc.memory.recompute,
+          tc.memory.recompute_layers};
 }
 
 std::string validate_layout(const io::Config& config, const Layout& l) {

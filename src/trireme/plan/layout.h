@@ -23,6 +23,7 @@ struct Layout {
   bool sequence_parallel = false;
   int zero_stage = 0;              // parallel.zero: 0 replicated; 1, 2, 3 the ZeRO stages
   std::string recompute = "none";  // "none" | "selective" | "full"
+  int64_t recompute_layers = -1;   // memory.recompute_layers: the first N blocks of each stage; -1 all
 
   int64_t devices() const { return dp * tp * pp; }
   std::string describe() const;
