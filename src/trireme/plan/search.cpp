@@ -66,6 +66,14 @@ std::vector<Layout> enumerate_layouts(const io::TrainConfig& tc, int64_t devices
           }
         }
         for (const auto& [schedule, v] : schedules) {
+          // Recomputation of every block of a stage's chunks, or of the first quarter, half or
+          // three quarters of them (memory.recompute_layers): as much as the memory needs.
+          const int64_t chunk = m.n_layer / (pp * v);
+          std::vector<int64_t> counts = {-1};
+          for (int64_t q : {1, 2, 3}) {
+            const int64_t n = std::max<int64_t>(1, chunk * q / 4);
+            if (n < chunk && std::find(counts.begin(), counts.end(), n) == counts.end()) counts.push_back(n);
+          }
           for (bool sp : {false, true}) {
             if (sp && (tp < 2 || pp > 1)) continue;
             for (int zero = 0; zero <= 3; ++zero) {
@@ -73,14 +81,6 @@ std::vector<Layout> enumerate_layouts(const io::TrainConfig& tc, int64_t devices
               if (zero > 0 && (dp < 2 || !adamw)) continue;
               if (zero == 3 && pp > 1) continue;
               out.push_back({dp, tp, pp, mb, schedule, v, sp, zero, "none"});
-              // Recomputation of every block of a stage's chunks, or of the first quarter, half
-              // or three quarters of them (memory.recompute_layers): as much as the memory needs.
-              const int64_t chunk = m.n_layer / (pp * v);
-              std::vector<int64_t> counts = {-1};
-              for (int64_t q : {1, 2, 3}) {
-                const int64_t n = std::max<int64_t>(1, chunk * q / 4);
-                if (n < chunk && std::find(counts.begin(), counts.end(), n) == counts.end()) counts.push_back(n);
-              }
               for (const char* recompute : {"selective", "full"})
                 for (int64_t n : counts) out.push_back({dp, tp, pp, mb, schedule, v, sp, zero, recompute, n});
             }
