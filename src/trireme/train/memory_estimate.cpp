@@ -49,7 +49,8 @@ double block_activation_bytes_per_token(const BlockShape& s, double tp, bool sp,
   const double attention = qkv + 2 * d;
   const double mlp = (s.llama ? 4 : 2) * s.ffn - (selective ? s.ffn : 0);
   const double inside = attention + mlp - 0.5 * d;
-  return elt * ((sp ? norm_inputs / tp : norm_inputs) + norm_outputs + inside / tp) + 4 * s.heads / tp;
+  // The norms' inputs are the residual stream, f32 whatever autocast computes in.
+  return 4 * (sp ? norm_inputs / tp : norm_inputs) + elt * (norm_outputs + inside / tp) + 4 * s.heads / tp;
 }
 
 // Parameter elements of one block on one tp rank: the column-parallel weights and biases and the
@@ -149,12 +150,31 @@ std::vector<MemoryEstimate> estimate_training_memory_per_rank(const io::TrainCon
     const double kept_per_token = per_block * (layers_per_chunk - recompute_per_chunk - selective_per_chunk) +
                                   per_selective_block * selective_per_chunk + 4 * (sp ? d / tp : d) * recompute_per_chunk;
     const double in_flight = chunk_forwards_in_flight(p, r, v);
-    // The f32 logits and, as the backward starts, their gradient; the last recomputed block
-    // replays while one of the two is still alive.
-    const double logits = last ? micro_tokens * 2 * 4 * padded_vocab / tp : 0;
+    // The logits (in autocast's dtype, with the head's weight cast under autocast) and, as the
+    // backward starts, their gradient (the same dtype: the loss reads 16-bit logits as they are,
+    // ops/autocast_policy.h); the last recomputed block replays while one of the two is alive.
+    const double logits_forward = last ? micro_tokens * elt * padded_vocab / tp + (elt == 2 ? 2 * padded_vocab / tp * d : 0) : 0;
+    const double logits_gradient = last ? micro_tokens * elt * padded_vocab / tp : 0;
+    const double logits = logits_forward + logits_gradient;
     const double replay = recompute_per_chunk > 0 ? micro_tokens * per_block : 0;
-    const double blocks_kept = in_flight * micro_tokens * kept_per_token;
-    const double training = blocks_kept + std::max(logits, logits / 2 + replay);
+    // Under autocast each GEMM keeps its weight's 16-bit cast for the backward (casts are not
+    // shared between uses, ops/autocast_policy.h): per micro-batch in flight, in every block not
+    // recomputed whole (a replayed block casts again).
+    const double weight_casts = elt == 2 ? 2 * block_params * (layers_per_chunk - recompute_per_chunk) : 0;
+    const double blocks_kept = in_flight * (micro_tokens * kept_per_token + weight_casts);
+    // Under autocast a block's backward holds, beside the block's activations, the gradients of
+    // its MLP's hidden layer before and after the activation function and the f32 copy of the
+    // residual stream's (its gradients cross casts, each a copy). Fitted to one H200 (GPT-2 124M
+    // and GPT 6.7B under full recomputation); f32 runs on the CPU show none at their peak.
+    const double backward_working =
+        elt == 2 ? micro_tokens * (2 * (shape.llama ? 2 : 1) * shape.ffn / tp * elt + 4 * (sp ? d / tp : d)) : 0;
+    const double training = blocks_kept + std::max({logits, std::max(logits_forward, logits_gradient) + replay,
+                                                    replay + backward_working});
+    // The backward of this rank's first block, beside nearly all the gradients: its activations (a
+    // replay's, when recomputed), its weight casts and its backward's working set.
+    const double first_block_backward =
+        (recompute_per_chunk > 0 ? replay : micro_tokens * (selective_per_chunk > 0 ? per_selective_block : per_block)) +
+        (elt == 2 ? 2 * block_params : 0) + backward_working;
     // Evaluation runs a rank's whole batch at once, without gradients: its f32 logits can
     // outgrow a training micro-batch's activations.
     const double eval_tokens = micro_tokens * double(std::max<int64_t>(p.micro_batches, 1));
@@ -162,12 +182,13 @@ std::vector<MemoryEstimate> estimate_training_memory_per_rank(const io::TrainCon
     e.activation_bytes = std::max(training, evaluation);
     // The whole gradients meet activations while micro-batches accumulate, and in a run of several
     // processes, whose gradients are zeroed after a step but kept (the reducer's buckets), so
-    // evaluation's logits meet them too. One process frees its gradients after each step.
+    // evaluation's logits meet them too. One process frees its gradients after each step, and its
+    // activations as the backward makes them: only the first block's backward meets them all.
     const bool several_processes = dp * tp * pp > 1;
     e.activations_beside_gradients = buckets_come_and_go  ? blocks_kept
                                      : several_processes  ? e.activation_bytes
                                      : p.micro_batches > 1 ? training
-                                                           : 0;
+                                                           : first_block_backward;
     // The executor keeps each micro-batch's transfers until the step ends: the activations a
     // stage sends on, and those it receives with the gradients it sends back.
     const double transfer = double(std::max<int64_t>(p.micro_batches, 1)) * v * micro_tokens * d * elt;
