@@ -10,7 +10,8 @@
 //   optimizer      AdamW's m and v or SGD's momentum, over dp with ZeRO
 //   activations    what the forward keeps for the backward, for every micro-batch in flight on
 //                  this stage under its schedule (recomputed blocks keep only their input, and one
-//                  of them replays at a time), plus the f32 logits of the last stage
+//                  of them replays at a time; under autocast the GEMMs' 16-bit weight casts too),
+//                  plus the logits of the last stage and a block backward's working set
 //   communication  ZeRO's shard gradients, the activations and gradients a pipeline stage
 //                  sends and receives
 // The peak: weights + optimizer + communication + gradients and activations, summed where the
