@@ -22,8 +22,9 @@ BlockShape block_shape(const models::GPTConfig& c) {
           c.arch == models::GPTArch::llama, c.bias && c.arch != models::GPTArch::llama, c.qkv_bias};
 }
 
-// Activations a transformer block keeps for its backward, per token: for GPT-2 16.5 values of
-// `elt` bytes per unit of d_model, plus each head's f32 log-sum-exp. What the block saves: the
+// Activations a transformer block keeps for its backward, per token: for GPT-2 16.5 values per
+// unit of d_model, of `elt` bytes but the norms' inputs (the f32 residual stream, 4 bytes under
+// autocast too), plus each head's f32 log-sum-exp. What the block saves: the
 // norms' inputs and outputs (4 d, with their means and deviations), q, k and v (3 d), the
 // attention output and its projection's input (2 d), the MLP's 4d hidden before and after GELU
 // (8 d); the attention keeps no T x T probabilities (its backward recomputes them from the
