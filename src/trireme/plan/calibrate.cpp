@@ -95,13 +95,26 @@ std::pair<double, double> fit_line(const std::vector<CollectiveSample>& s, const
   return {std::max(0.0, (sy - b * sx) / n), b};
 }
 
-// A profile's "model_rates" (GFLOP/s).
-std::vector<AchievedRate> rates_from(const nlohmann::json& a) {
-  std::vector<AchievedRate> rates;
-  for (const auto& r : a)
-    rates.push_back({r.at("recompute").get<std::string>(), r.at("tokens").get<double>(),
-                     r.at("block_gflops").get<double>() * 1e9, r.at("head_gflops").get<double>() * 1e9});
-  return rates;
+// The model's figures of a profile as JSON (rates in GFLOP/s), as a profile file and a calibration
+// worker's result hold them; a profile from before they were measured has none.
+void put_model_figures(nlohmann::json& j, const MachineProfile& p) {
+  j["model_rates"] = nlohmann::json::array();
+  for (const auto& r : p.model_rates)
+    j["model_rates"].push_back({{"recompute", r.recompute}, {"tokens", r.tokens}, {"block_gflops", r.block_flops * 1e-9},
+                                {"head_gflops", r.head_flops * 1e-9}});
+  j["measured_model"] = p.measured_model;
+  j["step_fixed_s"] = p.step_fixed_s;
+  j["optimizer_s_per_parameter"] = p.optimizer_s_per_parameter;
+}
+
+void take_model_figures(const nlohmann::json& j, MachineProfile& p) {
+  p.model_rates.clear();
+  for (const auto& r : j.value("model_rates", nlohmann::json::array()))
+    p.model_rates.push_back({r.at("recompute").get<std::string>(), r.at("tokens").get<double>(),
+                             r.at("block_gflops").get<double>() * 1e9, r.at("head_gflops").get<double>() * 1e9});
+  p.measured_model = j.value("measured_model", std::string());
+  p.step_fixed_s = j.value("step_fixed_s", 0.0);
+  p.optimizer_s_per_parameter = j.value("optimizer_s_per_parameter", 0.0);
 }
 
 }  // namespace
@@ -152,10 +165,7 @@ std::optional<MachineProfile> load_profile(const std::string& path, bool require
     p.processes = j.at("processes").get<int64_t>();
     p.gemm_gflops = j.at("gemm_gflops").get<double>();
     p.memory_gbs = j.at("memory_gbs").get<double>();
-    p.model_rates = rates_from(j.value("model_rates", nlohmann::json::array()));
-    p.measured_model = j.value("measured_model", std::string());
-    p.step_fixed_s = j.value("step_fixed_s", 0.0);
-    p.optimizer_s_per_parameter = j.value("optimizer_s_per_parameter", 0.0);
+    take_model_figures(j, p);
     p.link.bandwidth_gbs = j.at("link").at("bandwidth_gbs").get<double>();
     p.link.latency_us = j.at("link").at("latency_us").get<double>();
     for (const auto& c : j.at("collectives"))
@@ -188,13 +198,7 @@ void save_profile(const std::string& path, const MachineProfile& p) {
   j["processes"] = p.processes;
   j["gemm_gflops"] = p.gemm_gflops;
   j["memory_gbs"] = p.memory_gbs;
-  j["model_rates"] = nlohmann::json::array();
-  for (const auto& r : p.model_rates)
-    j["model_rates"].push_back({{"recompute", r.recompute}, {"tokens", r.tokens}, {"block_gflops", r.block_flops * 1e-9},
-                                {"head_gflops", r.head_flops * 1e-9}});
-  j["measured_model"] = p.measured_model;
-  j["step_fixed_s"] = p.step_fixed_s;
-  j["optimizer_s_per_parameter"] = p.optimizer_s_per_parameter;
+  put_model_figures(j, p);
   j["link"] = {{"bandwidth_gbs", p.link.bandwidth_gbs}, {"latency_us", p.link.latency_us}};
   j["collectives"] = nlohmann::json::array();
   for (const auto& c : p.collectives)
@@ -395,10 +399,9 @@ std::pair<double, double> time_training_step(const io::TrainConfig& tc, const Ta
 // step would take long), under each recomputation mode, in every process at once (`together`
 // waits for the others): one block and three, half the difference being a block. Then the
 // training step at the largest size, one block and three, for what it costs besides the model.
-// Returns the MachineProfile fields model_rates (in GFLOP/s), measured_model, step_fixed_s and
-// optimizer_s_per_parameter as JSON.
-nlohmann::json measure_model(const io::TrainConfig& tc, const Target& target, int64_t vocab, int64_t world,
-                             const std::function<void()>& together) {
+// Sets p's model_rates, measured_model, step_fixed_s and optimizer_s_per_parameter.
+void measure_model(const io::TrainConfig& tc, const Target& target, int64_t vocab, int64_t world,
+                   const std::function<void()>& together, MachineProfile& p) {
   const int64_t V = vocab > 0 ? vocab : (tc.data.tokenizer == "bpe" ? tc.data.bpe_vocab_size : 256);
   const int64_t T = tc.model.block_size;
   int64_t largest = std::max<int64_t>(1, tc.train.batch_size / world);
@@ -407,39 +410,35 @@ nlohmann::json measure_model(const io::TrainConfig& tc, const Target& target, in
   std::vector<int64_t> sizes;  // sequences per micro-batch
   for (int64_t s = largest; s >= 1 && sizes.size() < (target.gpu ? 5u : 3u); s /= 2) sizes.push_back(s);
 
-  // Seconds of a block and of the rest (embedding, head, loss) per micro-batch, per mode and size.
-  struct Timed {
-    double block_s, head_s, block_f, head_f;
-  };
-  std::map<std::string, std::vector<Timed>> timed;  // sizes as in `sizes`, largest first
+  // Per size, the FLOPs of a block and of the rest (embedding, head, loss) without recomputation
+  // (a replay's are inside its mode's rate); per mode and size, the seconds they took.
+  std::vector<std::pair<double, double>> flops(sizes.size());
+  std::map<std::string, std::vector<std::pair<double, double>>> seconds;  // sizes as in `sizes`, largest first
   double model_1 = 0, model_3 = 0;  // the largest size without recomputation, for the step below
-  for (int64_t seqs : sizes) {
-    double block_f = 0, all_f = 0;  // the FLOPs without recomputation (a replay's are inside the rate)
+  for (size_t i = 0; i < sizes.size(); ++i) {
     for (const char* mode : {"none", "selective", "full"}) {
       together();
-      const auto [t1, f1] = time_model(tc, target, V, 1, seqs, mode);
+      const auto [t1, f1] = time_model(tc, target, V, 1, sizes[i], mode);
       together();
-      const auto [t3, f3] = time_model(tc, target, V, 3, seqs, mode);
+      const auto [t3, f3] = time_model(tc, target, V, 3, sizes[i], mode);
       if (std::string(mode) == "none") {
-        block_f = (f3 - f1) / 2, all_f = f1;
-        if (seqs == largest) model_1 = t1, model_3 = t3;
+        flops[i] = {(f3 - f1) / 2, f1 - (f3 - f1) / 2};
+        if (i == 0) model_1 = t1, model_3 = t3;
       }
-      timed[mode].push_back({(t3 - t1) / 2, t1 - (t3 - t1) / 2, block_f, all_f - block_f});
+      seconds[mode].push_back({(t3 - t1) / 2, t1 - (t3 - t1) / 2});
     }
   }
-  nlohmann::json rates = nlohmann::json::array();
-  for (auto& [mode, runs] : timed) {
+  p.model_rates.clear();
+  for (auto& [mode, runs] : seconds) {
     for (size_t i = 0; i < runs.size(); ++i) {
-      Timed& t = runs[i];
+      auto& [block_s, head_s] = runs[i];
       // A smaller micro-batch takes no longer than a larger one: where the timing says otherwise
       // (launch-bound sizes, noise), the larger one's time.
-      if (i > 0 && runs[i - 1].block_s > 0) t.block_s = std::min(t.block_s, runs[i - 1].block_s);
-      if (i > 0 && runs[i - 1].head_s > 0) t.head_s = std::min(t.head_s, runs[i - 1].head_s);
-      if (t.block_s <= 0 || t.head_s <= 0 || t.block_f <= 0 || t.head_f <= 0) continue;  // too noisy to use
-      rates.push_back({{"recompute", mode},
-                       {"tokens", double(sizes[i] * T)},
-                       {"block_gflops", t.block_f / t.block_s / 1e9},
-                       {"head_gflops", t.head_f / t.head_s / 1e9}});
+      if (i > 0 && runs[i - 1].first > 0) block_s = std::min(block_s, runs[i - 1].first);
+      if (i > 0 && runs[i - 1].second > 0) head_s = std::min(head_s, runs[i - 1].second);
+      const auto [block_f, head_f] = flops[i];
+      if (block_s <= 0 || head_s <= 0 || block_f <= 0 || head_f <= 0) continue;  // too noisy to use
+      p.model_rates.push_back({mode, double(sizes[i] * T), block_f / block_s, head_f / head_s});
     }
   }
   together();
@@ -450,21 +449,10 @@ nlohmann::json measure_model(const io::TrainConfig& tc, const Target& target, in
   // Besides the model: a + b x parameters, from the two sizes.
   const double o1 = std::max(0.0, s1 - model_1), o3 = std::max(0.0, s3 - model_3);
   const double per_parameter = p3 > p1 ? std::max(0.0, (o3 - o1) / (p3 - p1)) : 0;
-  nlohmann::json result;
-  result["model_rates"] = rates;
-  result["step_fixed_s"] = std::max(0.0, o1 - per_parameter * p1);
-  result["optimizer_s_per_parameter"] = per_parameter;
-  result["measured_model"] = str_cat("d_model=", tc.model.d_model, " n_head=", tc.model.n_head, " block_size=", T,
-                                     " vocab=", V, target.gpu ? str_cat(" ", dtype_name(target.dtype), " on a GPU") : "");
-  return result;
-}
-
-// measure_model's figures into p.
-void take_model_figures(const nlohmann::json& j, MachineProfile& p) {
-  p.model_rates = rates_from(j.at("model_rates"));
-  p.measured_model = j.at("measured_model").get<std::string>();
-  p.step_fixed_s = j.at("step_fixed_s").get<double>();
-  p.optimizer_s_per_parameter = j.at("optimizer_s_per_parameter").get<double>();
+  p.step_fixed_s = std::max(0.0, o1 - per_parameter * p1);
+  p.optimizer_s_per_parameter = per_parameter;
+  p.measured_model = str_cat("d_model=", tc.model.d_model, " n_head=", tc.model.n_head, " block_size=", T, " vocab=", V,
+                             target.gpu ? str_cat(" ", dtype_name(target.dtype), " on a GPU") : "");
 }
 
 }  // namespace
@@ -508,7 +496,7 @@ MachineProfile calibrate_machine(const io::TrainConfig& tc, int64_t vocab, const
     p.memory_gbs = 3.0 * 4 * double(n) / time_per_run(finished(target, [&] { (void)add(a, b); }), 0.3) / 1e9;
   }
   if (p.processes == 1) {  // one GPU: the model alone, no collectives to measure
-    take_model_figures(measure_model(tc, target, vocab, 1, [] {}), p);
+    measure_model(tc, target, vocab, 1, [] {}, p);
     save_profile(path, p);
     return p;
   }
@@ -551,7 +539,9 @@ int calibrate_worker(const std::string& out_path, const io::TrainConfig& tc, int
   nlohmann::json result;
   {
     ThreadsFor threads(int(std::max<int64_t>(1, runtime::available_cpus() / world)));
-    result = measure_model(tc, target, vocab, world, [&] { pg->barrier()->wait(); });
+    MachineProfile measured;
+    measure_model(tc, target, vocab, world, [&] { pg->barrier()->wait(); }, measured);
+    put_model_figures(result, measured);
   }
 
   const Device device = target.gpu ? Device::cuda(env.local_rank) : Device::cpu();

@@ -90,6 +90,7 @@ std::vector<MemoryEstimate> estimate_training_memory_per_rank(const io::TrainCon
   const int v = p.pp > 1 && p.schedule == "interleaved" ? int(std::max<int64_t>(p.virtual_stages, 1)) : 1;
   const double padded_vocab = std::ceil(V / tp) * tp;
   const double elt = cfg.train.precision == "f32" ? 4 : 2;
+  const bool autocast = elt == 2;  // bf16/f16 under autocast; the parameters stay f32
   const bool sp = p.sequence_parallel && tp > 1;
   const double micro_tokens = double(cfg.train.batch_size) / (double(dp) * double(std::max<int64_t>(p.micro_batches, 1))) * T;
   const double state_per_param = cfg.optim.name == "adamw" ? 8 : (cfg.optim.momentum > 0 ? 4 : 0);
@@ -154,28 +155,28 @@ std::vector<MemoryEstimate> estimate_training_memory_per_rank(const io::TrainCon
     // The logits (in autocast's dtype, with the head's weight cast under autocast) and, as the
     // backward starts, their gradient (the same dtype: the loss reads 16-bit logits as they are,
     // ops/autocast_policy.h); the last recomputed block replays while one of the two is alive.
-    const double logits_forward = last ? micro_tokens * elt * padded_vocab / tp + (elt == 2 ? 2 * padded_vocab / tp * d : 0) : 0;
+    const double logits_forward = last ? micro_tokens * elt * padded_vocab / tp + (autocast ? 2 * padded_vocab / tp * d : 0) : 0;
     const double logits_gradient = last ? micro_tokens * elt * padded_vocab / tp : 0;
     const double logits = logits_forward + logits_gradient;
     const double replay = recompute_per_chunk > 0 ? micro_tokens * per_block : 0;
     // Under autocast each GEMM keeps its weight's 16-bit cast for the backward (casts are not
     // shared between uses, ops/autocast_policy.h): per micro-batch in flight, in every block not
     // recomputed whole (a replayed block casts again).
-    const double weight_casts = elt == 2 ? 2 * block_params * (layers_per_chunk - recompute_per_chunk) : 0;
+    const double weight_casts = autocast ? 2 * block_params * (layers_per_chunk - recompute_per_chunk) : 0;
     const double blocks_kept = in_flight * (micro_tokens * kept_per_token + weight_casts);
     // Under autocast a block's backward holds, beside the block's activations, the gradients of
     // its MLP's hidden layer before and after the activation function and the f32 copy of the
     // residual stream's (its gradients cross casts, each a copy). Fitted to one H200 (GPT-2 124M
     // and GPT 6.7B under full recomputation); f32 runs on the CPU show none at their peak.
     const double backward_working =
-        elt == 2 ? micro_tokens * (2 * (shape.llama ? 2 : 1) * shape.ffn / tp * elt + 4 * (sp ? d / tp : d)) : 0;
+        autocast ? micro_tokens * (2 * (shape.llama ? 2 : 1) * shape.ffn / tp * elt + 4 * (sp ? d / tp : d)) : 0;
     const double training = blocks_kept + std::max({logits, std::max(logits_forward, logits_gradient) + replay,
                                                     replay + backward_working});
     // The backward of this rank's first block, beside nearly all the gradients: its activations (a
     // replay's, when recomputed), its weight casts and its backward's working set.
     const double first_block_backward =
         (recompute_per_chunk > 0 ? replay : micro_tokens * (selective_per_chunk > 0 ? per_selective_block : per_block)) +
-        (elt == 2 ? 2 * block_params : 0) + backward_working;
+        (autocast ? 2 * block_params : 0) + backward_working;
     // Evaluation runs a rank's whole batch at once, without gradients: its f32 logits can
     // outgrow a training micro-batch's activations.
     const double eval_tokens = micro_tokens * double(std::max<int64_t>(p.micro_batches, 1));
