@@ -84,6 +84,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"pp2_1f1b", "--set model.d_model=256 --nproc 2 --set parallel.pp=2 --set parallel.micro_batches=4"},
                       Case{"pp2_gpipe", "--set model.d_model=256 --nproc 2 --set parallel.pp=2 --set parallel.micro_batches=4 "
                                         "--set parallel.schedule=gpipe"},
+                      Case{"pp2_gpipe_bf16", "--set model.d_model=256 --nproc 2 --set parallel.pp=2 --set parallel.micro_batches=4 "
+                                             "--set parallel.schedule=gpipe --set train.precision=bf16"},
                       Case{"llama_gqa", "--set model.d_model=256 --set model.arch=llama --set model.n_kv_head=2"},
                       Case{"llama_bf16_ffn512", "--set model.d_model=256 --set model.arch=llama --set train.precision=bf16 "
                                             "--set model.intermediate_size=512"},

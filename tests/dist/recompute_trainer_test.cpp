@@ -1,8 +1,8 @@
 // Activation recomputation changes no value: `trireme train` with memory.recompute = "full" or
 // "selective" logs the losses, gradient norms and validation losses of the same run without it, dropout on,
 // within 1e-6 relative over every step, in one process and in each parallel layout (dp, tp with
-// sequence parallelism, pipelines under 1F1B and the interleaved schedule, ZeRO-1, bf16 autocast,
-// recomputing only some blocks).
+// sequence parallelism, pipelines under 1F1B and the interleaved schedule, ZeRO-1, bf16 autocast
+// in one process and in a pipeline, recomputing only some blocks).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -71,6 +71,8 @@ INSTANTIATE_TEST_SUITE_P(
                       std::pair{"dp2_zero3", "--nproc 2 --set parallel.zero=3"},
                       std::pair{"tp2_sp", "--nproc 2 --set parallel.tp=2 --set parallel.sequence_parallel=true"},
                       std::pair{"pp2_1f1b", "--nproc 2 --set parallel.pp=2 --set parallel.micro_batches=4"},
+                      std::pair{"pp2_1f1b_bf16", "--nproc 2 --set parallel.pp=2 --set parallel.micro_batches=4 "
+                                                 "--set train.precision=bf16"},
                       std::pair{"pp2_interleaved", "--nproc 2 --set parallel.pp=2 --set parallel.micro_batches=4 "
                                                    "--set parallel.schedule=interleaved --set parallel.virtual_stages=2"}),
     [](const auto& info) { return std::string(info.param.first); });

@@ -17,16 +17,28 @@ std::optional<DType> active_dtype(const std::vector<Tensor>& args) {
 
 bool is_16bit(DType d) { return d == DType::bf16 || d == DType::f16; }
 
+// t cast to dtype, reusing a cast that the thread's cast cache kept (Note [autocast cast cache]
+// in autograd/autocast_mode.h) or keeping this one there.
+Tensor cast_once(const Tensor& t, DType dtype) {
+  autograd::CastCache* cache = autograd::active_cast_cache();
+  if (cache == nullptr || !cache->keeps(t)) return to_dtype(t, dtype);
+  if (Tensor kept = cache->find(t, dtype); kept.defined()) return to_dtype_reusing(t, kept);
+  Tensor cast = to_dtype(t, dtype);
+  cache->keep(t, cast);
+  return cast;
+}
+
 // Applies `target(dtype) -> dtype to cast to` to the floating arguments; nullopt if none changes.
-template <class Target>
-AutocastArgs cast_where(const std::vector<Tensor>& args, Target target) {
+// Casts go through `cast` (to_dtype, or cast_once for a low op's weights).
+template <class Target, class Cast = Tensor (*)(const Tensor&, DType)>
+AutocastArgs cast_where(const std::vector<Tensor>& args, Target target, Cast cast = &to_dtype) {
   bool any = false;
   for (const Tensor& t : args) any = any || (t.defined() && is_floating(t.dtype()) && target(t.dtype()) != t.dtype());
   if (!any) return std::nullopt;
   std::vector<Tensor> out;
   out.reserve(args.size());
   for (const Tensor& t : args) {
-    out.push_back(t.defined() && is_floating(t.dtype()) ? to_dtype(t, target(t.dtype())) : t);
+    out.push_back(t.defined() && is_floating(t.dtype()) ? cast(t, target(t.dtype())) : t);
   }
   return out;
 }
@@ -39,7 +51,7 @@ int width(DType d) { return d == DType::f64 ? 3 : d == DType::f32 ? 2 : 1; }
 AutocastArgs autocast_low_args(const std::vector<Tensor>& args) {
   const std::optional<DType> low = active_dtype(args);
   if (!low) return std::nullopt;
-  return cast_where(args, [&](DType d) { return d == DType::f32 || is_16bit(d) ? *low : d; });
+  return cast_where(args, [&](DType d) { return d == DType::f32 || is_16bit(d) ? *low : d; }, &cast_once);
 }
 
 AutocastArgs autocast_f32_args(const std::vector<Tensor>& args) {

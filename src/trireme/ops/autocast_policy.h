@@ -22,9 +22,10 @@
 // dtype: an f32 master parameter gets an f32 gradient even though its matmul ran in bf16.
 // Backward runs with autocast off (autograd/engine.cpp): every backward formula sees the
 // dtypes its forward saw, so gradients flow in the dtypes the forward used.
-// Casts are not cached across uses of one parameter: in GPT every parameter meets one low op per
-// forward (the tied wte meets embedding in f32 and the lm_head in bf16), and a cached cast node
-// shared by several micro-batches' graphs would be released by the first backward.
+// A low op's casts of a pipeline stage's parameters are made once per step and shared by its
+// micro-batches (Note [autocast cast cache] in autograd/autocast_mode.h); elsewhere every use
+// casts: in one process or without a pipeline every parameter meets one low op per micro-batch
+// (the tied wte meets embedding in f32 and the lm_head in bf16).
 #pragma once
 
 #include <optional>

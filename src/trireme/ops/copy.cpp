@@ -30,18 +30,33 @@ Tensor clone(const Tensor& t) {
 
 Tensor contiguous(const Tensor& t) { return t.is_contiguous() ? t : clone(t); }
 
+namespace {
+// The backward of a cast: the gradient cast back to the input's dtype.
+void record_cast(const Tensor& t, Tensor& out) {
+  if (any_requires_grad({&t}) && is_floating(out.dtype())) {
+    record("to_dtype", {&t}, {&out}, [from = t.dtype()](const TensorList& g) -> TensorList { return {to_dtype(g[0], from)}; });
+  }
+}
+}  // namespace
+
 Tensor to_dtype(const Tensor& t, DType dtype) {
   TRIREME_CHECK(t.defined(), "to_dtype: the input is undefined");
   if (t.dtype() == dtype) return t;
   Tensor out = Tensor::empty(t.sizes(), dtype, t.device());
   copy_kernel(t, out);
-  if (any_requires_grad({&t}) && is_floating(dtype)) {
-    record("to_dtype", {&t}, {&out}, [from = t.dtype()](const TensorList& g) -> TensorList { return {to_dtype(g[0], from)}; });
-  }
+  record_cast(t, out);
   // A cast of a recomputed tensor (autocast's before a GEMM) is recomputed too.
   if (auto recipe = autograd::recompute_recipe(t)) {
     autograd::set_recompute_recipe(out, [recipe = std::move(recipe), dtype] { return to_dtype(recipe(), dtype); });
   }
+  return out;
+}
+
+Tensor to_dtype_reusing(const Tensor& t, const Tensor& cast) {
+  TRIREME_CHECK(t.defined() && cast.defined() && t.sizes() == cast.sizes() && t.device() == cast.device(),
+                "to_dtype_reusing: the cast must be of the tensor's shape and device");
+  Tensor out = cast.detach();
+  record_cast(t, out);
   return out;
 }
 

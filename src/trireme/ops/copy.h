@@ -8,6 +8,10 @@ namespace trireme {
 Tensor clone(const Tensor& t);                      // always a fresh contiguous copy
 Tensor contiguous(const Tensor& t);                 // t itself when already contiguous
 Tensor to_dtype(const Tensor& t, DType dtype);      // t itself when already that dtype
+// to_dtype(t, cast.dtype()) when `cast` already holds those values (autocast's cast cache,
+// autograd/autocast_mode.h): no kernel runs; the result shares cast's memory and records
+// to_dtype's backward, so the gradient reaches t as through a cast of its own.
+Tensor to_dtype_reusing(const Tensor& t, const Tensor& cast);
 // Copies to another device (t itself when already there). The copy is ordered on the current
 // streams of both devices: work queued after it on them sees the data. With non_blocking, a copy
 // from or into pinned host memory returns before it is done (see cuda/pinned.h, Note [pinned

@@ -10,6 +10,7 @@
 #include <set>
 #include <tuple>
 
+#include "trireme/autograd/autocast_mode.h"
 #include "trireme/autograd/engine.h"
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/core/error.h"
@@ -193,6 +194,9 @@ Tensor PipelineExecutor::run_schedule(const Tensor& ids, const Tensor& targets, 
   };
   const int64_t step = steps_++;
 
+  // Note [autocast cast cache]: under autocast the micro-batches in flight share one cast of each
+  // parameter instead of keeping one each.
+  autograd::CastCache casts(stage_->parameters());
   // Note [pipeline transfers start alone]: every send and receive below starts when the table
   // posts it, in an NCCL group of its own.
   for (const Action& a : table_[size_t(rank_)]) {

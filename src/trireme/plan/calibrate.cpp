@@ -314,14 +314,14 @@ auto finished(const Target& t, F&& f) {
   };
 }
 
-// f kQueuedRuns times back to back, then on a GPU a wait for them, as a step queues its
+// f `runs` times back to back, then on a GPU a wait for them, as a step queues its
 // micro-batches: the host runs ahead of the GPU (a wait after each run would add the GPU's idle
 // start to every one of them).
 constexpr int kQueuedRuns = 4;
 template <class F>
-auto queued(const Target& t, F&& f) {
-  return [&t, f = std::forward<F>(f)] {
-    for (int i = 0; i < kQueuedRuns; ++i) f();
+auto queued(const Target& t, F&& f, int runs = kQueuedRuns) {
+  return [&t, f = std::forward<F>(f), runs] {
+    for (int i = 0; i < runs; ++i) f();
     if (t.gpu) cuda::synchronize();
   };
 }
@@ -552,12 +552,12 @@ int calibrate_worker(const std::string& out_path, const io::TrainConfig& tc, int
     // A fixed count, the same on every rank (a time budget would let the ranks disagree on it).
     const int runs = elements >= (int64_t(1) << 21) ? 5 : 20;
     auto timed = [&](const std::string& op, auto&& f) {
-      const auto run = finished(target, f);
+      const auto warm_up = finished(target, f);
+      const auto batch = queued(target, f, runs);
       pg->barrier()->wait();
-      run();
+      warm_up();
       const auto start = Clock::now();
-      for (int i = 0; i < runs; ++i) f();
-      if (target.gpu) cuda::synchronize();
+      batch();
       const double s = std::chrono::duration<double>(Clock::now() - start).count() / runs;
       // Every rank times the same sequence; rank 0's figure is kept.
       out.push_back({{"op", op}, {"bytes", bytes}, {"seconds", s}});

@@ -154,24 +154,35 @@ std::vector<MemoryEstimate> estimate_training_memory_per_rank(const io::TrainCon
     const double in_flight = chunk_forwards_in_flight(p, r, v);
     // The logits (in autocast's dtype, with the head's weight cast under autocast) and, as the
     // backward starts, their gradient (the same dtype: the loss reads 16-bit logits as they are,
-    // ops/autocast_policy.h); the last recomputed block replays while one of the two is alive.
+    // ops/autocast_policy.h); the last block, when recomputed, replays while one of the two is alive.
     const double logits_forward = last ? micro_tokens * elt * padded_vocab / tp + (autocast ? 2 * padded_vocab / tp * d : 0) : 0;
     const double logits_gradient = last ? micro_tokens * elt * padded_vocab / tp : 0;
     const double logits = logits_forward + logits_gradient;
     const double replay = recompute_per_chunk > 0 ? micro_tokens * per_block : 0;
-    // Under autocast each GEMM keeps its weight's 16-bit cast for the backward (casts are not
-    // shared between uses, ops/autocast_policy.h): per micro-batch in flight, in every block not
-    // recomputed whole (a replayed block casts again).
+    // Recomputation covers the first blocks of a chunk: only when it covers them all does the last
+    // block's replay meet the logits. Otherwise the first replay comes after the blocks kept
+    // whole have freed their activations (this micro-batch's; those in flight keep theirs).
+    const bool last_block_replays = recompute_per_chunk > 0 && recompute_per_chunk == layers_per_chunk;
+    const double head_replay = last_block_replays ? replay : 0;
+    // Under autocast each GEMM keeps its weight's 16-bit cast for the backward, in every block not
+    // recomputed whole (a replayed block casts again). The micro-batches in flight share one cast
+    // per chunk (Note [autocast cast cache] in autograd/autocast_mode.h).
     const double weight_casts = autocast ? 2 * block_params * (layers_per_chunk - recompute_per_chunk) : 0;
-    const double blocks_kept = in_flight * (micro_tokens * kept_per_token + weight_casts);
+    const double kept_per_micro_batch = micro_tokens * kept_per_token;
+    const double blocks_kept = in_flight * kept_per_micro_batch + std::min(in_flight, double(v)) * weight_casts;
     // Under autocast a block's backward holds, beside the block's activations, the gradients of
     // its MLP's hidden layer before and after the activation function and the f32 copy of the
     // residual stream's (its gradients cross casts, each a copy). Fitted to one H200 (GPT-2 124M
     // and GPT 6.7B under full recomputation); f32 runs on the CPU show none at their peak.
     const double backward_working =
         autocast ? micro_tokens * (2 * (shape.llama ? 2 : 1) * shape.ffn / tp * elt + 4 * (sp ? d / tp : d)) : 0;
-    const double training = blocks_kept + std::max({logits, std::max(logits_forward, logits_gradient) + replay,
-                                                    replay + backward_working});
+    const double at_the_head = blocks_kept + std::max({logits, std::max(logits_forward, logits_gradient) + head_replay,
+                                                       head_replay + backward_working});
+    const double recomputed_inputs = micro_tokens * 4 * (sp ? d / tp : d) * recompute_per_chunk;
+    const double at_the_first_replay = recompute_per_chunk > 0 && !last_block_replays
+                                           ? blocks_kept - kept_per_micro_batch + recomputed_inputs + replay + backward_working
+                                           : 0;
+    const double training = std::max(at_the_head, at_the_first_replay);
     // The backward of this rank's first block, beside nearly all the gradients: its activations (a
     // replay's, when recomputed), its weight casts and its backward's working set.
     const double first_block_backward =
