@@ -150,6 +150,22 @@ TEST(PlanCli, AutoLayoutTrainsTwoProcessesAndMeasureReportsErrors) {
   EXPECT_NE(r.out.find("step time: mean |predicted - measured| / measured"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("peak memory: mean |predicted - measured| / measured"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("the chosen plan (#1) measured"), std::string::npos) << r.out;
+  // On one device every plan is the same split: the sample beside the top plan is the best plan
+  // of another micro-batch count or recomputation mode.
+  r = trireme::cli_testing::run_command("TRIREME_CACHE_DIR=" + dir.string() + " " + TRIREME_BINARY +
+                                        " plan --devices 1 --measure 1" + kTiny);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const size_t sample = r.out.find("a sample of the others");
+  ASSERT_NE(sample, std::string::npos) << r.out;
+  const size_t first = r.out.find("\n1   dp=1 tp=1 pp=1 "), second = r.out.find("\n2   dp=1 tp=1 pp=1 ", sample);
+  ASSERT_NE(first, std::string::npos) << r.out;
+  ASSERT_NE(second, std::string::npos) << r.out;
+  auto mb_and_recompute = [&](size_t at) {
+    const std::string line = r.out.substr(at + 1, r.out.find('\n', at + 1) - at - 1);
+    const size_t mb = line.find(" mb="), rc = line.find(" recompute=");
+    return line.substr(mb, line.find(' ', mb + 1) - mb) + line.substr(rc, line.find_first_of(" :", rc + 1) - rc);
+  };
+  EXPECT_NE(mb_and_recompute(first), mb_and_recompute(second)) << r.out;
 }
 
 }  // namespace

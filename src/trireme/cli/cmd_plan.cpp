@@ -17,6 +17,9 @@ namespace trireme::cli {
 
 namespace {
 
+// How many of the plans that fit `--measure` draws its sample of the rest from.
+constexpr int kMeasurePool = 1000;
+
 struct Options {
   std::string config;
   std::vector<std::string> overrides;
@@ -152,7 +155,11 @@ int run_plan(const Options& opt, const io::Config& cfg) {
     std::printf("\n");
     if (opt.explain) std::printf("\n%s", plan::explain_plans(in, r, devices).c_str());
   }
-  if (opt.measure > 0) return measure_plans(opt.config, opt.overrides, r, opt.measure);
+  if (opt.measure > 0) {
+    // Every plan that fits, for the sample beside the top K.
+    const plan::SearchResult all = plan::search_plans(cfg, in, devices, kMeasurePool);
+    return measure_plans(opt.config, opt.overrides, r, all.plans, opt.measure);
+  }
   return kExitOk;
 }
 
@@ -186,9 +193,9 @@ Command add_plan_command(CLI::App& root) {
   app->add_option("--profile", opt->profile,
                   "the calibration profile to write or read (default: " + plan::default_profile_path() + ")");
   app->add_option("--measure", opt->measure,
-                  "run the top K plans and up to K of the other splits for a few steps each on this machine and print "
-                  "predicted against measured "
-                  "step time and peak memory")
+                  "run the top K plans and a sample of up to K others (the best of each other split, then of each "
+                  "micro-batch count and recomputation mode) for a few steps each on this machine and print predicted "
+                  "against measured step time and peak memory")
       ->check(CLI::Range(1, 32));
   app->add_option("--calibrate-worker", opt->calibrate_worker)->group("");  // a rank of --calibrate
   return {app, [opt] {

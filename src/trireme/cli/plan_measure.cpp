@@ -86,7 +86,7 @@ std::string prediction_against_run(const plan::Plan& p, const MeasuredRun& m) {
 }
 
 int measure_plans(const std::string& config_path, const std::vector<std::string>& overrides,
-                  const plan::SearchResult& r, int k) {
+                  const plan::SearchResult& r, const std::vector<plan::Plan>& all, int k) {
   const fs::path dir = fs::temp_directory_path() / str_cat("trireme_plan_measure_", ::getpid());
   fs::create_directories(dir);
   std::printf(
@@ -100,18 +100,25 @@ int measure_plans(const std::string& config_path, const std::vector<std::string>
   int n = 0;
   double chosen_s = 0, fastest_s = 0;  // the plan ranked first, and the fastest of those measured
   int fastest = 0;
-  // The top k, then as many of the other splits' best plans as a sample of the rest.
+  // The top k, then a sample of the rest: the other splits' best plans, then the best plan of each
+  // micro-batch count and recomputation mode that no chosen plan has.
   std::vector<plan::Plan> chosen(r.plans.begin(), r.plans.begin() + std::min<size_t>(size_t(k), r.plans.size()));
   const size_t top = chosen.size();
-  for (const plan::Plan& p : r.best_per_split) {
-    if (chosen.size() >= top + size_t(k)) break;
-    const bool taken =
-        std::any_of(chosen.begin(), chosen.end(), [&](const plan::Plan& q) { return q.layout == p.layout; });
-    if (p.cost.fits && !taken) chosen.push_back(p);
+  auto add_unless = [&](const plan::Plan& p, auto&& same) {
+    if (chosen.size() >= top + size_t(k) || !p.cost.fits) return;
+    if (std::none_of(chosen.begin(), chosen.end(), [&](const plan::Plan& q) { return same(q.layout, p.layout); }))
+      chosen.push_back(p);
+  };
+  for (const plan::Plan& p : r.best_per_split) add_unless(p, [](const plan::Layout& a, const plan::Layout& b) { return a == b; });
+  for (const plan::Plan& p : all) {
+    add_unless(p, [](const plan::Layout& a, const plan::Layout& b) {
+      return a.micro_batches == b.micro_batches && a.recompute == b.recompute;
+    });
   }
   for (int i = 0; i < int(chosen.size()); ++i) {
     const plan::Plan& p = chosen[size_t(i)];
-    if (size_t(i) == top) std::printf("a sample of the other splits, each at its best:\n");
+    if (size_t(i) == top)
+      std::printf("a sample of the others, each the best of its split, or of its micro-batches and recomputation:\n");
     const fs::path out = dir / str_cat("plan_", i + 1);
     std::vector<std::string> argv = {self_exe(), "train", "--nproc", std::to_string(p.layout.devices()), "--overwrite"};
     if (!config_path.empty()) argv.insert(argv.end(), {"--config", config_path});

@@ -21,8 +21,11 @@ MeasuredRun measured_run(const std::string& metrics_path);
 // 1.2 GiB (-12%, +1%)": a plan's prediction beside its run.
 std::string prediction_against_run(const plan::Plan& p, const MeasuredRun& m);
 
-// Prints the table; returns the exit status (1 when a plan's run failed).
+// Runs r's top k plans, then a sample of the rest of up to k more: first the best plan of each
+// other split (dp x tp x pp), then from `all` (every plan that fits, fastest first) the best of
+// each micro-batch count and recomputation mode not yet run, so that on one device too the sample
+// spans what the planner prices. Prints the table; returns the exit status (1 when a run failed).
 int measure_plans(const std::string& config_path, const std::vector<std::string>& overrides,
-                  const plan::SearchResult& r, int k);
+                  const plan::SearchResult& r, const std::vector<plan::Plan>& all, int k);
 
 }  // namespace trireme::cli
