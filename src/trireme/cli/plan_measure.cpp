@@ -109,12 +109,12 @@ int measure_plans(const std::string& config_path, const std::vector<std::string>
     if (std::none_of(chosen.begin(), chosen.end(), [&](const plan::Plan& q) { return same(q.layout, p.layout); }))
       chosen.push_back(p);
   };
-  for (const plan::Plan& p : r.best_per_split) add_unless(p, [](const plan::Layout& a, const plan::Layout& b) { return a == b; });
-  for (const plan::Plan& p : all) {
-    add_unless(p, [](const plan::Layout& a, const plan::Layout& b) {
-      return a.micro_batches == b.micro_batches && a.recompute == b.recompute;
-    });
-  }
+  auto same_layout = [](const plan::Layout& a, const plan::Layout& b) { return a == b; };
+  auto same_micro_batches_and_recompute = [](const plan::Layout& a, const plan::Layout& b) {
+    return a.micro_batches == b.micro_batches && a.recompute == b.recompute;
+  };
+  for (const plan::Plan& p : r.best_per_split) add_unless(p, same_layout);
+  for (const plan::Plan& p : all) add_unless(p, same_micro_batches_and_recompute);
   for (int i = 0; i < int(chosen.size()); ++i) {
     const plan::Plan& p = chosen[size_t(i)];
     if (size_t(i) == top)
