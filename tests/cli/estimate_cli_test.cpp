@@ -3,11 +3,14 @@
 // recomputation's smaller activations, the capacity beside it and whether the run fits; bad
 // flags and layouts exit 2 naming what was wrong.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "run_command.h"
+#include "trireme/io/tokenizer.h"
 
 namespace {
 
@@ -85,4 +88,22 @@ TEST(Estimate, BadInputExits2NamingIt) {
   Result mem = run("estimate --device-memory lots");
   EXPECT_EQ(mem.status, 2);
   EXPECT_CONTAINS(mem.out, "--device-memory");
+}
+
+// Before the data is prepared, the estimate takes the vocabulary the run will have: the character
+// tokenizer that preparing trains on the corpus; a BPE vocabulary is not known before training.
+TEST(Estimate, UnpreparedDataGivesTheCorpusVocabulary) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("trireme_estimate_vocab_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  Result prepared = run("prepare --out " + (dir / "data").string());
+  ASSERT_EQ(prepared.status, 0) << prepared.out;
+  const int64_t vocab = trireme::io::load_tokenizer((dir / "data" / "tokenizer.json").string())->vocab_size();
+  Result r = run("estimate --json --set train.out_dir=" + (dir / "unprepared").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["vocab_size"].get<int64_t>(), vocab);
+  Result bpe = run("estimate --json --set data.tokenizer=bpe --set train.out_dir=" + (dir / "unprepared").string());
+  ASSERT_EQ(bpe.status, 0) << bpe.out;
+  EXPECT_TRUE(nlohmann::json::parse(bpe.out)["vocab_size"].is_null());
+  fs::remove_all(dir);
 }

@@ -25,11 +25,11 @@ struct Options {
   bool json = false;
 };
 
-// The vocabulary: --vocab, else the tokenizer of the prepared data the run would use (data.dir,
-// or train.out_dir/data from an earlier run); nullopt when neither is there.
+// The vocabulary: --vocab, else the one the run would have (run_vocab: its prepared data, or the
+// tokenizer it would load or train); nullopt when that is not known before preparing.
 std::optional<int64_t> known_vocab(const Options& opt, const io::TrainConfig& tc) {
   if (opt.vocab > 0) return opt.vocab;
-  return prepared_vocab(tc);
+  return run_vocab(tc);
 }
 
 std::optional<Device> device_of(const io::TrainConfig& tc) {

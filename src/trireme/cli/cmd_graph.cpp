@@ -44,7 +44,7 @@ int run_graph(const Options& opt, const io::TrainConfig& tc) {
                                   " ranks of this run traces the step of --set parallel.dp=1 --set train.batch_size=",
                                   tc.train.batch_size / tc.parallel.dp, " plus the gradient all-reduces"));
   }
-  const int64_t vocab = opt.vocab > 0 ? opt.vocab : prepared_vocab(tc).value_or(256);
+  const int64_t vocab = opt.vocab > 0 ? opt.vocab : run_vocab(tc).value_or(256);
   TRIREME_CHECK(tc.train.device == "cpu", "trireme graph: traces on the CPU for now; train.device is \"",
                 tc.train.device, "\" (use --set train.device=cpu)");
   auto runner = train::make_step_runner(tc, vocab, train::ParallelJob::single(tc.parallel, Device::cpu()));

@@ -92,7 +92,7 @@ int run_plan(const Options& opt, const io::Config& cfg) {
     throw io::ConfigError(str_cat("--devices: ", devices, " devices, but the cluster has ", cluster.devices(), " (",
                                   cluster.describe(), "); lower --devices or add --nodes"));
   const plan::PlanInputs in =
-      plan::plan_inputs(cfg, cluster, opt.vocab > 0 ? opt.vocab : prepared_vocab(tc).value_or(0));
+      plan::plan_inputs(cfg, cluster, opt.vocab > 0 ? opt.vocab : run_vocab(tc).value_or(0));
   const plan::SearchResult r = plan::search_plans(cfg, in, devices, opt.top);
   if (r.plans.empty()) {
     std::fprintf(stderr, "trireme plan: %s\n", r.impossible.c_str());
@@ -214,7 +214,7 @@ Command add_plan_command(CLI::App& root) {
                 if (!opt->config.empty()) worker_args.insert(worker_args.end(), {"--config", opt->config});
                 for (const auto& o : opt->overrides) worker_args.insert(worker_args.end(), {"--set", o});
                 // The vocabulary the plans will use: the head's shape is measured with it.
-                const int64_t vocab = opt->vocab > 0 ? opt->vocab : prepared_vocab(tc).value_or(0);
+                const int64_t vocab = opt->vocab > 0 ? opt->vocab : run_vocab(tc).value_or(0);
                 if (vocab > 0) worker_args.insert(worker_args.end(), {"--vocab", std::to_string(vocab)});
                 const plan::MachineProfile p = plan::calibrate_machine(tc, vocab, path, worker_args);
                 std::printf("%s", plan::describe_profile(p).c_str());

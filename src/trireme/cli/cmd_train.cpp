@@ -87,7 +87,7 @@ int launch_ranks(const Options& opt, const io::TrainConfig& tc) {
 io::Config apply_auto_layout(Options& opt, const io::Config& cfg) {
   const dist::DistEnv env = dist::dist_env_from_environment();
   const int64_t devices = opt.nproc > 0 ? opt.nproc : env.world_size;
-  const plan::AutoPlan a = plan::auto_plan(cfg, devices, prepared_vocab(cfg.resolve()).value_or(0));
+  const plan::AutoPlan a = plan::auto_plan(cfg, devices, run_vocab(cfg.resolve()).value_or(0));
   if (env.rank == 0) std::fprintf(stderr, "%s\n", a.log_line.c_str());
   for (const auto& o : a.overrides) opt.overrides.push_back(o);
   opt.auto_plan = a;

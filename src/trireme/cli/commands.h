@@ -40,9 +40,11 @@ void add_memory_check_flag(CLI::App* app, bool& no_memory_check);
 // has them; dp = N when no layout is given); io::ConfigError when it cannot.
 std::vector<std::string> nproc_overrides(const io::ParallelConfig& par, int nproc);
 
-// The vocabulary of the prepared data a run of tc would use (data.dir, or train.out_dir/data from
-// an earlier run); nullopt when there is none yet.
-std::optional<int64_t> prepared_vocab(const io::TrainConfig& tc);
+// The vocabulary a run of tc would have: its prepared data's (data.dir, or train.out_dir/data from
+// an earlier run), else, for a language model not prepared yet, that of data.tokenizer_file or of
+// the character tokenizer trained on the corpus; nullopt when it is not known before preparing
+// (a BPE tokenizer to train, fine-tuning data, a corpus that cannot be read).
+std::optional<int64_t> run_vocab(const io::TrainConfig& tc);
 
 // Exit statuses shared by the subcommands.
 inline constexpr int kExitOk = 0;
