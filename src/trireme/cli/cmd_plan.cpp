@@ -93,7 +93,10 @@ int run_plan(const Options& opt, const io::Config& cfg) {
                                   cluster.describe(), "); lower --devices or add --nodes"));
   const plan::PlanInputs in =
       plan::plan_inputs(cfg, cluster, opt.vocab > 0 ? opt.vocab : run_vocab(tc).value_or(0));
-  const plan::SearchResult r = plan::search_plans(cfg, in, devices, opt.top);
+  // With --measure, every plan that fits: its sample of the rest draws from them.
+  const plan::SearchResult all = plan::search_plans(cfg, in, devices, opt.measure > 0 ? kMeasurePool : opt.top);
+  plan::SearchResult r = all;
+  if (r.plans.size() > size_t(opt.top)) r.plans.resize(size_t(opt.top));
   if (r.plans.empty()) {
     std::fprintf(stderr, "trireme plan: %s\n", r.impossible.c_str());
     return kExitUsage;
@@ -155,11 +158,7 @@ int run_plan(const Options& opt, const io::Config& cfg) {
     std::printf("\n");
     if (opt.explain) std::printf("\n%s", plan::explain_plans(in, r, devices).c_str());
   }
-  if (opt.measure > 0) {
-    // Every plan that fits, for the sample beside the top K.
-    const plan::SearchResult all = plan::search_plans(cfg, in, devices, kMeasurePool);
-    return measure_plans(opt.config, opt.overrides, r, all.plans, opt.measure);
-  }
+  if (opt.measure > 0) return measure_plans(opt.config, opt.overrides, r, all.plans, opt.measure);
   return kExitOk;
 }
 

@@ -29,6 +29,7 @@
 #include "trireme/runtime/build_info.h"
 #include "trireme/runtime/cpu_features.h"
 #include "trireme/runtime/cpu_threads.h"
+#include "trireme/train/memory_estimate.h"
 #include "trireme/train/parallel_runner.h"
 
 #ifdef _OPENMP
@@ -402,7 +403,7 @@ std::pair<double, double> time_training_step(const io::TrainConfig& tc, const Ta
 // Sets p's model_rates, measured_model, step_fixed_s and optimizer_s_per_parameter.
 void measure_model(const io::TrainConfig& tc, const Target& target, int64_t vocab, int64_t world,
                    const std::function<void()>& together, MachineProfile& p) {
-  const int64_t V = vocab > 0 ? vocab : (tc.data.tokenizer == "bpe" ? tc.data.bpe_vocab_size : 256);
+  const int64_t V = train::vocab_or_assumed(tc, vocab);
   const int64_t T = tc.model.block_size;
   int64_t largest = std::max<int64_t>(1, tc.train.batch_size / world);
   const int64_t max_rows = target.gpu ? 16384 : 2048;

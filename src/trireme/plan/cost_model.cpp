@@ -10,8 +10,7 @@
 namespace trireme::plan {
 
 double PlanInputs::vocab_size() const {
-  if (vocab > 0) return double(vocab);
-  return train.data.tokenizer == "bpe" ? double(train.data.bpe_vocab_size) : 256;
+  return double(train::vocab_or_assumed(train, vocab));
 }
 
 double all_reduce_seconds(double bytes, int64_t size, const LinkSpec& link, double efficiency) {

@@ -76,13 +76,16 @@ double chunk_forwards_in_flight(const io::ParallelConfig& p, int r, int v) {
 
 }  // namespace
 
+int64_t vocab_or_assumed(const io::TrainConfig& cfg, int64_t vocab_size) {
+  if (vocab_size > 0) return vocab_size;
+  return cfg.data.tokenizer == "bpe" ? cfg.data.bpe_vocab_size : 256;
+}
+
 std::vector<MemoryEstimate> estimate_training_memory_per_rank(const io::TrainConfig& cfg, int64_t vocab_size) {
   const auto& m = cfg.model;
   const auto& p = cfg.parallel;
-  double V = double(vocab_size);
-  if (vocab_size <= 0) V = cfg.data.tokenizer == "bpe" ? double(cfg.data.bpe_vocab_size) : 256;
-  const models::GPTConfig model = gpt_config(cfg, int64_t(V));
-  V = double(model.vocab_size);  // model.vocab_size may round the tokenizer's up
+  const models::GPTConfig model = gpt_config(cfg, vocab_or_assumed(cfg, vocab_size));
+  const double V = double(model.vocab_size);  // model.vocab_size may round the tokenizer's up
   const BlockShape shape = block_shape(model);
   const double d = double(m.d_model), T = double(m.block_size);
   const int dp = int(std::max<int64_t>(p.dp, 1)), tp = int(std::max<int64_t>(p.tp, 1)),
@@ -149,8 +152,9 @@ std::vector<MemoryEstimate> estimate_training_memory_per_rank(const io::TrainCon
                                   : std::min(layers_per_chunk, double(cfg.memory.recompute_layers));
     const double recompute_per_chunk = cfg.memory.recompute == "full" ? recomputed : 0;
     const double selective_per_chunk = cfg.memory.recompute == "selective" ? recomputed : 0;
+    const double residual_per_token = 4 * (sp ? d / tp : d);  // a block's f32 input (sp: this rank's rows)
     const double kept_per_token = per_block * (layers_per_chunk - recompute_per_chunk - selective_per_chunk) +
-                                  per_selective_block * selective_per_chunk + 4 * (sp ? d / tp : d) * recompute_per_chunk;
+                                  per_selective_block * selective_per_chunk + residual_per_token * recompute_per_chunk;
     const double in_flight = chunk_forwards_in_flight(p, r, v);
     // The logits (in autocast's dtype, with the head's weight cast under autocast) and, as the
     // backward starts, their gradient (the same dtype: the loss reads 16-bit logits as they are,
@@ -175,10 +179,10 @@ std::vector<MemoryEstimate> estimate_training_memory_per_rank(const io::TrainCon
     // residual stream's (its gradients cross casts, each a copy). Fitted to one H200 (GPT-2 124M
     // and GPT 6.7B under full recomputation); f32 runs on the CPU show none at their peak.
     const double backward_working =
-        autocast ? micro_tokens * (2 * (shape.llama ? 2 : 1) * shape.ffn / tp * elt + 4 * (sp ? d / tp : d)) : 0;
+        autocast ? micro_tokens * (2 * (shape.llama ? 2 : 1) * shape.ffn / tp * elt + residual_per_token) : 0;
     const double at_the_head = blocks_kept + std::max({logits, std::max(logits_forward, logits_gradient) + head_replay,
                                                        head_replay + backward_working});
-    const double recomputed_inputs = micro_tokens * 4 * (sp ? d / tp : d) * recompute_per_chunk;
+    const double recomputed_inputs = micro_tokens * residual_per_token * recompute_per_chunk;
     const double at_the_first_replay = recompute_per_chunk > 0 && !last_block_replays
                                            ? blocks_kept - kept_per_micro_batch + recomputed_inputs + replay + backward_working
                                            : 0;

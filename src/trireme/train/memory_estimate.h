@@ -53,9 +53,11 @@ struct MemoryEstimate {
   }
 };
 
+// The vocabulary size the estimates (and the planner) assume: vocab_size when it is known (> 0),
+// else data.bpe_vocab_size for BPE and 256 for characters (a lower bound).
+int64_t vocab_or_assumed(const io::TrainConfig& cfg, int64_t vocab_size);
 // Every process of a training run of `cfg`, in world-rank order (the mesh is (dp, pp, tp), tp
-// fastest). vocab_size <= 0 means not known yet (before the data is prepared):
-// data.bpe_vocab_size for BPE, 256 for characters (a lower bound).
+// fastest). vocab_size <= 0 means not known yet (vocab_or_assumed).
 std::vector<MemoryEstimate> estimate_training_memory_per_rank(const io::TrainConfig& cfg, int64_t vocab_size);
 // The process that needs the most.
 MemoryEstimate estimate_training_memory(const io::TrainConfig& cfg, int64_t vocab_size);
