@@ -9,7 +9,8 @@
 //   build/bench/gpt_train_step --model tiny --batch 8 --threads 1 --mode static   (docs/STATIC_GRAPH.md)
 //   build/bench/gpt_train_step --model gpt2-124m --batch 16 --device cuda --mode static --cuda-graph 0
 //     (static, replayed kernel by kernel instead of as CUDA graphs; --dropout P sets model.dropout;
-//     --multi-tensor 0 keeps one AdamW call per parameter; --clip C clips the gradients' global norm
+//     --multi-tensor 0 keeps one AdamW call per parameter; --fold-gelu 0 keeps GELU and its
+//     backward out of the GEMMs (graph/gemm_folds.h); --clip C clips the gradients' global norm
 //     on the device as the trainer does: every update then waits for the norm and they all merge)
 //   build/bench/gpt_train_step --model gpt2-124m --batch 16 --device cuda --dtype f32
 //   build/bench/gpt_train_step --model gpt2-124m --batch 16 --device cuda --dtype amp-bf16
@@ -62,6 +63,7 @@ int main(int argc, char** argv) {
   std::string mode = "eager";
   bool cuda_graph = true;  // --mode static on CUDA: replay as CUDA graphs (0: kernel by kernel)
   bool multi_tensor = true;  // --mode static: merge the AdamW updates (0: one call per parameter)
+  bool fold_gelu = true;     // --mode static: GELU and its backward in the GEMMs' epilogues (0: apart)
   double clip = 0;           // --clip C: clip the global gradient norm to C on the device, as the trainer does
   double dropout = 0.0;
   std::string device_name = "cpu", dtype_name_arg = "f32", recompute = "none";
@@ -79,6 +81,7 @@ int main(int argc, char** argv) {
     else if (k == "--mode") mode = argv[i + 1];
     else if (k == "--cuda-graph") cuda_graph = std::string(argv[i + 1]) != "0";
     else if (k == "--multi-tensor") multi_tensor = std::string(argv[i + 1]) != "0";
+    else if (k == "--fold-gelu") fold_gelu = std::string(argv[i + 1]) != "0";
     else if (k == "--clip") clip = std::atof(argv[i + 1]);
     else if (k == "--dropout") dropout = std::atof(argv[i + 1]);
     else {
@@ -164,6 +167,7 @@ int main(int argc, char** argv) {
   graph::StaticOptions static_options;
   static_options.cuda_graph = cuda_graph;
   static_options.multi_tensor_adamw = multi_tensor;
+  static_options.fold_into_gemms = fold_gelu;
   graph::StaticFunction static_step(eager_step, static_options);
   int64_t calls = 0;
   auto step = [&] {

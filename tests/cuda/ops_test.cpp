@@ -10,6 +10,8 @@
 #include "cuda_op_check.h"
 #include "expect_error.h"
 #include "graph/graph_test_util.h"
+#include "trireme/kernels/linalg.h"
+#include "trireme/kernels/registry.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/copy.h"
 #include "trireme/ops/factory.h"
@@ -205,6 +207,53 @@ TEST(CudaOps, ModelSizedGemmsAndALinearsBackwardMatchTheCpu) {
     expect_near(on_gpu[0], on_cpu[0], "linear's input gradient");
     expect_near(on_gpu[1], on_cpu[1], "linear's weight gradient");
     expect_near(on_gpu[2], on_cpu[2], "linear's bias gradient");
+  }
+}
+
+// GELU and its gradient in the GEMM's epilogue (cuBLASLt's GELU_AUX, GELU_AUX_BIAS and DGELU; the
+// static mode's folds, graph/gemm_folds.h) against the CPU's unfused calls: the product, GELU's
+// input kept for the backward, and the backward's product through GELU's gradient. The epilogue
+// applies GELU to the product before rounding, so 16-bit results agree within a rounding of the
+// product. Shapes whose rows cuBLASLt cannot take (N not a multiple of 8) run the unfused calls.
+TEST(CudaOps, GeluInTheGemmEpilogueMatchesTheCpu) {
+  TRIREME_REQUIRE_GPU();
+  const Device gpu = Device::cuda(0), cpu = Device::cpu();
+  struct Shape3 {
+    int64_t m, k, n;
+    bool bias;
+  };
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    for (const Shape3 s : {Shape3{512, 256, 1024, true}, Shape3{300, 96, 384, false}, Shape3{64, 32, 36, true}}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " m" + std::to_string(s.m) + " k" + std::to_string(s.k) + " n" +
+                   std::to_string(s.n));
+      Generator gen(7);
+      auto make = [&](const Shape& shape, double scale) { return to_dtype(mul(randn(shape, gen, DType::f64), scale), dtype); };
+      const Tensor x = make({s.m, s.k}, 1.0), w = make({s.n, s.k}, 1.0 / std::sqrt(double(s.k)));
+      const Tensor b = s.bias ? make({s.n}, 0.5) : Tensor(), grad = make({s.m, s.k}, 1.0);
+      const Tensor w2 = make({s.k, s.n}, 1.0 / std::sqrt(double(s.n)));  // the next layer's (in, out) weight
+      auto forward = [&](const Device& d, Tensor& out, Tensor& pre) {
+        out = Tensor::empty({s.m, s.n}, dtype, d), pre = Tensor::empty({s.m, s.n}, dtype, d);
+        const Tensor bias = b.defined() ? to_device(b, d) : Tensor();
+        find_kernel<MatmulGeluKernel>("matmul_gelu", d, dtype)(to_device(x, d), transpose(to_device(w, d), 0, 1), bias, out, pre);
+      };
+      auto backward = [&](const Device& d, const Tensor& pre) {
+        Tensor out = Tensor::empty({s.m, s.n}, dtype, d);
+        find_kernel<MatmulGeluBackwardKernel>("matmul_gelu_backward", d, dtype)(to_device(grad, d), to_device(w2, d),
+                                                                                 to_device(pre, d), out);
+        return out;
+      };
+      Tensor out_gpu, pre_gpu, out_cpu, pre_cpu;
+      forward(gpu, out_gpu, pre_gpu);
+      forward(cpu, out_cpu, pre_cpu);
+      const double tol = tolerance_for(dtype);
+      expect_close(pre_gpu, pre_cpu, tol, "GELU's input");
+      expect_close(out_gpu, out_cpu, tol, "GELU's output");
+      // The backward from the same GELU input on both devices.
+      expect_close(backward(gpu, pre_cpu), backward(cpu, pre_cpu), tol, "GELU's input gradient");
+      Tensor again, pre_again;
+      forward(gpu, again, pre_again);
+      EXPECT_TRUE(trireme::testing::bitwise_equal(again, out_gpu)) << "the same bits when run again";
+    }
   }
 }
 

@@ -8,6 +8,7 @@
 #include "trireme/core/rng.h"
 #include "trireme/graph/dump.h"
 #include "trireme/graph/fusion.h"
+#include "trireme/graph/gemm_folds.h"
 #include "trireme/graph/norm_folds.h"
 #include "trireme/graph/static_function.h"
 #include "trireme/io/file_write.h"
@@ -58,13 +59,15 @@ int run_graph(const Options& opt, const io::TrainConfig& tc) {
   const graph::Graph cse = graph::eliminate_common_subexpressions(dce);
   graph::StaticOptions unfused;
   unfused.fold_into_norms = false;
+  unfused.fold_into_gemms = false;
   unfused.fuse_elementwise = false;
   unfused.schedule_for_memory = false;
   unfused.multi_tensor_adamw = false;
   const graph::Graph dce2 = graph::optimize(traced, unfused);
   const graph::Graph folded_casts = graph::fold_norm_casts(dce2);
   const graph::Graph folded = graph::fold_norm_gradient_adds(folded_casts);
-  const graph::Graph fused = graph::fuse_elementwise(folded);
+  const graph::Graph folded_gelu = graph::fold_gelu_into_gemms(folded);
+  const graph::Graph fused = graph::fuse_elementwise(folded_gelu);
   graph::StaticOptions unmerged;
   unmerged.multi_tensor_adamw = false;
   const graph::Graph scheduled = graph::optimize(traced, unmerged);
@@ -83,6 +86,7 @@ int run_graph(const Options& opt, const io::TrainConfig& tc) {
   std::printf("  after dead-code elimination     %6zu\n", dce2.nodes.size());
   std::printf("  casts folded into norms         %6zu\n", folded_casts.nodes.size());
   std::printf("  gradient adds folded into norms %6zu\n", folded.nodes.size());
+  std::printf("  GELU folded into GEMMs          %6zu\n", folded_gelu.nodes.size());
   std::printf("  after elementwise fusion        %6zu\n", fused.nodes.size());
   std::printf("  scheduled for memory            %6zu  (updates moved next to their gradient's last write)\n",
               scheduled.nodes.size());

@@ -3,6 +3,7 @@
 
 #include <typeindex>
 
+#include "trireme/graph/call_touches.h"
 #include "trireme/kernels/elementwise.h"
 #include "trireme/kernels/nn.h"
 
@@ -32,70 +33,10 @@ bool is_add(const Node& n) {
          n.args[2] >= 0;
 }
 
-// What the folds ask of a graph: per buffer, the calls that touch it, in order, and whether each writes it.
-class Touches {
- public:
-  explicit Touches(const Graph& g) : g_(g), touching_(g.buffers.size()) {
-    for (int i = 0; i < int(g.nodes.size()); ++i) {
-      const Node& n = g.nodes[size_t(i)];
-      for (size_t a = 0; a < n.args.size(); ++a) {
-        if (n.args[a] < 0) continue;
-        auto& t = touching_[size_t(g.values[size_t(n.args[a])].buffer)];
-        if (!t.empty() && t.back().first == i) {
-          t.back().second = t.back().second || n.written[a];
-        } else {
-          t.emplace_back(i, n.written[a]);
-        }
-      }
-    }
-  }
-  const Value& value(int v) const { return g_.values[size_t(v)]; }
-  // The call after `call` that touches the buffer of value v, when v's buffer is an intermediate
-  // that `call` writes and that exactly these two calls touch; else -1.
-  int only_other_toucher(int v, int call) const {
-    const int buffer = value(v).buffer;
-    const auto& t = touching_[size_t(buffer)];
-    if (g_.buffers[size_t(buffer)].kind != BufferKind::intermediate || t.size() != 2 || t[0].first != call || !t[0].second)
-      return -1;
-    return t[1].first;
-  }
-  // The call before `call` that writes the buffer of v, when v's buffer is an intermediate that
-  // exactly these two calls touch, and `call` only reads; else -1.
-  int only_writer_before(int v, int call) const {
-    const int buffer = value(v).buffer;
-    const auto& t = touching_[size_t(buffer)];
-    if (g_.buffers[size_t(buffer)].kind != BufferKind::intermediate || t.size() != 2 || t[1].first != call || t[1].second ||
-        !t[0].second)
-      return -1;
-    return t[0].first;
-  }
-  // Whether a call strictly between `from` and `to` touches the buffer of v (writes it, when writes_only).
-  bool touched_between(int v, int from, int to, bool writes_only) const {
-    for (const auto& [i, writes] : touching_[size_t(value(v).buffer)]) {
-      if (i > from && i < to && (writes || !writes_only)) return true;
-    }
-    return false;
-  }
-
- private:
-  const Graph& g_;
-  std::vector<std::vector<std::pair<int, bool>>> touching_;
-};
-
-// The graph without the calls marked dropped, with `nodes` in place of its calls.
-Graph without(const Graph& g, std::vector<Node> nodes, const std::vector<bool>& dropped) {
-  Graph out = g;
-  out.nodes.clear();
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    if (!dropped[i]) out.nodes.push_back(std::move(nodes[i]));
-  }
-  return out;
-}
-
 }  // namespace
 
 Graph fold_norm_casts(const Graph& g) {
-  const Touches touches(g);
+  const CallTouches touches(g);
   std::vector<Node> nodes = g.nodes;
   std::vector<bool> dropped(nodes.size(), false);
   for (int i = 0; i < int(nodes.size()); ++i) {
@@ -129,11 +70,11 @@ Graph fold_norm_casts(const Graph& g) {
       dropped[size_t(c)] = true;
     }
   }
-  return without(g, std::move(nodes), dropped);
+  return without_dropped(g, std::move(nodes), dropped);
 }
 
 Graph fold_norm_gradient_adds(const Graph& g) {
-  const Touches touches(g);
+  const CallTouches touches(g);
   std::vector<Node> nodes = g.nodes;
   std::vector<bool> dropped(nodes.size(), false);
   for (int i = 0; i < int(nodes.size()); ++i) {
@@ -159,7 +100,7 @@ Graph fold_norm_gradient_adds(const Graph& g) {
     n.read_versions[size_t(ix)] = add.read_versions[2];
     dropped[size_t(a)] = true;
   }
-  return without(g, std::move(nodes), dropped);
+  return without_dropped(g, std::move(nodes), dropped);
 }
 
 }  // namespace trireme::graph

@@ -2,6 +2,7 @@
 #include "trireme/graph/static_function.h"
 
 #include "trireme/graph/fusion.h"
+#include "trireme/graph/gemm_folds.h"
 #include "trireme/graph/multi_tensor.h"
 #include "trireme/graph/norm_folds.h"
 
@@ -12,6 +13,7 @@ Graph optimize(const Graph& g, const StaticOptions& o) {
   if (o.common_subexpressions) out = eliminate_common_subexpressions(out);
   if (o.dead_code && o.common_subexpressions) out = eliminate_dead_code(out);  // what CSE left unused
   if (o.fold_into_norms) out = fold_norm_gradient_adds(fold_norm_casts(out));
+  if (o.fold_into_gemms) out = fold_gelu_into_gemms(out);
   if (o.fuse_elementwise) out = fuse_elementwise(out);
   if (o.schedule_for_memory) out = schedule_for_memory(out);
   if (o.multi_tensor_adamw) out = merge_adamw(out);  // after scheduling: it merges the updates where they landed

@@ -22,6 +22,7 @@ struct StaticOptions {
   bool common_subexpressions = true;
   bool schedule_for_memory = true;
   bool fold_into_norms = true;   // casts and gradient adds (graph/norm_folds.h)
+  bool fold_into_gemms = true;   // GELU and its gradient (graph/gemm_folds.h)
   bool fuse_elementwise = true;  // graph/fusion.h
   // Merge the AdamW updates into multi-tensor calls (multi_tensor.h: merge_adamw).
   bool multi_tensor_adamw = true;

@@ -25,6 +25,25 @@ using MatmulAddKernel = void (*)(const Tensor& a, const Tensor& b, const Tensor&
 // in a's dtype; bf16/f16 accumulate in f32.
 using MatmulRowSumsKernel = void (*)(const Tensor& a, const Tensor& b, Tensor& out, Tensor& row_sums);
 
+// GPT's MLP runs a product and then GELU (tanh approximation), and its backward a product and then
+// GELU's gradient; these kernels do each pair in one call where the backend can apply GELU in
+// the GEMM's epilogue (cuBLASLt's GELU_AUX and DGELU), so that the product never makes a round
+// trip through memory. The static mode's folds use them (graph/gemm_folds.h). The epilogue applies
+// GELU to the f32 product before rounding; elsewhere (the CPU, shapes cuBLASLt declines) the
+// product is rounded first and the elementwise kernels run after it, with the unfused calls' bits.
+// 2-D a (M, K) and b (K, N) of any strides; out and pre (M, N) contiguous, in a's dtype.
+//
+// "matmul_gelu": pre = a · b [+ bias (N)], out = gelu_tanh(pre); pre is what GELU's backward reads.
+using MatmulGeluKernel = void (*)(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out, Tensor& pre);
+// "matmul_gelu_backward": out = (a · b) ⊙ gelu_tanh'(pre): the gradient of GELU's input, from the
+// product that makes the gradient of its output.
+using MatmulGeluBackwardKernel = void (*)(const Tensor& a, const Tensor& b, const Tensor& pre, Tensor& out);
+
+// The unfused forms, through the device's matmul and GELU kernels: what the kernels above do where
+// no epilogue does it.
+void matmul_then_gelu(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out, Tensor& pre);
+void matmul_then_gelu_backward(const Tensor& a, const Tensor& b, const Tensor& pre, Tensor& out);
+
 // row_sums (M) = Σ_k a[m, k] for a 2-D a, by the sum kernel of a's device over aᵀ's first dim
 // (the sums sum(aᵀ, {0}) makes, in its order): MatmulRowSumsKernel's sums where the product does
 // not make them.

@@ -238,6 +238,19 @@ TRIREME_REGISTER_KERNELS(cpu_matmul) {
       sum_rows_of(a, row_sums);
     };
   });
+  // No epilogue to fuse into on the CPU: registered so that static mode folds the same calls on
+  // every device (graph/gemm_folds.h), with the unfused calls' bits.
+  registry.add_each<MatmulGeluKernel, double, float, bf16_t, f16_t>("matmul_gelu", DeviceType::cpu, []<class T>() {
+    return +[](const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out, Tensor& pre) {
+      matmul_then_gelu(a, b, bias, out, pre);
+    };
+  });
+  registry.add_each<MatmulGeluBackwardKernel, double, float, bf16_t, f16_t>("matmul_gelu_backward", DeviceType::cpu,
+                                                                           []<class T>() {
+    return +[](const Tensor& a, const Tensor& b, const Tensor& pre, Tensor& out) {
+      matmul_then_gelu_backward(a, b, pre, out);
+    };
+  });
 }
 
 }  // namespace trireme::cpu

@@ -1,5 +1,6 @@
 // CUDA matrix products through cuBLASLt: one wrapper for f64/f32/bf16/f16 (f32 compute for the
-// 16-bit types, f64 for f64) with the bias added in the GEMM's epilogue when one is given.
+// 16-bit types, f64 for f64) with the bias added in the GEMM's epilogue when one is given, and
+// the bias gradient's sums, GELU or GELU's gradient there when asked.
 // cuBLASLt is column-major; a row-major out (M, N) is the column-major (N, M) product
 // b^T · a^T, so `b` goes in cuBLAS's A slot and `a` in its B slot, each transposed or not
 // according to which of its last two dims has unit stride (a transposed view costs no copy).
@@ -90,13 +91,26 @@ struct MatrixLayoutHandle {
   ~MatrixLayoutHandle() { cublasLtMatrixLayoutDestroy(h); }
 };
 
+// GELU in the epilogue (linalg.h: MatmulGeluKernel, MatmulGeluBackwardKernel): none; forward,
+// writing GELU's input to `pre` (GELU_AUX); backward, reading it from `pre` (DGELU).
+enum class Gelu { none, forward, backward };
+
+// Whether cuBLASLt may apply GELU in the epilogue of this product: 2-D, not f64, a k to sum over,
+// and GELU's input (cuBLASLt's aux matrix, out's layout) with a leading dim divisible by 8 and
+// 16-byte aligned, as cuBLASLt asks.
+bool gelu_epilogue_fits(bool f64, int64_t batch, int64_t N, int64_t K, const Tensor& pre) {
+  return !f64 && batch == 1 && K > 0 && N % 8 == 0 && pointer_alignment(pre.data_ptr()) >= 16;
+}
+
 // out = a · b (+ bias), or with Accumulate out = c + a · b (c: out itself or apart from it, read
 // as cuBLASLt's C operand with D's layout). With row_sums defined (2-D, no bias, not
 // Accumulate), also row_sums = a's rows summed: cuBLASLt's BGRADB epilogue sums its B operand
-// (our a) over the product's k, where cuBLASLt has an algorithm for it.
+// (our a) over the product's k, where cuBLASLt has an algorithm for it. With gelu (not
+// Accumulate, no row_sums, no bias for the backward): GELU or its gradient applied to the product
+// in the epilogue, `pre` being GELU's input; where it may not or has no algorithm, the unfused calls.
 template <class T, bool Accumulate>
 void matmul_cuda(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, const Tensor& c, Tensor& out,
-                 Tensor row_sums = Tensor()) {
+                 Tensor row_sums = Tensor(), Gelu gelu = Gelu::none, Tensor pre = Tensor()) {
   const int64_t M = out.size(-2), N = out.size(-1), K = a_in.size(-1);
   const int64_t batch = shape_numel(Shape(out.sizes().begin(), out.sizes().end() - 2));
   if (out.numel() == 0) return;
@@ -106,6 +120,17 @@ void matmul_cuda(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, con
   if (row_sums.defined() && (f64 || K == 0)) {  // nor a bias-gradient one
     matmul_cuda<T, Accumulate>(a_in, b_in, bias, c, out);
     sum_rows_of(a_in, row_sums);
+    return;
+  }
+  auto unfused_gelu = [&] {
+    if (gelu == Gelu::forward) {
+      matmul_then_gelu(a_in, b_in, bias, out, pre);
+    } else {
+      matmul_then_gelu_backward(a_in, b_in, pre, out);
+    }
+  };
+  if (gelu != Gelu::none && !gelu_epilogue_fits(f64, batch, N, K, pre)) {
+    unfused_gelu();
     return;
   }
   if (K == 0) {
@@ -150,10 +175,19 @@ void matmul_cuda(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, con
     const cublasOperation_t op_b = la.transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
     TRIREME_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
     TRIREME_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
-    const cublasLtEpilogue_t epilogue = row_sums.defined() ? CUBLASLT_EPILOGUE_BGRADB
-                                        : bias_in_epilogue    ? CUBLASLT_EPILOGUE_BIAS
-                                                              : CUBLASLT_EPILOGUE_DEFAULT;
+    const cublasLtEpilogue_t epilogue = gelu == Gelu::backward ? CUBLASLT_EPILOGUE_DGELU
+                                        : gelu == Gelu::forward
+                                            ? (bias_in_epilogue ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
+                                        : row_sums.defined() ? CUBLASLT_EPILOGUE_BGRADB
+                                        : bias_in_epilogue   ? CUBLASLT_EPILOGUE_BIAS
+                                                             : CUBLASLT_EPILOGUE_DEFAULT;
     TRIREME_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    if (gelu != Gelu::none) {  // GELU's input: an (N, M) column-major matrix like D
+      const void* aux = pre.data_ptr();
+      const int64_t aux_ld = N;
+      TRIREME_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+      TRIREME_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
+    }
     const void* vector_ptr = row_sums.defined() ? row_sums.data_ptr() : bias_in_epilogue ? bias.data_ptr() : nullptr;
     if (vector_ptr != nullptr) {  // the bias read, or the sums written
       TRIREME_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vector_ptr,
@@ -183,6 +217,10 @@ void matmul_cuda(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, con
     if (!found && row_sums.defined()) {  // this layout or type has no bias-gradient epilogue
       matmul_cuda<T, Accumulate>(a_in, b_in, bias, c, out);
       sum_rows_of(a_in, row_sums);
+      return;
+    }
+    if (!found && gelu != Gelu::none) {  // nor a GELU one
+      unfused_gelu();
       return;
     }
     TRIREME_CHECK(found, "matmul (CUDA): cuBLASLt found no algorithm for ", a_in.sizes(), " x ", b_in.sizes(), " in ",
@@ -217,6 +255,18 @@ TRIREME_REGISTER_KERNELS(cuda_matmul) {
                                                                       []<class T>() {
     return +[](const Tensor& a, const Tensor& b, Tensor& out, Tensor& row_sums) {
       matmul_cuda<T, false>(a, b, Tensor(), Tensor(), out, row_sums);
+    };
+  });
+  // 16-bit only: there the epilogue saves a round trip of the product through memory; f32 static
+  // runs keep the bits of eager ones (the epilogue's GELU is not the elementwise kernel's).
+  registry.add_each<MatmulGeluKernel, bf16_t, f16_t>("matmul_gelu", DeviceType::cuda, []<class T>() {
+    return +[](const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out, Tensor& pre) {
+      matmul_cuda<T, false>(a, b, bias, Tensor(), out, Tensor(), Gelu::forward, pre);
+    };
+  });
+  registry.add_each<MatmulGeluBackwardKernel, bf16_t, f16_t>("matmul_gelu_backward", DeviceType::cuda, []<class T>() {
+    return +[](const Tensor& a, const Tensor& b, const Tensor& pre, Tensor& out) {
+      matmul_cuda<T, false>(a, b, Tensor(), Tensor(), out, Tensor(), Gelu::backward, pre);
     };
   });
 }
