@@ -38,13 +38,7 @@ void expect_mlp_folds(bool autocast) {
       Tensor y = linear(gelu(linear(in[0], w1, b1)), w2);
       loss = sum(mul(to_dtype(y, DType::f32), to_dtype(y, DType::f32)));
     }
-    loss.backward();
-    std::vector<Tensor> out = {loss.detach()};
-    for (Tensor* t : params) {
-      out.push_back(t->grad());
-      t->set_grad(Tensor());
-    }
-    return out;
+    return trireme::testing::backward_loss_and_take_grads(loss, params);
   };
   const graph::Graph g = graph::eliminate_dead_code(graph::trace(step, {random_tensor({3, 50, C}, 4)}).graph);
   const graph::Graph f = graph::fold_gelu_into_gemms(g);

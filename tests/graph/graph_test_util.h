@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <vector>
 
 #include "trireme/core/rng.h"
 #include "trireme/core/tensor.h"
@@ -22,6 +23,18 @@ inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
 inline Tensor random_tensor(const Shape& s, uint64_t seed) {
   Generator g(seed);
   return randn(s, g);
+}
+
+// What a traced training step returns: the loss (its backward run), then each parameter's
+// gradient, taken from the parameter so that the next run accumulates none into it.
+inline std::vector<Tensor> backward_loss_and_take_grads(Tensor& loss, const std::vector<Tensor*>& params) {
+  loss.backward();
+  std::vector<Tensor> out = {loss.detach()};
+  for (Tensor* t : params) {
+    out.push_back(t->grad());
+    t->set_grad(Tensor());
+  }
+  return out;
 }
 
 }  // namespace trireme::testing

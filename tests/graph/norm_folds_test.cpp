@@ -69,13 +69,7 @@ TEST(NormFolds, AnAutocastStepLosesTheCastsAroundItsNormsAndTheAddOfTheirGradien
       Tensor h = add(matmul(layer_norm(x, w, b), m1), matmul(rms_norm(x, w2), m2));
       loss = sum(to_dtype(h, DType::f32));
     }
-    loss.backward();
-    std::vector<Tensor> out = {loss.detach()};
-    for (Tensor* t : params) {
-      out.push_back(t->grad());
-      t->set_grad(Tensor());
-    }
-    return out;
+    return trireme::testing::backward_loss_and_take_grads(loss, params);
   };
   const graph::Graph g = graph::eliminate_dead_code(graph::trace(step, {random_tensor({kRows, kCols}, 11)}).graph);
   const graph::Graph f = graph::fold_norm_casts(g);
