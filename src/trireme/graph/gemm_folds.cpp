@@ -79,7 +79,7 @@ Graph fold_gelu_into_gemms(const Graph& g) {
   std::vector<bool> dropped(nodes.size(), false);
   for (int i = 0; i < int(g.nodes.size()); ++i) {
     const Node& m = g.nodes[size_t(i)];
-    if (dropped[size_t(i)] || !is_plain_product(g, m)) continue;
+    if (!is_plain_product(g, m)) continue;  // a dropped call is a GELU, never a product
     const int product = m.args[3];
     const Value& prod = touches.value(product);
     const DeviceType device = m.device.type;
