@@ -5,6 +5,7 @@
 # before / after so that both see the same machine state, and prints every run's tokens/s and
 # the after/before ratio of the medians. Rows (ROWS, default: the one-GPU ones):
 #   gpt2-bf16, gpt2-amp   GPT-2 124M on one GPU, B=16, T=1024, bf16 / amp-bf16 (gpt_train_step)
+#   gpt2-bf16-static, gpt2-amp-static   the same in static-graph mode
 #   dp2                   GPT-2 124M, dp=2, B=16 per GPU, bf16 (gpt_parallel_step, 2 GPUs)
 #   tp2-sp                GPT 1.3B, tp=2 with sequence parallelism, B=8, bf16 (2 GPUs)
 #   BEFORE_SRC=before.tar.gz bash bench/gpu/before_after.sh
@@ -22,7 +23,8 @@ else
   before=$(cd "$src" && pwd)
 fi
 t0=$(date +%s)
-targets=(gpt_train_step gpt_parallel_step trireme_cli)
+targets=(gpt_train_step)  # the two-GPU rows also need the launcher and gpt_parallel_step
+case " $rows " in *" dp2 "* | *" tp2-sp "*) targets+=(gpt_parallel_step trireme_cli) ;; esac
 BENCH_SRC=$before BENCH_BUILD=$PWD/build-gpu-before build_bench build_before.log "${targets[@]}"
 build_bench build_after.log "${targets[@]}"
 echo "builds: $(($(date +%s) - t0)) s"
@@ -32,9 +34,11 @@ row_command() {  # row, build dir: the command line of one run
   case $1 in
     gpt2-bf16) echo "$b/bench/gpt_train_step --model gpt2-124m --batch 16 --device cuda --dtype bf16" ;;
     gpt2-amp) echo "$b/bench/gpt_train_step --model gpt2-124m --batch 16 --device cuda --dtype amp-bf16" ;;
+    gpt2-bf16-static) echo "$(row_command gpt2-bf16 "$b") --mode static" ;;
+    gpt2-amp-static) echo "$(row_command gpt2-amp "$b") --mode static" ;;
     dp2) echo "$b/trireme launch --nproc-per-node 2 -- $b/bench/gpt_parallel_step --model gpt2-124m --dp 2 --batch 16 --device cuda --dtype bf16" ;;
     tp2-sp) echo "$b/trireme launch --nproc-per-node 2 -- $b/bench/gpt_parallel_step --model gpt-1.3b --tp 2 --sp 1 --batch 8 --device cuda --dtype bf16" ;;
-    *) echo "unknown row '$1' (gpt2-bf16, gpt2-amp, dp2, tp2-sp)" >&2; return 1 ;;
+    *) echo "unknown row '$1' (gpt2-bf16, gpt2-amp, gpt2-bf16-static, gpt2-amp-static, dp2, tp2-sp)" >&2; return 1 ;;
   esac
 }
 for row in $rows; do

@@ -85,10 +85,10 @@ void expect_multi_equals_single(DType dtype, const std::vector<int64_t>& sizes) 
   EXPECT_FALSE(trireme::testing::bitwise_equal(single.p[largest], initial));  // the updates changed it
 }
 
-// Sizes around the vector width and the chunk (65536), an empty tensor, and more tensors than
-// one launch's table has room for.
+// Sizes around the vector width and the smallest chunk (2048 elements, for a call this small), an
+// empty tensor, and more tensors than one launch's table has room for.
 std::vector<int64_t> odd_sizes() {
-  std::vector<int64_t> s = {1, 3, 4, 5, 0, 17, 255, 1000, 65535, 65536, 65537, 200003};
+  std::vector<int64_t> s = {1, 3, 4, 5, 0, 17, 255, 1000, 2047, 2048, 2049, 65537, 200003};
   for (int i = 0; i < 110; ++i) s.push_back(1 + (i * 37) % 300);
   return s;
 }
@@ -108,6 +108,12 @@ TEST(CudaMultiTensorAdamW, EqualsOneLaunchPerTensorBf16WithF32Moments) {
 TEST(CudaMultiTensorAdamW, EqualsOneLaunchPerTensorF64) {
   TRIREME_REQUIRE_GPU();
   expect_multi_equals_single(DType::f64, {1, 2, 3, 65537, 5, 100000});
+}
+
+TEST(CudaMultiTensorAdamW, ChunksBetweenTheSmallestAndTheLargest) {
+  TRIREME_REQUIRE_GPU();
+  // 5M elements: chunks of 8192, the last of each tensor partial; tensors split across chunks.
+  expect_multi_equals_single(DType::bf16, {3, 4'000'003, 8191, 8193, 1'000'000});
 }
 
 TEST(CudaMultiTensorAdamW, ATensorOfMoreChunksThanOneTableSplitsIntoLaunches) {

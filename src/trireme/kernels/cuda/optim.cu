@@ -119,9 +119,16 @@ void adamw_cuda(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_
 //
 // A launch's work is a table of chunks, passed as the kernel's parameter (up to 32 KB since CUDA
 // 12.1; no copy to device memory, so nothing but the scalars changes between replays of a
-// captured launch): one block per chunk of kAdamWChunk elements of one tensor. A call whose
-// tensors or chunks do not fit in one table launches several, in order.
-constexpr int64_t kAdamWChunk = 1 << 16;
+// captured launch): one block per chunk of one tensor. A call whose tensors or chunks do not fit
+// in one table launches several, in order.
+//
+// The chunk is the smallest power of two from 2^11 to 2^16 elements of which the call's elements
+// make at most a table's worth, so that a call of few elements still spreads over the whole GPU
+// (the tensors' partial last chunks may add a short second launch). With a fixed 2^16 the merged
+// update of one MLP weight and its bias (2.4M elements) ran as 37 blocks on an H200's 132
+// multiprocessors, and pure-bf16 GPT-2 124M spent 3.1 ms a step in AdamW instead of 0.9
+// (docs/STATIC_GRAPH.md, Passes).
+constexpr int kMinChunkShift = 11, kMaxChunkShift = 16;
 
 template <class D>
 struct AdamWChunkTable {
@@ -139,20 +146,30 @@ struct AdamWChunkTable {
   const AdamWScalars<A>* placed;
   int update[kTensors];
   int tensors, chunks;
-  int chunk_tensor[kChunks];  // chunk c: elements [chunk_index[c] * kAdamWChunk, ...) of tensor chunk_tensor[c]
+  int chunk_shift;            // a chunk is 2^chunk_shift elements
+  int chunk_tensor[kChunks];  // chunk c: elements [chunk_index[c] << chunk_shift, ...) of tensor chunk_tensor[c]
   int chunk_index[kChunks];
 };
 
+// The chunk size (as a shift) for a call updating `elements` elements in all: see above.
+template <int kChunks>
+int chunk_shift_for(int64_t elements) {
+  int shift = kMinChunkShift;
+  while (shift < kMaxChunkShift && (elements >> shift) >= kChunks) ++shift;
+  return shift;
+}
+
 // The same elements, in the same operations, as adamw_kernel: vectors when the tensor's four
-// buffers are 16-byte aligned (a chunk starts at a multiple of kAdamWChunk, so its pointers are
+// buffers are 16-byte aligned (a chunk starts at a multiple of 2^11 elements, so its pointers are
 // aligned as the tensor's), else one element at a time.
 template <class D>
 __global__ void __launch_bounds__(kBlock) adamw_multi_kernel(const __grid_constant__ AdamWChunkTable<D> t) {
   using A = dacc_t<D>;
   constexpr int V = kAdamWVec<A>;
   const int k = t.chunk_tensor[blockIdx.x];
-  const int64_t begin = int64_t(t.chunk_index[blockIdx.x]) * kAdamWChunk;
-  const int64_t n = t.n[k] - begin < kAdamWChunk ? t.n[k] - begin : kAdamWChunk;
+  const int64_t chunk = int64_t(1) << t.chunk_shift;
+  const int64_t begin = int64_t(t.chunk_index[blockIdx.x]) << t.chunk_shift;
+  const int64_t n = t.n[k] - begin < chunk ? t.n[k] - begin : chunk;
   const AdamWScalars<A> s = t.placed ? t.placed[t.update[k]] : t.by_value[k];
   D* p = t.p[k] + begin;
   const D* g = t.g[k] + begin;
@@ -176,9 +193,13 @@ void adamw_multi_cuda(std::span<const AdamWUpdate> updates) {
   const AdamWScalars<A>* placed = nullptr;
   if (!place_scalars(std::span<const AdamWScalars<A>>(scalars), placed)) return;
   LaunchContext ctx(*updates[0].param);
+  int64_t elements = 0;
+  for (const AdamWUpdate& u : updates) elements += u.param->numel();
+  const int shift = chunk_shift_for<Table::kChunks>(elements);
   auto table = std::make_unique<Table>();
   auto reset = [&] {
     table->placed = placed;
+    table->chunk_shift = shift;
     table->tensors = 0;
     table->chunks = 0;
   };
@@ -192,7 +213,7 @@ void adamw_multi_cuda(std::span<const AdamWUpdate> updates) {
     const AdamWUpdate& up = updates[u];
     const int64_t n = up.param->numel();
     int k = -1;  // the tensor's index in the current table, once it is in it
-    for (int64_t c = 0; c * kAdamWChunk < n; ++c) {
+    for (int64_t c = 0; (c << shift) < n; ++c) {
       if (table->chunks == Table::kChunks || (k < 0 && table->tensors == Table::kTensors)) {
         launch();
         reset();
