@@ -1,5 +1,6 @@
 // Calibration profiles: saved and read back, applied to this machine, refused from another
-// machine or device kind; a GPU profile applied to the GPUs' cluster.
+// machine or device kind; a GPU profile applied to the GPUs' cluster; a block's time taken apart
+// from the model's runs.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -128,6 +129,30 @@ TEST(Profile, DefaultPathFollowsTheCacheDirectory) {
   EXPECT_EQ(default_profile_path("cuda"), "/tmp/somewhere/plan_profile_cuda.json");
   ::unsetenv("TRIREME_CACHE_DIR");
   EXPECT_NE(default_profile_path().find("trireme/plan_profile.json"), std::string::npos);
+}
+
+TEST(Profile, ABlockWithoutRecomputationIsHalfTheDifferenceOfOneAndThreeBlocks) {
+  const ModelSplit s = split_model_runs(5.0, 9.0);  // rest 3, block 2
+  EXPECT_DOUBLE_EQ(s.block_s, 2.0);
+  EXPECT_DOUBLE_EQ(s.rest_s, 3.0);
+}
+
+TEST(Profile, UnderRecomputationTheRestIsTheOneMeasuredWithout) {
+  // Exact runs: rest 3, block 2.5 under recomputation.
+  ModelSplit s = split_model_runs(5.5, 10.5, 3.0);
+  EXPECT_DOUBLE_EQ(s.block_s, 2.5);
+  EXPECT_DOUBLE_EQ(s.rest_s, 3.0);
+  // Runs of a small micro-batch whose three blocks took hardly longer than one (noise): their own
+  // difference would make the rest larger than the whole one-block run and leave ~0.1 for a block;
+  // with the rest known, a block is what the runs hold beyond it.
+  const ModelSplit noisy = split_model_runs(5.5, 5.7);
+  EXPECT_LT(noisy.block_s, 0.2);
+  s = split_model_runs(5.5, 5.7, 3.0);
+  EXPECT_NEAR(s.block_s, (2.5 + 3 * 2.7) / 10, 1e-12);
+  EXPECT_GT(s.block_s, 1.0);
+  // Three blocks measured faster than one: no negative block either way it is fitted.
+  EXPECT_LT(split_model_runs(5.5, 5.0).block_s, 0);
+  EXPECT_GT(split_model_runs(5.5, 5.0, 3.0).block_s, 0);
 }
 
 }  // namespace

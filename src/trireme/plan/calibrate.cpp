@@ -265,6 +265,7 @@ std::string describe_profile(const MachineProfile& p) {
     std::vector<double> sizes;
     for (const auto& r : p.model_rates)
       if (std::find(sizes.begin(), sizes.end(), r.tokens) == sizes.end()) sizes.push_back(r.tokens);
+    std::sort(sizes.begin(), sizes.end());
     for (double tokens : sizes) {
       std::snprintf(buf, sizeof(buf), "  %22.0f", tokens);
       out += buf;
@@ -288,6 +289,15 @@ std::string describe_profile(const MachineProfile& p) {
     out += buf;
   }
   return out;
+}
+
+ModelSplit split_model_runs(double one_block_s, double three_blocks_s, double rest_without_recompute) {
+  if (rest_without_recompute <= 0) {
+    const double block_s = (three_blocks_s - one_block_s) / 2;
+    return {block_s, one_block_s - block_s};
+  }
+  const double r = rest_without_recompute;
+  return {((one_block_s - r) + 3 * (three_blocks_s - r)) / 10, r};
 }
 
 namespace {
@@ -417,16 +427,20 @@ void measure_model(const io::TrainConfig& tc, const Target& target, int64_t voca
   std::map<std::string, std::vector<std::pair<double, double>>> seconds;  // sizes as in `sizes`, largest first
   double model_1 = 0, model_3 = 0;  // the largest size without recomputation, for the step below
   for (size_t i = 0; i < sizes.size(); ++i) {
+    double rest_s = 0;  // the embedding, head and loss without recomputation, also theirs with it
     for (const char* mode : {"none", "selective", "full"}) {
       together();
       const auto [t1, f1] = time_model(tc, target, V, 1, sizes[i], mode);
       together();
       const auto [t3, f3] = time_model(tc, target, V, 3, sizes[i], mode);
-      if (std::string(mode) == "none") {
+      const bool none = std::string(mode) == "none";
+      if (none) {
         flops[i] = {(f3 - f1) / 2, f1 - (f3 - f1) / 2};
         if (i == 0) model_1 = t1, model_3 = t3;
       }
-      seconds[mode].push_back({(t3 - t1) / 2, t1 - (t3 - t1) / 2});
+      const ModelSplit split = split_model_runs(t1, t3, none ? 0 : rest_s);
+      if (none) rest_s = split.rest_s;
+      seconds[mode].push_back({split.block_s, split.rest_s});
     }
   }
   p.model_rates.clear();

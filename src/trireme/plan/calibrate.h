@@ -65,6 +65,17 @@ void save_profile(const std::string& path, const MachineProfile& p);
 void apply_profile(ClusterSpec& c, const MachineProfile& p, int64_t processes);
 std::string describe_profile(const MachineProfile& p);
 
+// Seconds of one decoder block and of the rest of the model (embedding, head, loss) per run, from
+// runs of the model with one block and with three.
+struct ModelSplit {
+  double block_s = 0, rest_s = 0;
+};
+// Without recomputation (`rest_without_recompute` <= 0): half the difference of the two runs is a
+// block. A recomputation mode replays blocks only, so its rest is the one measured without: the
+// block is then the least-squares fit of t - rest = blocks x block_s over both runs, which stays
+// positive where a difference of two noisy runs of small micro-batches may not.
+ModelSplit split_model_runs(double one_block_s, double three_blocks_s, double rest_without_recompute = 0);
+
 // Measures this machine (its CPU or its GPUs, as tc.train.device says) for tc's model and saves the
 // profile at `path`. The model's timing and the collectives run in 2 processes at once (1 on a
 // machine with one GPU), started through the launcher as this program's
