@@ -147,6 +147,7 @@ TEST(PlanCli, AutoLayoutTrainsTwoProcessesAndMeasureReportsErrors) {
                                         " plan --devices 2 --measure 1" + kTiny);
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("measured"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("steps' range"), std::string::npos) << r.out;  // the fastest and slowest counted step
   EXPECT_NE(r.out.find("step time: mean |predicted - measured| / measured"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("peak memory: mean |predicted - measured| / measured"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("the chosen plan (#1) measured"), std::string::npos) << r.out;

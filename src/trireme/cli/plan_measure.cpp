@@ -63,8 +63,10 @@ MeasuredRun measured_run(const std::string& metrics_path) {
   std::vector<double> steps;
   for (size_t i = 2; i < elapsed.size(); ++i) steps.push_back(elapsed[i] - elapsed[i - 1]);
   if (!steps.empty()) {
-    std::nth_element(steps.begin(), steps.begin() + steps.size() / 2, steps.end());
+    std::sort(steps.begin(), steps.end());
     m.step_s = steps[steps.size() / 2];
+    m.fastest_step_s = steps.front();
+    m.slowest_step_s = steps.back();
   }
   return m;
 }
@@ -93,8 +95,8 @@ int measure_plans(const std::string& config_path, const std::vector<std::string>
       "\nmeasured (%d steps each through trireme train --nproc, the first 2 not counted; rank 0's peak "
       "memory beside its estimate):\n",
       kSteps);
-  std::printf("%-3s %-50s %12s %12s %7s %11s %11s %7s\n", "#", "layout", "predicted", "measured", "error", "peak pred",
-              "peak meas", "error");
+  std::printf("%-3s %-50s %12s %12s %15s %7s %11s %11s %7s\n", "#", "layout", "predicted", "measured", "steps' range",
+              "error", "peak pred", "peak meas", "error");
   int status = kExitOk;
   double sum_error = 0, worst_error = 0, sum_mem_error = 0, worst_mem_error = 0;
   int n = 0;
@@ -144,9 +146,11 @@ int measure_plans(const std::string& config_path, const std::vector<std::string>
     sum_mem_error += std::abs(mem_err), worst_mem_error = std::max(worst_mem_error, std::abs(mem_err));
     if (i == 0) chosen_s = m.step_s;
     if (fastest == 0 || m.step_s < fastest_s) fastest = i + 1, fastest_s = m.step_s;
-    std::printf("%-3d %-50s %10.1fms %10.1fms %+6.0f%% %11s %11s %+6.0f%%\n", i + 1, p.layout.describe().c_str(),
-                p.cost.step_s * 1e3, m.step_s * 1e3, 100 * err, train::format_bytes(p.cost.rank0_bytes).c_str(),
-                train::format_bytes(m.peak_bytes).c_str(), 100 * mem_err);
+    char range[48];
+    std::snprintf(range, sizeof(range), "%.1f-%.1fms", m.fastest_step_s * 1e3, m.slowest_step_s * 1e3);
+    std::printf("%-3d %-50s %10.1fms %10.1fms %15s %+6.0f%% %11s %11s %+6.0f%%\n", i + 1, p.layout.describe().c_str(),
+                p.cost.step_s * 1e3, m.step_s * 1e3, range, 100 * err,
+                train::format_bytes(p.cost.rank0_bytes).c_str(), train::format_bytes(m.peak_bytes).c_str(), 100 * mem_err);
   }
   if (n > 0) {
     std::printf("step time: mean |predicted - measured| / measured %.0f%%, largest %.0f%%\n", 100 * sum_error / n,

@@ -11,9 +11,10 @@
 namespace trireme::cli {
 
 // What a run's metrics.jsonl says of it: the median step time after the first two steps (0 when
-// there were too few), and rank 0's peak memory.
+// there were too few), the fastest and slowest of those steps (how far to trust the median), and
+// rank 0's peak memory.
 struct MeasuredRun {
-  double step_s = 0, peak_bytes = 0;
+  double step_s = 0, fastest_step_s = 0, slowest_step_s = 0, peak_bytes = 0;
 };
 MeasuredRun measured_run(const std::string& metrics_path);
 
