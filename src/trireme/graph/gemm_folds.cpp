@@ -24,10 +24,15 @@ bool is_plain_product(const Graph& g, const Node& n) {
   return is_contiguous(g.values[size_t(n.args[3])]);
 }
 
+// Whether v is contiguous and has as many elements as `like`, of its dtype, whatever its shape:
+// what a fused call can read or write in like's shape.
+bool fits_as(const Value& v, const Value& like) {
+  return v.dtype == like.dtype && shape_numel(v.sizes) == shape_numel(like.sizes) && is_contiguous(v);
+}
+
 // Whether v holds exactly the elements of `like` (contiguous both), whatever its shape.
 bool same_elements(const Value& v, const Value& like) {
-  return v.buffer == like.buffer && v.offset == like.offset && v.dtype == like.dtype &&
-         shape_numel(v.sizes) == shape_numel(like.sizes) && is_contiguous(v) && is_contiguous(like);
+  return v.buffer == like.buffer && v.offset == like.offset && fits_as(v, like) && is_contiguous(like);
 }
 
 // A contiguous value of `like`'s shape, and of v's contiguous elements, added to g: how the fused
@@ -90,8 +95,7 @@ Graph fold_gelu_into_gemms(const Graph& g) {
       if (is_call(gelu, "gelu_tanh", typeid(UnaryKernel)) && gelu.args.size() == 2 && gelu.args[0] >= 0 &&
           gelu.args[1] >= 0 && gelu.dtype == m.dtype && same_elements(touches.value(gelu.args[0]), prod)) {
         const Value& y = touches.value(gelu.args[1]);
-        if (y.buffer != prod.buffer && y.dtype == m.dtype && is_contiguous(y) &&
-            shape_numel(y.sizes) == shape_numel(prod.sizes) && !touches.touched_between(gelu.args[1], i, k, false)) {
+        if (y.buffer != prod.buffer && fits_as(y, prod) && !touches.touched_between(gelu.args[1], i, k, false)) {
           const int y2 = as_shape_of(out, y, prod);
           nodes[size_t(i)] = fused_call<MatmulGeluKernel>(
               m, "matmul_gelu", {m.args[0], m.args[1], m.args[2], y2, product}, {false, false, false, true, true},
@@ -109,10 +113,7 @@ Graph fold_gelu_into_gemms(const Graph& g) {
         back.args[1] < 0 || back.args[2] < 0 || back.dtype != m.dtype || !same_elements(touches.value(back.args[0]), prod))
       continue;
     const Value &pre = touches.value(back.args[1]), &grad_in = touches.value(back.args[2]);
-    const bool shapes = pre.dtype == m.dtype && is_contiguous(pre) && shape_numel(pre.sizes) == shape_numel(prod.sizes) &&
-                        grad_in.dtype == m.dtype && is_contiguous(grad_in) &&
-                        shape_numel(grad_in.sizes) == shape_numel(prod.sizes);
-    if (!shapes || pre.buffer == grad_in.buffer || pre.buffer == prod.buffer || grad_in.buffer == prod.buffer ||
+    if (!fits_as(pre, prod) || !fits_as(grad_in, prod) || pre.buffer == grad_in.buffer || pre.buffer == prod.buffer || grad_in.buffer == prod.buffer ||
         touches.touched_between(back.args[1], i, k, true) || touches.touched_between(back.args[2], i, k, false))
       continue;
     const int pre2 = as_shape_of(out, pre, prod), grad_in2 = as_shape_of(out, grad_in, prod);
