@@ -101,8 +101,12 @@ std::pair<double, double> fit_line(const std::vector<CollectiveSample>& s, const
 void put_model_figures(nlohmann::json& j, const MachineProfile& p) {
   j["model_rates"] = nlohmann::json::array();
   for (const auto& r : p.model_rates)
-    j["model_rates"].push_back({{"recompute", r.recompute}, {"tokens", r.tokens}, {"block_gflops", r.block_flops * 1e-9},
-                                {"head_gflops", r.head_flops * 1e-9}});
+    j["model_rates"].push_back({{"recompute", r.recompute},
+                                {"tokens", r.tokens},
+                                {"block_gflops", r.block_flops * 1e-9},
+                                {"head_gflops", r.head_flops * 1e-9},
+                                {"block_accumulate_ms", r.block_accumulate_s * 1e3},
+                                {"head_accumulate_ms", r.head_accumulate_s * 1e3}});
   j["measured_model"] = p.measured_model;
   j["step_fixed_s"] = p.step_fixed_s;
   j["optimizer_s_per_parameter"] = p.optimizer_s_per_parameter;
@@ -112,7 +116,8 @@ void take_model_figures(const nlohmann::json& j, MachineProfile& p) {
   p.model_rates.clear();
   for (const auto& r : j.value("model_rates", nlohmann::json::array()))
     p.model_rates.push_back({r.at("recompute").get<std::string>(), r.at("tokens").get<double>(),
-                             r.at("block_gflops").get<double>() * 1e9, r.at("head_gflops").get<double>() * 1e9});
+                             r.at("block_gflops").get<double>() * 1e9, r.at("head_gflops").get<double>() * 1e9,
+                             r.value("block_accumulate_ms", 0.0) * 1e-3, r.value("head_accumulate_ms", 0.0) * 1e-3});
   p.measured_model = j.value("measured_model", std::string());
   p.step_fixed_s = j.value("step_fixed_s", 0.0);
   p.optimizer_s_per_parameter = j.value("optimizer_s_per_parameter", 0.0);
@@ -225,6 +230,7 @@ void apply_profile(ClusterSpec& c, const MachineProfile& p, int64_t processes) {
   c.device.achieved.clear();
   for (AchievedRate r : p.model_rates) {
     r.block_flops *= share, r.head_flops *= share;
+    r.block_accumulate_s /= share, r.head_accumulate_s /= share;
     c.device.achieved.push_back(r);
   }
   c.device.step_fixed_s = p.step_fixed_s / share;
@@ -258,24 +264,33 @@ std::string describe_profile(const MachineProfile& p) {
     out += buf;
   }
   if (!p.model_rates.empty()) {
-    out += str_cat("the model forward and backward (", p.measured_model, "), GFLOP/s of a block | of the embedding, head and loss:\n");
-    std::snprintf(buf, sizeof(buf), "%24s  %19s  %19s  %19s\n", "tokens per micro-batch", "recompute none",
-                  "selective", "full");
+    out += str_cat("the model forward and backward (", p.measured_model,
+                   "), GFLOP/s of a block | of the embedding, head and loss; accumulating: the milliseconds a "
+                   "micro-batch adds when its gradients are added into earlier ones', a block | the rest:\n");
+    std::snprintf(buf, sizeof(buf), "%24s  %19s  %19s  %19s  %23s\n", "tokens per micro-batch", "recompute none",
+                  "selective", "full", "accumulating (ms added)");
     out += buf;
     std::vector<double> sizes;
     for (const auto& r : p.model_rates)
       if (std::find(sizes.begin(), sizes.end(), r.tokens) == sizes.end()) sizes.push_back(r.tokens);
     std::sort(sizes.begin(), sizes.end());
+    auto measured = [&](double tokens, const std::string& mode) -> const AchievedRate* {
+      const auto r = std::find_if(p.model_rates.begin(), p.model_rates.end(),
+                                  [&](const AchievedRate& a) { return a.tokens == tokens && a.recompute == mode; });
+      return r == p.model_rates.end() ? nullptr : &*r;
+    };
     for (double tokens : sizes) {
       std::snprintf(buf, sizeof(buf), "  %22.0f", tokens);
       out += buf;
       for (const char* mode : {"none", "selective", "full"}) {
-        const auto r = std::find_if(p.model_rates.begin(), p.model_rates.end(),
-                                    [&](const AchievedRate& a) { return a.tokens == tokens && a.recompute == mode; });
-        if (r == p.model_rates.end())
-          std::snprintf(buf, sizeof(buf), "  %19s", "-");
-        else
+        if (const AchievedRate* r = measured(tokens, mode))
           std::snprintf(buf, sizeof(buf), "  %9.0f | %7.0f", r->block_flops * 1e-9, r->head_flops * 1e-9);
+        else
+          std::snprintf(buf, sizeof(buf), "  %19s", "-");
+        out += buf;
+      }
+      if (const AchievedRate* r = measured(tokens, "none")) {
+        std::snprintf(buf, sizeof(buf), "  %11.3f | %7.3f", r->block_accumulate_s * 1e3, r->head_accumulate_s * 1e3);
         out += buf;
       }
       out += "\n";
@@ -353,9 +368,11 @@ std::vector<int64_t> scrambled_ids(size_t n, int64_t vocab) {
 }
 
 // The model at tc's shapes with `layers` blocks, forward and backward on `rows` sequences on the
-// target's device under `recompute`: seconds per run, and the FLOPs its ops count.
+// target's device under `recompute`: seconds per run, and the FLOPs its ops count. `accumulate`:
+// each run's gradients are added into the previous runs' (as a step's later micro-batches do)
+// rather than kept alone (as its first one does).
 std::pair<double, double> time_model(const io::TrainConfig& tc, const Target& target, int64_t vocab, int64_t layers,
-                                     int64_t rows, const std::string& recompute) {
+                                     int64_t rows, const std::string& recompute, bool accumulate = false) {
   models::GPTConfig c = train::gpt_config(tc, vocab);
   c.n_layer = layers;
   c.dropout = 0;
@@ -368,7 +385,7 @@ std::pair<double, double> time_model(const io::TrainConfig& tc, const Target& ta
                              device);
   const bool autocast = target.dtype != DType::f32;
   auto step = [&] {
-    gpt.zero_grad();
+    if (!accumulate) gpt.zero_grad();
     Tensor loss;
     {
       amp::AutocastGuard guard(device.type, autocast ? target.dtype : DType::bf16, autocast);
@@ -425,6 +442,7 @@ void measure_model(const io::TrainConfig& tc, const Target& target, int64_t voca
   // (a replay's are inside its mode's rate); per mode and size, the seconds they took.
   std::vector<std::pair<double, double>> flops(sizes.size());
   std::map<std::string, std::vector<std::pair<double, double>>> seconds;  // sizes as in `sizes`, largest first
+  std::vector<ModelSplit> accumulation(sizes.size());  // per size, what adding into earlier gradients costs
   double model_1 = 0, model_3 = 0;  // the largest size without recomputation, for the step below
   for (size_t i = 0; i < sizes.size(); ++i) {
     double rest_s = 0;  // the embedding, head and loss without recomputation, also theirs with it
@@ -437,6 +455,11 @@ void measure_model(const io::TrainConfig& tc, const Target& target, int64_t voca
       if (none) {
         flops[i] = {(f3 - f1) / 2, f1 - (f3 - f1) / 2};
         if (i == 0) model_1 = t1, model_3 = t3;
+        together();
+        const double a1 = time_model(tc, target, V, 1, sizes[i], mode, /*accumulate=*/true).first;
+        together();
+        const double a3 = time_model(tc, target, V, 3, sizes[i], mode, /*accumulate=*/true).first;
+        accumulation[i] = split_model_runs(a1 - t1, a3 - t3);
       }
       const ModelSplit split = split_model_runs(t1, t3, none ? 0 : rest_s);
       if (none) rest_s = split.rest_s;
@@ -453,7 +476,11 @@ void measure_model(const io::TrainConfig& tc, const Target& target, int64_t voca
       if (i > 0 && runs[i - 1].second > 0) head_s = std::min(head_s, runs[i - 1].second);
       const auto [block_f, head_f] = flops[i];
       if (block_s <= 0 || head_s <= 0 || block_f <= 0 || head_f <= 0) continue;  // too noisy to use
-      p.model_rates.push_back({mode, double(sizes[i] * T), block_f / block_s, head_f / head_s});
+      // A difference of two runs, which noise may take below zero where accumulating costs little.
+      const bool none = mode == "none";
+      const double block_add_s = none ? std::max(0.0, accumulation[i].block_s) : 0;
+      const double head_add_s = none ? std::max(0.0, accumulation[i].rest_s) : 0;
+      p.model_rates.push_back({mode, double(sizes[i] * T), block_f / block_s, head_f / head_s, block_add_s, head_add_s});
     }
   }
   together();

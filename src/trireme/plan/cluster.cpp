@@ -31,8 +31,13 @@ std::optional<AchievedRate> DeviceSpec::achieved_at(const std::string& recompute
   while (rates[i]->tokens < tokens) ++i;
   const AchievedRate &lo = *rates[i - 1], &hi = *rates[i];
   const double w = std::log(tokens / lo.tokens) / std::log(hi.tokens / lo.tokens);
-  return AchievedRate{recompute, tokens, lo.block_flops + w * (hi.block_flops - lo.block_flops),
-                      lo.head_flops + w * (hi.head_flops - lo.head_flops)};
+  auto between = [w](double a, double b) { return a + w * (b - a); };
+  return AchievedRate{recompute,
+                      tokens,
+                      between(lo.block_flops, hi.block_flops),
+                      between(lo.head_flops, hi.head_flops),
+                      between(lo.block_accumulate_s, hi.block_accumulate_s),
+                      between(lo.head_accumulate_s, hi.head_accumulate_s)};
 }
 
 const LinkSpec& ClusterSpec::link_for(int64_t size, int64_t stride) const {
