@@ -76,6 +76,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"d256_bf16_selective", "--set model.d_model=256 --set train.precision=bf16 --set memory.recompute=selective"},
                       Case{"d256_B16_mb4", "--set model.d_model=256 --set train.batch_size=16 --set parallel.micro_batches=4"},
                       Case{"d256_bf16", "--set model.d_model=256 --set train.precision=bf16"},
+                      Case{"d256_bf16_B16_mb4", "--set model.d_model=256 --set train.precision=bf16 "
+                                                "--set train.batch_size=16 --set parallel.micro_batches=4"},
                       Case{"d384_L6_sgd", "--set model.d_model=384 --set model.n_layer=6 --set optim.name=sgd"},
                       Case{"dp2", "--set model.d_model=256 --nproc 2"},
                       Case{"dp2_zero", "--set model.d_model=256 --nproc 2 --set parallel.dp=2 --set parallel.zero=true"},

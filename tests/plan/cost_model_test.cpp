@@ -110,22 +110,25 @@ TEST(Calibrated, MicroBatchesAndRecomputationTakeTheirOwnMeasuredRates) {
   EXPECT_NEAR(c.parts.optimizer, 2e-3 + 1e-11 * ranks.front().parameters, 1e-12);
 }
 
-TEST(Calibrated, MicroBatchesAddingIntoEarlierGradientsCostWhatWasMeasured) {
+TEST(Calibrated, AStepsLaterMicroBatchesCostWhatWasMeasuredBeyondItsFirst) {
   PlanInputs plain = inputs({"model.n_layer=4", "model.d_model=256", "model.n_head=4", "model.block_size=128",
                              "train.batch_size=16"});
   plain.cluster.device.achieved = {{"none", 2048, 100e12, 10e12}, {"none", 512, 50e12, 5e12}};
   PlanInputs in = plain;
-  // Adding costs 1 ms a block and 3 ms the rest at 512 tokens, half that at 2,048.
+  // A later micro-batch takes 1 ms more a block and 3 ms more the rest at 512 tokens, half that at 2,048.
   in.cluster.device.achieved = {{"none", 2048, 100e12, 10e12, 0.5e-3, 1.5e-3}, {"none", 512, 50e12, 5e12, 1e-3, 3e-3}};
   const double added = 4 * 1e-3 + 3e-3;  // four blocks and the rest, at 512 tokens
   auto extra = [&](const Layout& l) { return predict(in, l).parts.compute - predict(plain, l).parts.compute; };
-  // One process: a step's first micro-batch keeps its gradients, the other three add.
+  // Three of the four micro-batches are later ones; with one there is none.
   EXPECT_NEAR(extra(Layout{.micro_batches = 4}), 3 * added, 1e-12);
   EXPECT_NEAR(extra(Layout{}), 0, 1e-12);
-  // Data parallelism: every micro-batch adds into the Reducer's buckets (512 tokens each, as above).
-  EXPECT_NEAR(extra(Layout{.dp = 2, .micro_batches = 2}), 2 * added, 1e-12);
-  // A tensor-parallel slice (priced as a micro-batch tp times smaller) holds half of each gradient.
-  EXPECT_NEAR(extra(Layout{.tp = 2, .micro_batches = 2}), 2 * added / 2, 1e-12);
+  // Data parallelism, 512 tokens a micro-batch as above.
+  EXPECT_NEAR(extra(Layout{.dp = 2, .micro_batches = 2}), added, 1e-12);
+  // A tensor-parallel slice (priced as a micro-batch tp times smaller) holds half of each weight.
+  EXPECT_NEAR(extra(Layout{.tp = 2, .micro_batches = 2}), added / 2, 1e-12);
+  // Negative where the casts a later micro-batch reuses outweigh its adds.
+  in.cluster.device.achieved = {{"none", 2048, 100e12, 10e12, -0.5e-6, -1.5e-6}, {"none", 512, 50e12, 5e12, -1e-6, -3e-6}};
+  EXPECT_NEAR(extra(Layout{.micro_batches = 4}), -3 * added / 1000, 1e-12);
 }
 
 }  // namespace

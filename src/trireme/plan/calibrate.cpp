@@ -12,8 +12,10 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "trireme/amp/autocast.h"
+#include "trireme/autograd/autocast_mode.h"
 #include "trireme/core/rng.h"
 #include "trireme/cuda/device.h"
 #include "trireme/dist/env.h"
@@ -265,10 +267,10 @@ std::string describe_profile(const MachineProfile& p) {
   }
   if (!p.model_rates.empty()) {
     out += str_cat("the model forward and backward (", p.measured_model,
-                   "), GFLOP/s of a block | of the embedding, head and loss; accumulating: the milliseconds a "
-                   "micro-batch adds when its gradients are added into earlier ones', a block | the rest:\n");
+                   "), GFLOP/s of a block | of the embedding, head and loss; a later micro-batch: the milliseconds "
+                   "a step's later micro-batch takes beyond its first, a block | the rest:\n");
     std::snprintf(buf, sizeof(buf), "%24s  %19s  %19s  %19s  %23s\n", "tokens per micro-batch", "recompute none",
-                  "selective", "full", "accumulating (ms added)");
+                  "selective", "full", "a later micro-batch");
     out += buf;
     std::vector<double> sizes;
     for (const auto& r : p.model_rates)
@@ -369,8 +371,9 @@ std::vector<int64_t> scrambled_ids(size_t n, int64_t vocab) {
 
 // The model at tc's shapes with `layers` blocks, forward and backward on `rows` sequences on the
 // target's device under `recompute`: seconds per run, and the FLOPs its ops count. `accumulate`:
-// each run's gradients are added into the previous runs' (as a step's later micro-batches do)
-// rather than kept alone (as its first one does).
+// each run is a step's later micro-batch (train/parallel_runner.cpp): its gradients are added into
+// the previous runs', and under autocast it reuses the first run's casts of the weights; else each
+// run is a step's first.
 std::pair<double, double> time_model(const io::TrainConfig& tc, const Target& target, int64_t vocab, int64_t layers,
                                      int64_t rows, const std::string& recompute, bool accumulate = false) {
   models::GPTConfig c = train::gpt_config(tc, vocab);
@@ -393,6 +396,8 @@ std::pair<double, double> time_model(const io::TrainConfig& tc, const Target& ta
     }
     loss.backward();
   };
+  std::optional<autograd::CastCache> casts;
+  if (accumulate && autocast) casts.emplace(gpt.parameters());
   OpCounts counts;
   {
     OpCountScope scope(counts);
@@ -442,7 +447,7 @@ void measure_model(const io::TrainConfig& tc, const Target& target, int64_t voca
   // (a replay's are inside its mode's rate); per mode and size, the seconds they took.
   std::vector<std::pair<double, double>> flops(sizes.size());
   std::map<std::string, std::vector<std::pair<double, double>>> seconds;  // sizes as in `sizes`, largest first
-  std::vector<ModelSplit> accumulation(sizes.size());  // per size, what adding into earlier gradients costs
+  std::vector<ModelSplit> later(sizes.size());  // per size, a step's later micro-batch beyond its first
   double model_1 = 0, model_3 = 0;  // the largest size without recomputation, for the step below
   for (size_t i = 0; i < sizes.size(); ++i) {
     double rest_s = 0;  // the embedding, head and loss without recomputation, also theirs with it
@@ -459,7 +464,7 @@ void measure_model(const io::TrainConfig& tc, const Target& target, int64_t voca
         const double a1 = time_model(tc, target, V, 1, sizes[i], mode, /*accumulate=*/true).first;
         together();
         const double a3 = time_model(tc, target, V, 3, sizes[i], mode, /*accumulate=*/true).first;
-        accumulation[i] = split_model_runs(a1 - t1, a3 - t3);
+        later[i] = split_model_runs(a1 - t1, a3 - t3);
       }
       const ModelSplit split = split_model_runs(t1, t3, none ? 0 : rest_s);
       if (none) rest_s = split.rest_s;
@@ -476,11 +481,9 @@ void measure_model(const io::TrainConfig& tc, const Target& target, int64_t voca
       if (i > 0 && runs[i - 1].second > 0) head_s = std::min(head_s, runs[i - 1].second);
       const auto [block_f, head_f] = flops[i];
       if (block_s <= 0 || head_s <= 0 || block_f <= 0 || head_f <= 0) continue;  // too noisy to use
-      // A difference of two runs, which noise may take below zero where accumulating costs little.
       const bool none = mode == "none";
-      const double block_add_s = none ? std::max(0.0, accumulation[i].block_s) : 0;
-      const double head_add_s = none ? std::max(0.0, accumulation[i].rest_s) : 0;
-      p.model_rates.push_back({mode, double(sizes[i] * T), block_f / block_s, head_f / head_s, block_add_s, head_add_s});
+      p.model_rates.push_back({mode, double(sizes[i] * T), block_f / block_s, head_f / head_s,
+                               none ? later[i].block_s : 0, none ? later[i].rest_s : 0});
     }
   }
   together();

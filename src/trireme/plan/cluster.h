@@ -51,9 +51,11 @@ struct AchievedRate {
   std::string recompute;  // "none", "selective", "full"
   double tokens = 0;      // per micro-batch
   double block_flops = 0, head_flops = 0;  // FLOP/s of a decoder block, and of the embedding, head and loss
-  // Seconds a micro-batch of this size adds when its gradients are added into those of earlier
-  // micro-batches (gradient accumulation: a kernel per parameter and its traffic), for a block and
-  // for the rest; measured without recomputation (the same under every mode), 0 where not measured.
+  // Seconds a later micro-batch of a step takes beyond its first, at this size, for a block and
+  // for the rest: it adds its gradients into the earlier ones' (a kernel per parameter and its
+  // traffic) and, under autocast, reuses the first one's casts of the weights (negative where the
+  // casts saved outweigh the adds). Measured without recomputation and used for every mode; 0
+  // where not measured.
   double block_accumulate_s = 0, head_accumulate_s = 0;
 };
 

@@ -70,10 +70,6 @@ PlanCost predict(const PlanInputs& in, const Layout& l) {
     const auto sizes = parallel::pipeline_partition_sizes(int(tc.model.n_layer), int(l.pp * v));
     std::copy(sizes.begin(), sizes.end(), layers.begin());
   }
-  // Micro-batches whose gradients are added into earlier ones': in one process a step's first
-  // keeps its own (the gradients were freed after the last step); with several, the Reducer's
-  // buckets hold them, zeroed after a step, so every micro-batch adds.
-  const double adding_micro_batches = l.devices() > 1 ? m : m - 1;
   double slowest = 0, slowest_compute = 0, slowest_tp = 0, slowest_bwd = 0;
   for (int64_t r = 0; r < l.pp; ++r) {
     // L blocks on this rank, R of them recomputed (memory.recompute_layers: the first of each chunk).
@@ -110,10 +106,12 @@ PlanCost predict(const PlanInputs& in, const Layout& l) {
       const double head = last ? mc.head_flops_per_token(d, V) / tp : 0;
       compute = tokens_mb * ((L - R) * block_flops / plain->block_flops +
                              R * block_flops * unmeasured_replay / rate->block_flops + head / rate->head_flops);
-      // Adding a micro-batch's gradients into the earlier ones' (a tp slice has 1/tp of them), on
-      // average per micro-batch: adding_micro_batches of the m add.
-      const double accumulate = (L * plain->block_accumulate_s + (last ? plain->head_accumulate_s : 0)) / tp;
-      compute += accumulate * adding_micro_batches / m;
+      // A step's later micro-batches (m - 1 of the m) differ from its first: they add their
+      // gradients into the earlier ones' and reuse its casts of the weights (a tp slice has 1/tp
+      // of each). With several processes the first adds too, into the Reducer's zeroed buckets:
+      // one pass over the gradients a step, not priced.
+      const double later = (L * plain->block_accumulate_s + (last ? plain->head_accumulate_s : 0)) / tp;
+      compute += later * (m - 1) / m;
     }
     // Two all-reduces forward and two backward per block (recomputation repeats the forward's);
     // the backward's overlap the weight-gradient products (a third of the block's products).

@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 
+#include "trireme/autograd/autocast_mode.h"
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/models/gpt.h"
 #include "trireme/models/lora.h"
@@ -434,6 +436,11 @@ class ParallelRunner : public StepRunner {
   std::vector<Tensor> micro_batch_losses(const io::Batch& b, int64_t global_counted = 0) {
     const int m = ctx().layout().micro_batches;
     const int64_t rows = local_batch() / m;
+    // Note [autocast cast cache]: the micro-batches share one cast of each weight (the optimizer
+    // changes none before they end) rather than casting it again each. Not under ZeRO-3, which
+    // gathers a block's parameters for each use so as not to hold them in between.
+    std::optional<autograd::CastCache> casts;
+    if (m > 1 && precision_.autocast() && ctx().layout().zero < 3) casts.emplace(model_->parameters());
     std::vector<Tensor> losses;
     for (int i = 0; i < m; ++i) {
       Tensor x = m == 1 ? b.inputs : contiguous(narrow(b.inputs, 0, i * rows, rows));
