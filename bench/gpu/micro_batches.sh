@@ -4,7 +4,8 @@
 # the fastest and slowest of its counted steps (as `plan --measure` reads them), then where the
 # host's main thread spends the step (bench/gpu/host_sampler.cpp, wall clock) at the most
 # micro-batches. What the planner's price of a micro-batch is checked against (docs/PLANNER.md).
-#   COUNTS="1 4 16" MODES="none selective" PRECISIONS="f16 bf16" bash bench/gpu/micro_batches.sh
+#   COUNTS="1 4 16" MODES="none selective" PRECISIONS="f16 bf16" HOST_CLOCKS="wall cpu" bash bench/gpu/micro_batches.sh
+# (HOST_CLOCKS= skips the host profiles)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/gpu_env.sh
@@ -52,7 +53,7 @@ for precision in "${precisions[@]}"; do
   done
 done
 last=${counts[${#counts[@]} - 1]}
-for clock in wall cpu; do
+for clock in ${HOST_CLOCKS-wall cpu}; do
   mkdir -p "$out/mb/host_$clock"
   PREFIX="env TRIREME_HOST_SAMPLES=$out/mb/host_$clock TRIREME_HOST_SAMPLE_CLOCK=$clock LD_PRELOAD=$PWD/build-gpu/libhost_sampler.so" \
     train "host-$clock-mb$last" --set train.precision="${precisions[0]}" --set parallel.micro_batches="$last"
