@@ -62,7 +62,9 @@ class AutocastOffGuard {
 // Autocast casts a low op's f32 weight to the low dtype at each use, and the op keeps the cast for
 // its backward. A pipeline stage runs several micro-batches' forwards before their backwards, so
 // without sharing it holds one cast of every weight per micro-batch in flight (2 bytes per
-// parameter each). Within a CastCache scope (the pipeline executor's step), the first cast of
+// parameter each); one stage running its micro-batches one after another would cast every weight
+// again for each. Within a CastCache scope (the pipeline executor's step, and a one-stage step's
+// micro-batches in train/parallel_runner.cpp), the first cast of
 // each of the scope's tensors made while grad mode is on is kept, and later casts of the same
 // tensor to the same dtype, at the same version, reuse it (to_dtype_reusing, ops/copy.h): one
 // copy of the data, while each use records its own cast node, so every micro-batch's backward

@@ -108,8 +108,8 @@ PlanCost predict(const PlanInputs& in, const Layout& l) {
                              R * block_flops * unmeasured_replay / rate->block_flops + head / rate->head_flops);
       // A step's later micro-batches (m - 1 of the m) differ from its first: they add their
       // gradients into the earlier ones' and reuse its casts of the weights (a tp slice has 1/tp
-      // of each). With several processes the first adds too, into the Reducer's zeroed buckets:
-      // one pass over the gradients a step, not priced.
+      // of each). Not priced: with several processes the first adds too, into the Reducer's
+      // zeroed buckets (one pass over the gradients a step); under ZeRO-3 the later ones cast again.
       const double later = (L * plain->block_accumulate_s + (last ? plain->head_accumulate_s : 0)) / tp;
       compute += later * (m - 1) / m;
     }
