@@ -11,9 +11,13 @@
 #include "graph_test_util.h"
 #include "static_one_process_compare.h"
 #include "tiny_trainer_config.h"
+#include "trireme/graph/trace.h"
 #include "trireme/io/config.h"
 #include "trireme/io/safetensors.h"
+#include "trireme/kernels/elementwise.h"
+#include "trireme/ops/factory.h"
 #include "trireme/train/metrics.h"
+#include "trireme/train/parallel_runner.h"
 #include "trireme/train/trainer.h"
 
 using namespace trireme;
@@ -54,6 +58,34 @@ TEST(StaticTrain, MicroBatchesUnderBf16AutocastEqualEager) {
   EXPECT_EQ(stat.final_val_loss, eager.final_val_loss);
   fs::remove_all(e);
   fs::remove_all(s);
+}
+
+// The casts of f32 parameters to bf16 in one process's traced step under autocast: one per use of
+// a weight in a micro-batch, whatever the number of micro-batches (Note [autocast cast cache]).
+static int64_t weight_casts_in_a_step(int64_t micro_batches) {
+  const io::TrainConfig tc =
+      trireme::testing::tiny_trainer_config(
+          trireme::testing::fresh_run_dir("trireme_static_casts"), 10, 0.0,
+          {"train.mode=static", "train.precision=bf16", "parallel.micro_batches=" + std::to_string(micro_batches)})
+          .resolve();
+  auto runner = train::make_step_runner(tc, 64, train::ParallelJob::single(tc.parallel, Device::cpu()));
+  runner->set_lr(tc.optim.lr);
+  const Shape shape{tc.train.batch_size, tc.model.block_size};
+  const io::Batch batch{.inputs = zeros(shape, DType::i64), .targets = zeros(shape, DType::i64)};
+  const graph::Graph g = runner->trace_step(batch).graph;
+  int64_t casts = 0;
+  for (const graph::Node& n : g.nodes) {
+    if (n.kernel_type != std::type_index(typeid(CopyKernel)) || n.dtype != DType::bf16 || n.args.empty()) continue;
+    const graph::Value& from = g.values[size_t(n.args[0])];
+    if (from.dtype == DType::f32 && g.buffers[size_t(from.buffer)].kind == graph::BufferKind::captured) ++casts;
+  }
+  return casts;
+}
+
+TEST(StaticTrain, OneProcessMicroBatchesCastEachWeightOnceAStep) {
+  const int64_t one = weight_casts_in_a_step(1);
+  EXPECT_GT(one, 0);
+  EXPECT_EQ(weight_casts_in_a_step(4), one);
 }
 
 // f16 loss scaling: the overflow check stays on the device, the optimizer's update is masked by it
