@@ -97,8 +97,8 @@ TEST(Profile, OfGpusIsReadBackAndSetsTheMeasuredDtypesRate) {
   ASSERT_EQ(c.device.achieved.size(), 2u);
   EXPECT_DOUBLE_EQ(c.device.achieved_at("full", 16384)->block_flops, 300e12);
   EXPECT_DOUBLE_EQ(c.device.achieved_at("none", 16384)->head_flops, 40e12);
-  EXPECT_DOUBLE_EQ(c.device.achieved_at("none", 16384)->block_accumulate_s, 0.2e-3);
-  EXPECT_DOUBLE_EQ(c.device.achieved_at("none", 16384)->head_accumulate_s, 0.6e-3);
+  EXPECT_DOUBLE_EQ(c.device.achieved_at("none", 16384)->block_later_s, 0.2e-3);
+  EXPECT_DOUBLE_EQ(c.device.achieved_at("none", 16384)->head_later_s, 0.6e-3);
   EXPECT_FALSE(c.device.achieved_at("selective", 16384).has_value());
   EXPECT_DOUBLE_EQ(c.device.step_fixed_s, 1e-3);
   EXPECT_DOUBLE_EQ(c.device.optimizer_s_per_parameter, 1e-11);

@@ -107,8 +107,8 @@ void put_model_figures(nlohmann::json& j, const MachineProfile& p) {
                                 {"tokens", r.tokens},
                                 {"block_gflops", r.block_flops * 1e-9},
                                 {"head_gflops", r.head_flops * 1e-9},
-                                {"block_accumulate_ms", r.block_accumulate_s * 1e3},
-                                {"head_accumulate_ms", r.head_accumulate_s * 1e3}});
+                                {"block_later_ms", r.block_later_s * 1e3},
+                                {"head_later_ms", r.head_later_s * 1e3}});
   j["measured_model"] = p.measured_model;
   j["step_fixed_s"] = p.step_fixed_s;
   j["optimizer_s_per_parameter"] = p.optimizer_s_per_parameter;
@@ -119,7 +119,7 @@ void take_model_figures(const nlohmann::json& j, MachineProfile& p) {
   for (const auto& r : j.value("model_rates", nlohmann::json::array()))
     p.model_rates.push_back({r.at("recompute").get<std::string>(), r.at("tokens").get<double>(),
                              r.at("block_gflops").get<double>() * 1e9, r.at("head_gflops").get<double>() * 1e9,
-                             r.value("block_accumulate_ms", 0.0) * 1e-3, r.value("head_accumulate_ms", 0.0) * 1e-3});
+                             r.value("block_later_ms", 0.0) * 1e-3, r.value("head_later_ms", 0.0) * 1e-3});
   p.measured_model = j.value("measured_model", std::string());
   p.step_fixed_s = j.value("step_fixed_s", 0.0);
   p.optimizer_s_per_parameter = j.value("optimizer_s_per_parameter", 0.0);
@@ -232,7 +232,7 @@ void apply_profile(ClusterSpec& c, const MachineProfile& p, int64_t processes) {
   c.device.achieved.clear();
   for (AchievedRate r : p.model_rates) {
     r.block_flops *= share, r.head_flops *= share;
-    r.block_accumulate_s /= share, r.head_accumulate_s /= share;
+    r.block_later_s /= share, r.head_later_s /= share;
     c.device.achieved.push_back(r);
   }
   c.device.step_fixed_s = p.step_fixed_s / share;
@@ -292,7 +292,7 @@ std::string describe_profile(const MachineProfile& p) {
         out += buf;
       }
       if (const AchievedRate* r = measured(tokens, "none")) {
-        std::snprintf(buf, sizeof(buf), "  %11.3f | %7.3f", r->block_accumulate_s * 1e3, r->head_accumulate_s * 1e3);
+        std::snprintf(buf, sizeof(buf), "  %11.3f | %7.3f", r->block_later_s * 1e3, r->head_later_s * 1e3);
         out += buf;
       }
       out += "\n";

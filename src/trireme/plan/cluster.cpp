@@ -36,8 +36,8 @@ std::optional<AchievedRate> DeviceSpec::achieved_at(const std::string& recompute
                       tokens,
                       between(lo.block_flops, hi.block_flops),
                       between(lo.head_flops, hi.head_flops),
-                      between(lo.block_accumulate_s, hi.block_accumulate_s),
-                      between(lo.head_accumulate_s, hi.head_accumulate_s)};
+                      between(lo.block_later_s, hi.block_later_s),
+                      between(lo.head_later_s, hi.head_later_s)};
 }
 
 const LinkSpec& ClusterSpec::link_for(int64_t size, int64_t stride) const {

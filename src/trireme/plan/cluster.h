@@ -56,7 +56,7 @@ struct AchievedRate {
   // traffic) and, under autocast, reuses the first one's casts of the weights (negative where the
   // casts saved outweigh the adds). Measured without recomputation and used for every mode; 0
   // where not measured.
-  double block_accumulate_s = 0, head_accumulate_s = 0;
+  double block_later_s = 0, head_later_s = 0;
 };
 
 struct DeviceSpec {

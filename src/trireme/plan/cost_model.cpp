@@ -110,7 +110,7 @@ PlanCost predict(const PlanInputs& in, const Layout& l) {
       // gradients into the earlier ones' and reuse its casts of the weights (a tp slice has 1/tp
       // of each). Not priced: with several processes the first adds too, into the Reducer's
       // zeroed buckets (one pass over the gradients a step); under ZeRO-3 the later ones cast again.
-      const double later = (L * plain->block_accumulate_s + (last ? plain->head_accumulate_s : 0)) / tp;
+      const double later = (L * plain->block_later_s + (last ? plain->head_later_s : 0)) / tp;
       compute += later * (m - 1) / m;
     }
     // Two all-reduces forward and two backward per block (recomputation repeats the forward's);
