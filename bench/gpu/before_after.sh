@@ -6,6 +6,8 @@
 # the after/before ratio of the medians. Rows (ROWS, default: the one-GPU ones):
 #   gpt2-bf16, gpt2-amp   GPT-2 124M on one GPU, B=16, T=1024, bf16 / amp-bf16 (gpt_train_step)
 #   gpt2-bf16-static, gpt2-amp-static   the same in static-graph mode
+#   train-amp-mb16        `trireme train` on one GPU, GPT-2 124M, B=16 in 16 micro-batches,
+#                         bf16 autocast (bench/gpu/train_tokens.sh)
 #   dp2                   GPT-2 124M, dp=2, B=16 per GPU, bf16 (gpt_parallel_step, 2 GPUs)
 #   tp2-sp                GPT 1.3B, tp=2 with sequence parallelism, B=8, bf16 (2 GPUs)
 #   BEFORE_SRC=before.tar.gz bash bench/gpu/before_after.sh
@@ -25,9 +27,14 @@ fi
 t0=$(date +%s)
 targets=(gpt_train_step)  # the two-GPU rows also need the launcher and gpt_parallel_step
 case " $rows " in *" dp2 "* | *" tp2-sp "*) targets+=(gpt_parallel_step trireme_cli) ;; esac
+case " $rows " in *" train-"*) targets+=(trireme_cli) ;; esac
 BENCH_SRC=$before BENCH_BUILD=$PWD/build-gpu-before build_bench build_before.log "${targets[@]}"
 build_bench build_after.log "${targets[@]}"
 echo "builds: $(($(date +%s) - t0)) s"
+case " $rows " in
+  *" train-"*) build-gpu/trireme prepare --out "$out/before_after_data" > "$out/before_after_prepare.log" 2>&1 ||
+                 { tail -5 "$out/before_after_prepare.log"; exit 1; } ;;
+esac
 
 row_command() {  # row, build dir: the command line of one run
   local b=$2
@@ -38,7 +45,8 @@ row_command() {  # row, build dir: the command line of one run
     gpt2-amp-static) echo "$(row_command gpt2-amp "$b") --mode static" ;;
     dp2) echo "$b/trireme launch --nproc-per-node 2 -- $b/bench/gpt_parallel_step --model gpt2-124m --dp 2 --batch 16 --device cuda --dtype bf16" ;;
     tp2-sp) echo "$b/trireme launch --nproc-per-node 2 -- $b/bench/gpt_parallel_step --model gpt-1.3b --tp 2 --sp 1 --batch 8 --device cuda --dtype bf16" ;;
-    *) echo "unknown row '$1' (gpt2-bf16, gpt2-amp, gpt2-bf16-static, gpt2-amp-static, dp2, tp2-sp)" >&2; return 1 ;;
+    train-amp-mb16) echo "bash bench/gpu/train_tokens.sh $b $out/before_after_data --set train.precision=bf16 --set parallel.micro_batches=16" ;;
+    *) echo "unknown row '$1' (gpt2-bf16, gpt2-amp, gpt2-bf16-static, gpt2-amp-static, dp2, tp2-sp, train-amp-mb16)" >&2; return 1 ;;
   esac
 }
 for row in $rows; do
