@@ -15,33 +15,20 @@ g++ -shared -fPIC -O2 -std=c++17 bench/gpu/host_sampler.cpp -o build-gpu/libhost
   { echo "host_sampler FAILED"; exit 1; }
 echo "build: $(($(date +%s) - t0)) s"
 build-gpu/trireme prepare --out "$out/mb_data" > "$out/mb_prepare.log" 2>&1 || { tail -5 "$out/mb_prepare.log"; exit 1; }
-steps=${STEPS:-12}
 counts=(${COUNTS:-1 2 4 8 16})
-# train LABEL [--set ...]: one run; prints its median and range of step times (the first two not counted).
+# train LABEL [--set ...]: one run (bench/gpu/train_tokens.sh); prints its median step time and the
+# fastest and slowest of its counted steps.
 train() {
   local label=$1
   shift
-  local dir="$out/mb/$label"
-  mkdir -p "$dir"
-  timeout 200 ${PREFIX:-} build-gpu/trireme train --overwrite --set model.d_model=768 --set model.n_layer=12 \
-    --set model.n_head=12 --set model.block_size=1024 --set train.batch_size=16 --set train.device=cuda \
-    --set data.dir="$out/mb_data" --set train.eval_interval=0 --set train.checkpoint_interval=0 \
-    --set train.log_interval=1 --set schedule.warmup_steps=0 --set train.steps="$steps" \
-    --set train.out_dir="$dir/run" "$@" > "$dir/train.log" 2>&1
-  local rc=$?
-  python3 - "$dir/run/metrics.jsonl" "$label" "$rc" << 'EOF'
+  bash bench/gpu/train_tokens.sh build-gpu "$out/mb_data" "$@" | python3 -c '
 import json, sys
-path, label, rc = sys.argv[1:]
+label = sys.argv[1]
 try:
-    t = [json.loads(l)["elapsed_s"] for l in open(path) if '"elapsed_s"' in l]
-except OSError:
-    t = []
-d = sorted(b - a for a, b in zip(t[1:], t[2:]))
-if not d:
-    print(f"{label:32s} rc={rc} no steps")
-else:
-    print(f"{label:32s} median {1e3 * d[len(d) // 2]:7.1f} ms  range {1e3 * d[0]:7.1f}-{1e3 * d[-1]:7.1f} ms  ({len(d)} steps)")
-EOF
+    r = json.loads(sys.stdin.read().strip().splitlines()[-1])
+    print("%-32s median %7.1f ms  range %7.1f-%7.1f ms" % (label, r["step_ms"], r["fastest_ms"], r["slowest_ms"]))
+except (ValueError, IndexError, KeyError):
+    print("%-32s failed" % label)' "$label"
 }
 precisions=(${PRECISIONS:-f16 bf16})
 for precision in "${precisions[@]}"; do

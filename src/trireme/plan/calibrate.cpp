@@ -369,13 +369,18 @@ std::vector<int64_t> scrambled_ids(size_t n, int64_t vocab) {
   return ids;
 }
 
+// Seconds per run of the model as a step's first micro-batch (its gradients alone) and, where
+// measured, as a later one (train/parallel_runner.cpp: its gradients added into the previous
+// runs', and under autocast the first run's casts of the weights reused); the FLOPs its ops count.
+struct ModelRuns {
+  double first_s = 0, later_s = 0, flops = 0;
+};
+
 // The model at tc's shapes with `layers` blocks, forward and backward on `rows` sequences on the
-// target's device under `recompute`: seconds per run, and the FLOPs its ops count. `accumulate`:
-// each run is a step's later micro-batch (train/parallel_runner.cpp): its gradients are added into
-// the previous runs', and under autocast it reuses the first run's casts of the weights; else each
-// run is a step's first.
-std::pair<double, double> time_model(const io::TrainConfig& tc, const Target& target, int64_t vocab, int64_t layers,
-                                     int64_t rows, const std::string& recompute, bool accumulate = false) {
+// target's device under `recompute`. With `later_after` the same model is then timed as a later
+// micro-batch, `later_after` called in between (the processes' barrier).
+ModelRuns time_model(const io::TrainConfig& tc, const Target& target, int64_t vocab, int64_t layers, int64_t rows,
+                     const std::string& recompute, const std::function<void()>& later_after = nullptr) {
   models::GPTConfig c = train::gpt_config(tc, vocab);
   c.n_layer = layers;
   c.dropout = 0;
@@ -387,8 +392,7 @@ std::pair<double, double> time_model(const io::TrainConfig& tc, const Target& ta
                                                   {rows, c.block_size}),
                              device);
   const bool autocast = target.dtype != DType::f32;
-  auto step = [&] {
-    if (!accumulate) gpt.zero_grad();
+  auto forward_backward = [&] {
     Tensor loss;
     {
       amp::AutocastGuard guard(device.type, autocast ? target.dtype : DType::bf16, autocast);
@@ -396,14 +400,26 @@ std::pair<double, double> time_model(const io::TrainConfig& tc, const Target& ta
     }
     loss.backward();
   };
-  std::optional<autograd::CastCache> casts;
-  if (accumulate && autocast) casts.emplace(gpt.parameters());
+  auto first = [&] {
+    gpt.zero_grad();
+    forward_backward();
+  };
+  const double budget = target.gpu ? 0.3 : 0.15;
+  ModelRuns out;
   OpCounts counts;
   {
     OpCountScope scope(counts);
-    step();
+    first();
   }
-  return {time_per_run(queued(target, step), target.gpu ? 0.3 : 0.15) / kQueuedRuns, counts.flops()};
+  out.flops = counts.flops();
+  out.first_s = time_per_run(queued(target, first), budget) / kQueuedRuns;
+  if (later_after) {
+    later_after();
+    std::optional<autograd::CastCache> casts;
+    if (autocast) casts.emplace(gpt.parameters());
+    out.later_s = time_per_run(queued(target, forward_backward), budget) / kQueuedRuns;
+  }
+  return out;
 }
 
 // trireme's own training step (train/step_runner.h) of tc's model with `layers` blocks on `rows`
@@ -452,19 +468,17 @@ void measure_model(const io::TrainConfig& tc, const Target& target, int64_t voca
   for (size_t i = 0; i < sizes.size(); ++i) {
     double rest_s = 0;  // the embedding, head and loss without recomputation, also theirs with it
     for (const char* mode : {"none", "selective", "full"}) {
-      together();
-      const auto [t1, f1] = time_model(tc, target, V, 1, sizes[i], mode);
-      together();
-      const auto [t3, f3] = time_model(tc, target, V, 3, sizes[i], mode);
       const bool none = std::string(mode) == "none";
+      const std::function<void()> later_after = none ? together : nullptr;  // measured without recomputation
+      together();
+      const ModelRuns one = time_model(tc, target, V, 1, sizes[i], mode, later_after);
+      together();
+      const ModelRuns three = time_model(tc, target, V, 3, sizes[i], mode, later_after);
+      const double t1 = one.first_s, t3 = three.first_s;
       if (none) {
-        flops[i] = {(f3 - f1) / 2, f1 - (f3 - f1) / 2};
+        flops[i] = {(three.flops - one.flops) / 2, one.flops - (three.flops - one.flops) / 2};
         if (i == 0) model_1 = t1, model_3 = t3;
-        together();
-        const double a1 = time_model(tc, target, V, 1, sizes[i], mode, /*accumulate=*/true).first;
-        together();
-        const double a3 = time_model(tc, target, V, 3, sizes[i], mode, /*accumulate=*/true).first;
-        later[i] = split_model_runs(a1 - t1, a3 - t3);
+        later[i] = split_model_runs(one.later_s - t1, three.later_s - t3);
       }
       const ModelSplit split = split_model_runs(t1, t3, none ? 0 : rest_s);
       if (none) rest_s = split.rest_s;
