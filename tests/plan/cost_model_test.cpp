@@ -131,5 +131,47 @@ TEST(Calibrated, AStepsLaterMicroBatchesCostWhatWasMeasuredBeyondItsFirst) {
   EXPECT_NEAR(extra(Layout{.micro_batches = 4}), -3 * added / 1000, 1e-12);
 }
 
+// Small micro-batches on a GPU: the host's queuing of a micro-batch's kernels (calibrated) is a
+// floor under its time; where it is nearly all of it, the plan is host-bound and says so.
+TEST(Calibrated, TheHostsQueuingIsAFloorAndBindsSmallMicroBatches) {
+  PlanInputs in = inputs({"model.n_layer=4", "model.d_model=256", "model.n_head=4", "model.block_size=128",
+                          "train.batch_size=16"});
+  DeviceSpec& dev = in.cluster.device;
+  // At 2,048 tokens the host takes 0.01 ms a block and 0.02 ms the rest; at 128 tokens 1 and 2 ms.
+  dev.achieved = {{"none", 2048, 100e12, 10e12, 0, 0, 0.01e-3, 0.02e-3}, {"none", 128, 50e12, 5e12, 0, 0, 1e-3, 2e-3}};
+  const double d = 256, T = 128, V = in.vocab_size();
+  const double block = in.costs.block_flops_per_token(d, T), head = in.costs.head_flops_per_token(d, V);
+  const PlanCost whole = predict(in, Layout{});
+  EXPECT_NEAR(whole.parts.compute, 2048 * (4 * block / 100e12 + head / 10e12), 1e-12);
+  EXPECT_NEAR(whole.host_s, 4 * 0.01e-3 + 0.02e-3, 1e-12);
+  EXPECT_FALSE(whole.host_bound);
+  EXPECT_EQ(whole.binding, "compute");
+  // 16 micro-batches of one sequence: the host's 6 ms each outlast the device's work.
+  const PlanCost small = predict(in, Layout{.micro_batches = 16});
+  ASSERT_GT(6e-3, 128 * (4 * block / 50e12 + head / 5e12));
+  EXPECT_NEAR(small.parts.compute, 16 * 6e-3, 1e-12);
+  EXPECT_NEAR(small.host_s, 16 * 6e-3, 1e-12);
+  EXPECT_TRUE(small.host_bound);
+  EXPECT_EQ(small.binding, "the host's kernel launches");
+  SearchResult r;
+  r.plans = {{Layout{.micro_batches = 16}, small}, {Layout{.micro_batches = 8}, predict(in, Layout{.micro_batches = 8})}};
+  const std::string why = explain_plans(in, r, 1);
+  EXPECT_NE(why.find("bound by the host's kernel launches"), std::string::npos) << why;
+  EXPECT_NE(why.find("the host binds: queuing the kernels takes 96.0 ms"), std::string::npos) << why;
+  EXPECT_NE(why.find("train.mode = \"static\""), std::string::npos) << why;
+  // Each tp rank queues all of a micro-batch's kernels: the host's time is not split.
+  EXPECT_NEAR(predict(in, Layout{.tp = 2, .micro_batches = 16}).host_s, 16 * 6e-3, 1e-12);
+  // Full recomputation queues the replayed forwards too.
+  EXPECT_NEAR(predict(in, Layout{.micro_batches = 16, .recompute = "full"}).host_s,
+              16 * ((4 + 4 * in.costs.forward_share) * 1e-3 + 2e-3), 1e-12);
+  // In static mode a step is replayed as CUDA graphs: no host floor.
+  PlanInputs replayed = in;
+  replayed.train.train.mode = "static";
+  const PlanCost graph = predict(replayed, Layout{.micro_batches = 16});
+  EXPECT_EQ(graph.host_s, 0);
+  EXPECT_FALSE(graph.host_bound);
+  EXPECT_NEAR(graph.parts.compute, 16 * 128 * (4 * block / 50e12 + head / 5e12), 1e-12);
+}
+
 }  // namespace
 }  // namespace trireme::plan

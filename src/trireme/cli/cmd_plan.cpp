@@ -69,6 +69,8 @@ nlohmann::json plan_json(const plan::Plan& p) {
           {"peak_bytes", c.peak_bytes},
           {"capacity_bytes", c.capacity_bytes},
           {"binding", c.binding},
+          {"host_s", c.host_s},
+          {"host_bound", c.host_bound},
           {"parts_s",
            {{"compute", c.parts.compute},
             {"tp_comm", c.parts.tp_comm},

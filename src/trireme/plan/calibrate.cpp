@@ -108,7 +108,9 @@ void put_model_figures(nlohmann::json& j, const MachineProfile& p) {
                                 {"block_gflops", r.block_flops * 1e-9},
                                 {"head_gflops", r.head_flops * 1e-9},
                                 {"block_later_ms", r.block_later_s * 1e3},
-                                {"head_later_ms", r.head_later_s * 1e3}});
+                                {"head_later_ms", r.head_later_s * 1e3},
+                                {"block_host_ms", r.block_host_s * 1e3},
+                                {"head_host_ms", r.head_host_s * 1e3}});
   j["measured_model"] = p.measured_model;
   j["step_fixed_s"] = p.step_fixed_s;
   j["optimizer_s_per_parameter"] = p.optimizer_s_per_parameter;
@@ -119,7 +121,8 @@ void take_model_figures(const nlohmann::json& j, MachineProfile& p) {
   for (const auto& r : j.value("model_rates", nlohmann::json::array()))
     p.model_rates.push_back({r.at("recompute").get<std::string>(), r.at("tokens").get<double>(),
                              r.at("block_gflops").get<double>() * 1e9, r.at("head_gflops").get<double>() * 1e9,
-                             r.value("block_later_ms", 0.0) * 1e-3, r.value("head_later_ms", 0.0) * 1e-3});
+                             r.value("block_later_ms", 0.0) * 1e-3, r.value("head_later_ms", 0.0) * 1e-3,
+                             r.value("block_host_ms", 0.0) * 1e-3, r.value("head_host_ms", 0.0) * 1e-3});
   p.measured_model = j.value("measured_model", std::string());
   p.step_fixed_s = j.value("step_fixed_s", 0.0);
   p.optimizer_s_per_parameter = j.value("optimizer_s_per_parameter", 0.0);
@@ -232,7 +235,7 @@ void apply_profile(ClusterSpec& c, const MachineProfile& p, int64_t processes) {
   c.device.achieved.clear();
   for (AchievedRate r : p.model_rates) {
     r.block_flops *= share, r.head_flops *= share;
-    r.block_later_s /= share, r.head_later_s /= share;
+    r.block_later_s /= share, r.head_later_s /= share;  // the host's queuing is per process: unchanged
     c.device.achieved.push_back(r);
   }
   c.device.step_fixed_s = p.step_fixed_s / share;
@@ -266,11 +269,14 @@ std::string describe_profile(const MachineProfile& p) {
     out += buf;
   }
   if (!p.model_rates.empty()) {
+    const bool gpu = p.device == "cuda";
     out += str_cat("the model forward and backward (", p.measured_model,
                    "), GFLOP/s of a block | of the embedding, head and loss; a later micro-batch: the milliseconds "
-                   "a step's later micro-batch takes beyond its first, a block | the rest:\n");
-    std::snprintf(buf, sizeof(buf), "%24s  %19s  %19s  %19s  %23s\n", "tokens per micro-batch", "recompute none",
-                  "selective", "full", "a later micro-batch");
+                   "a step's later micro-batch takes beyond its first, a block | the rest",
+                   gpu ? "; the host: the milliseconds it takes to queue their kernels, a block | the rest" : "",
+                   ":\n");
+    std::snprintf(buf, sizeof(buf), "%24s  %19s  %19s  %19s  %23s%s\n", "tokens per micro-batch", "recompute none",
+                  "selective", "full", "a later micro-batch", gpu ? "             the host" : "");
     out += buf;
     std::vector<double> sizes;
     for (const auto& r : p.model_rates)
@@ -294,6 +300,10 @@ std::string describe_profile(const MachineProfile& p) {
       if (const AchievedRate* r = measured(tokens, "none")) {
         std::snprintf(buf, sizeof(buf), "  %11.3f | %7.3f", r->block_later_s * 1e3, r->head_later_s * 1e3);
         out += buf;
+        if (gpu) {
+          std::snprintf(buf, sizeof(buf), "  %9.3f | %7.3f", r->block_host_s * 1e3, r->head_host_s * 1e3);
+          out += buf;
+        }
       }
       out += "\n";
     }
@@ -342,17 +352,41 @@ auto finished(const Target& t, F&& f) {
   };
 }
 
-// f `runs` times back to back, then on a GPU a wait for them, as a step queues its
-// micro-batches: the host runs ahead of the GPU (a wait after each run would add the GPU's idle
-// start to every one of them).
-constexpr int kQueuedRuns = 4;
-template <class F>
-auto queued(const Target& t, F&& f, int runs = kQueuedRuns) {
-  return [&t, f = std::forward<F>(f), runs] {
-    for (int i = 0; i < runs; ++i) f();
-    if (t.gpu) cuda::synchronize();
+// Each of `batches` in turn, until `budget` seconds have passed (each at least 3 times, after a
+// warm-up), every batch followed on a GPU by a wait for it: per batch, the median seconds it took
+// whole and the host's part of them (until its last kernel was queued; on the CPU the whole).
+// A batch queues several runs back to back, as a step queues its micro-batches: the host runs
+// ahead of the GPU (a wait after each run would add the GPU's idle start to every one). Taking
+// the batches in turn keeps a drift in the machine's pace (a shared CPU's clock, which sets the
+// pace of launch-bound runs) out of the differences between them.
+struct BatchTimes {
+  double total_s = 0, host_s = 0;
+};
+std::vector<BatchTimes> time_in_turn(const Target& t, const std::vector<std::function<void()>>& batches,
+                                     double budget) {
+  for (const auto& batch : batches) batch();
+  if (t.gpu) cuda::synchronize();
+  std::vector<std::vector<double>> total(batches.size()), host(batches.size());
+  const auto start = Clock::now();
+  auto seconds_since = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+  do {
+    for (size_t b = 0; b < batches.size(); ++b) {
+      const auto t0 = Clock::now();
+      batches[b]();
+      host[b].push_back(seconds_since(t0));
+      if (t.gpu) cuda::synchronize();
+      total[b].push_back(seconds_since(t0));
+    }
+  } while (total[0].size() < 3 || seconds_since(start) < budget);
+  auto median = [](std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
   };
+  std::vector<BatchTimes> out;
+  for (size_t b = 0; b < batches.size(); ++b) out.push_back({median(total[b]), median(host[b])});
+  return out;
 }
+constexpr int kQueuedRuns = 4;  // runs in a batch
 
 models::GPT::Recompute recompute_mode(const std::string& name) {
   return name == "full" ? models::GPT::Recompute::full
@@ -371,16 +405,16 @@ std::vector<int64_t> scrambled_ids(size_t n, int64_t vocab) {
 
 // Seconds per run of the model as a step's first micro-batch (its gradients alone) and, where
 // measured, as a later one (train/parallel_runner.cpp: its gradients added into the previous
-// runs', and under autocast the first run's casts of the weights reused); the FLOPs its ops count.
+// runs', and under autocast the first run's casts of the weights reused); the host's part of a
+// first run (on a GPU; 0 on the CPU); the FLOPs its ops count.
 struct ModelRuns {
-  double first_s = 0, later_s = 0, flops = 0;
+  double first_s = 0, later_s = 0, host_s = 0, flops = 0;
 };
 
 // The model at tc's shapes with `layers` blocks, forward and backward on `rows` sequences on the
-// target's device under `recompute`. With `later_after` the same model is then timed as a later
-// micro-batch, `later_after` called in between (the processes' barrier).
+// target's device under `recompute`; `later` times a step's later micro-batches too.
 ModelRuns time_model(const io::TrainConfig& tc, const Target& target, int64_t vocab, int64_t layers, int64_t rows,
-                     const std::string& recompute, const std::function<void()>& later_after = nullptr) {
+                     const std::string& recompute, bool later) {
   models::GPTConfig c = train::gpt_config(tc, vocab);
   c.n_layer = layers;
   c.dropout = 0;
@@ -400,25 +434,35 @@ ModelRuns time_model(const io::TrainConfig& tc, const Target& target, int64_t vo
     }
     loss.backward();
   };
-  auto first = [&] {
-    gpt.zero_grad();
-    forward_backward();
+  // Runs as a step's first micro-batch each.
+  auto firsts = [&] {
+    for (int i = 0; i < kQueuedRuns; ++i) {
+      gpt.zero_grad();
+      forward_backward();
+    }
   };
-  const double budget = target.gpu ? 0.3 : 0.15;
+  // One step's micro-batches: the first, then later ones sharing its casts.
+  auto step = [&] {
+    gpt.zero_grad();
+    std::optional<autograd::CastCache> casts;
+    if (autocast) casts.emplace(gpt.parameters());
+    for (int i = 0; i < kQueuedRuns; ++i) forward_backward();
+  };
   ModelRuns out;
   OpCounts counts;
   {
     OpCountScope scope(counts);
-    first();
+    gpt.zero_grad();
+    forward_backward();
   }
   out.flops = counts.flops();
-  out.first_s = time_per_run(queued(target, first), budget) / kQueuedRuns;
-  if (later_after) {
-    later_after();
-    std::optional<autograd::CastCache> casts;
-    if (autocast) casts.emplace(gpt.parameters());
-    out.later_s = time_per_run(queued(target, forward_backward), budget) / kQueuedRuns;
-  }
+  const double budget = target.gpu ? 0.3 : 0.15;
+  const std::vector<BatchTimes> times =
+      later ? time_in_turn(target, {firsts, step}, 2 * budget) : time_in_turn(target, {firsts}, budget);
+  out.first_s = times[0].total_s / kQueuedRuns;
+  if (target.gpu) out.host_s = times[0].host_s / kQueuedRuns;
+  // The step is a first run and kQueuedRuns - 1 later ones.
+  if (later) out.later_s = out.first_s + (times[1].total_s - times[0].total_s) / (kQueuedRuns - 1);
   return out;
 }
 
@@ -464,21 +508,22 @@ void measure_model(const io::TrainConfig& tc, const Target& target, int64_t voca
   std::vector<std::pair<double, double>> flops(sizes.size());
   std::map<std::string, std::vector<std::pair<double, double>>> seconds;  // sizes as in `sizes`, largest first
   std::vector<ModelSplit> later(sizes.size());  // per size, a step's later micro-batch beyond its first
+  std::vector<ModelSplit> host(sizes.size());   // per size, the host's part of a run
   double model_1 = 0, model_3 = 0;  // the largest size without recomputation, for the step below
   for (size_t i = 0; i < sizes.size(); ++i) {
     double rest_s = 0;  // the embedding, head and loss without recomputation, also theirs with it
     for (const char* mode : {"none", "selective", "full"}) {
-      const bool none = std::string(mode) == "none";
-      const std::function<void()> later_after = none ? together : nullptr;  // measured without recomputation
+      const bool none = std::string(mode) == "none";  // the later micro-batches and the host: without recomputation
       together();
-      const ModelRuns one = time_model(tc, target, V, 1, sizes[i], mode, later_after);
+      const ModelRuns one = time_model(tc, target, V, 1, sizes[i], mode, none);
       together();
-      const ModelRuns three = time_model(tc, target, V, 3, sizes[i], mode, later_after);
+      const ModelRuns three = time_model(tc, target, V, 3, sizes[i], mode, none);
       const double t1 = one.first_s, t3 = three.first_s;
       if (none) {
         flops[i] = {(three.flops - one.flops) / 2, one.flops - (three.flops - one.flops) / 2};
         if (i == 0) model_1 = t1, model_3 = t3;
         later[i] = split_model_runs(one.later_s - t1, three.later_s - t3);
+        host[i] = split_model_runs(one.host_s, three.host_s);
       }
       const ModelSplit split = split_model_runs(t1, t3, none ? 0 : rest_s);
       if (none) rest_s = split.rest_s;
@@ -495,9 +540,12 @@ void measure_model(const io::TrainConfig& tc, const Target& target, int64_t voca
       if (i > 0 && runs[i - 1].second > 0) head_s = std::min(head_s, runs[i - 1].second);
       const auto [block_f, head_f] = flops[i];
       if (block_s <= 0 || head_s <= 0 || block_f <= 0 || head_f <= 0) continue;  // too noisy to use
-      const bool none = mode == "none";
-      p.model_rates.push_back({mode, double(sizes[i] * T), block_f / block_s, head_f / head_s,
-                               none ? later[i].block_s : 0, none ? later[i].rest_s : 0});
+      AchievedRate r{mode, double(sizes[i] * T), block_f / block_s, head_f / head_s};
+      if (mode == "none") {
+        r.block_later_s = later[i].block_s, r.head_later_s = later[i].rest_s;
+        r.block_host_s = std::max(0.0, host[i].block_s), r.head_host_s = std::max(0.0, host[i].rest_s);
+      }
+      p.model_rates.push_back(r);
     }
   }
   together();
@@ -612,11 +660,11 @@ int calibrate_worker(const std::string& out_path, const io::TrainConfig& tc, int
     const int runs = elements >= (int64_t(1) << 21) ? 5 : 20;
     auto timed = [&](const std::string& op, auto&& f) {
       const auto warm_up = finished(target, f);
-      const auto batch = queued(target, f, runs);
       pg->barrier()->wait();
       warm_up();
       const auto start = Clock::now();
-      batch();
+      for (int i = 0; i < runs; ++i) f();
+      if (target.gpu) cuda::synchronize();
       const double s = std::chrono::duration<double>(Clock::now() - start).count() / runs;
       // Every rank times the same sequence; rank 0's figure is kept.
       out.push_back({{"op", op}, {"bytes", bytes}, {"seconds", s}});

@@ -57,6 +57,10 @@ struct AchievedRate {
   // casts saved outweigh the adds). Measured without recomputation and used for every mode; 0
   // where not measured.
   double block_later_s = 0, head_later_s = 0;
+  // Seconds the host takes to queue a block's kernels, and the rest's, forward and backward at
+  // this size (on a GPU; 0 on the CPU, where the host does the work). Where they come near the
+  // time the run takes, the host sets the pace, not the device. Measured without recomputation.
+  double block_host_s = 0, head_host_s = 0;
 };
 
 struct DeviceSpec {

@@ -70,7 +70,7 @@ PlanCost predict(const PlanInputs& in, const Layout& l) {
     const auto sizes = parallel::pipeline_partition_sizes(int(tc.model.n_layer), int(l.pp * v));
     std::copy(sizes.begin(), sizes.end(), layers.begin());
   }
-  double slowest = 0, slowest_compute = 0, slowest_tp = 0, slowest_bwd = 0;
+  double slowest = 0, slowest_compute = 0, slowest_tp = 0, slowest_bwd = 0, slowest_host = 0;
   for (int64_t r = 0; r < l.pp; ++r) {
     // L blocks on this rank, R of them recomputed (memory.recompute_layers: the first of each chunk).
     double L = 0, R = 0;
@@ -102,10 +102,17 @@ PlanCost predict(const PlanInputs& in, const Layout& l) {
     std::optional<AchievedRate> rate = cl.device.achieved_at(l.recompute, tokens_mb / tp);
     double unmeasured_replay = l.tp > 1 && recompute ? (1 + mc.forward_share) / (1 + mc.replay_share) : 1;
     if (!rate) rate = plain, unmeasured_replay = recompute ? 1 + replay : 1;
+    double host = 0;
     if (rate && plain) {
       const double head = last ? mc.head_flops_per_token(d, V) / tp : 0;
       compute = tokens_mb * ((L - R) * block_flops / plain->block_flops +
                              R * block_flops * unmeasured_replay / rate->block_flops + head / rate->head_flops);
+      // The host queues every kernel of the micro-batch, replays included, whatever the tp share
+      // (each rank queues its own): the micro-batch takes at least that long. The rates between
+      // two measured sizes are interpolated, the host's time too; this keeps them consistent.
+      // In static mode a step is replayed as CUDA graphs: the host's work is their launch.
+      if (tc.train.mode != "static") host = (L + R * replayed) * plain->block_host_s + (last ? plain->head_host_s : 0);
+      compute = std::max(compute, host);
       // A step's later micro-batches (m - 1 of the m) differ from its first: they add their
       // gradients into the earlier ones' and reuse its casts of the weights (a tp slice has 1/tp
       // of each). Not priced: with several processes the first adds too, into the Reducer's
@@ -123,12 +130,16 @@ PlanCost predict(const PlanInputs& in, const Layout& l) {
     }
     const double t = compute + tp_s;
     if (t > slowest) {
-      slowest = t, slowest_compute = compute, slowest_tp = tp_s;
+      slowest = t, slowest_compute = compute, slowest_tp = tp_s, slowest_host = host;
       slowest_bwd = compute * (1 - mc.forward_share);
     }
   }
   // The schedule: m micro-batches through the slowest stage, plus fill and drain.
   out.parts.compute = m * slowest_compute;
+  out.host_s = m * slowest_host;
+  // Nearly all of each micro-batch is the host queuing it: the GPU waits for launches.
+  constexpr double kHostBound = 0.9;
+  out.host_bound = slowest_host > 0 && slowest_host >= kHostBound * slowest_compute;
   out.parts.tp_comm = m * slowest_tp;
   out.parts.bubble = l.pp > 1 ? double(l.pp - 1) / double(v) * slowest : 0;
   if (l.pp > 1) {
@@ -186,7 +197,7 @@ PlanCost predict(const PlanInputs& in, const Layout& l) {
                                    {p.optimizer, "the optimizer step"}};
   const Part& top =
       *std::max_element(named.begin(), named.end(), [](const Part& a, const Part& b) { return a.s < b.s; });
-  out.binding = top.name;
+  out.binding = &top == &named.front() && out.host_bound ? "the host's kernel launches" : top.name;
   return out;
 }
 

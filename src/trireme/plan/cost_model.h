@@ -47,7 +47,13 @@ struct PlanCost {
   double rank0_bytes = 0;     // the estimator's rank 0 (what a run's metrics report)
   double capacity_bytes = 0;  // what a device offers after the reserve
   bool fits = false;
-  // What dominates the step: "compute", "bubble", "tp all-reduces over NVLink", ...
+  // The host's part of parts.compute: queuing the kernels of the slowest stage's micro-batches
+  // (calibrated on GPUs; 0 where not measured). host_bound: it is nearly all of that compute, so
+  // the CPU's pace, not the device's, sets the step's (and varies with the CPU's clock).
+  double host_s = 0;
+  bool host_bound = false;
+  // What dominates the step: "compute", "bubble", "tp all-reduces over NVLink", "the host's
+  // kernel launches", ...
   std::string binding;
 };
 

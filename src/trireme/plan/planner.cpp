@@ -60,6 +60,7 @@ std::string where_it_loses(const ClusterSpec& cl, const Plan& p, const PlanCost&
   if (worst->part == &StepParts::tp_comm) over = " over " + link_name(cl, cl.link_for(l.tp, 1));
   if (worst->part == &StepParts::pp_comm) over = " over " + link_name(cl, cl.link_for(l.pp, l.tp));
   if (worst->part == &StepParts::dp_comm) over = " over " + link_name(cl, cl.link_for(l.dp, l.tp * l.pp));
+  if (worst->part == &StepParts::compute && c.host_bound) over = ", bound by the host's kernel launches";
   return str_cat("+", seconds(most), " in ", worst->name, over, " (", percent(c.parts.*(worst->part) / c.step_s),
                  " of its step)");
 }
@@ -103,6 +104,14 @@ std::string explain_plans(const PlanInputs& in, const SearchResult& r, int64_t d
   for (const auto& p : kParts) {
     const double s = c.parts.*(p.part);
     if (s > 0) out += str_cat("  ", p.name, ": ", seconds(s), " (", percent(s / c.step_s), ")\n");
+  }
+  if (c.host_bound) {
+    out += str_cat("  the host binds: queuing the kernels takes ", seconds(c.host_s), " of the compute's ",
+                   seconds(c.parts.compute), ", so the GPU waits for launches and the step follows the CPU's clock",
+                   " (train.mode = \"static\" replays a step as CUDA graphs)",
+                   "\n");
+  } else if (c.host_s > 0) {
+    out += str_cat("  of the compute, the host queuing the kernels: ", seconds(c.host_s), "\n");
   }
   for (size_t i = 1; i < r.plans.size(); ++i) {
     const Plan& p = r.plans[i];
