@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -406,64 +407,89 @@ std::vector<int64_t> scrambled_ids(size_t n, int64_t vocab) {
 // Seconds per run of the model as a step's first micro-batch (its gradients alone) and, where
 // measured, as a later one (train/parallel_runner.cpp: its gradients added into the previous
 // runs', and under autocast the first run's casts of the weights reused); the host's part of a
-// first run (on a GPU; 0 on the CPU); the FLOPs its ops count.
+// run (on a GPU; 0 on the CPU); the FLOPs its ops count.
 struct ModelRuns {
   double first_s = 0, later_s = 0, host_s = 0, flops = 0;
 };
 
-// The model at tc's shapes with `layers` blocks, forward and backward on `rows` sequences on the
-// target's device under `recompute`; `later` times a step's later micro-batches too.
-ModelRuns time_model(const io::TrainConfig& tc, const Target& target, int64_t vocab, int64_t layers, int64_t rows,
-                     const std::string& recompute, bool later) {
-  models::GPTConfig c = train::gpt_config(tc, vocab);
-  c.n_layer = layers;
-  c.dropout = 0;
-  models::GPT gpt(c, 7);
-  gpt.set_recompute(recompute_mode(recompute));
-  const Device device = device_of(target);
-  gpt.to(device);
-  const Tensor t = to_device(from_vector<int64_t>(scrambled_ids(size_t(rows * c.block_size), c.vocab_size),
-                                                  {rows, c.block_size}),
-                             device);
-  const bool autocast = target.dtype != DType::f32;
-  auto forward_backward = [&] {
-    Tensor loss;
-    {
-      amp::AutocastGuard guard(device.type, autocast ? target.dtype : DType::bf16, autocast);
-      loss = gpt.loss(t, t);
-    }
-    loss.backward();
-  };
-  // Runs as a step's first micro-batch each.
-  auto firsts = [&] {
-    for (int i = 0; i < kQueuedRuns; ++i) {
-      gpt.zero_grad();
-      forward_backward();
-    }
-  };
-  // One step's micro-batches: the first, then later ones sharing its casts.
-  auto step = [&] {
-    gpt.zero_grad();
-    std::optional<autograd::CastCache> casts;
-    if (autocast) casts.emplace(gpt.parameters());
-    for (int i = 0; i < kQueuedRuns; ++i) forward_backward();
-  };
-  ModelRuns out;
-  OpCounts counts;
-  {
+// The model at tc's shapes with some blocks, forward and backward on `rows` sequences on the
+// target's device under a recomputation mode, in the batches time_in_turn takes.
+class ModelUnderTest {
+ public:
+  ModelUnderTest(const io::TrainConfig& tc, const Target& target, int64_t vocab, int64_t layers, int64_t rows,
+                 const std::string& recompute)
+      : device_(device_of(target)), low_(target.dtype) {
+    models::GPTConfig c = train::gpt_config(tc, vocab);
+    c.n_layer = layers;
+    c.dropout = 0;
+    gpt_ = std::make_unique<models::GPT>(c, 7);
+    gpt_->set_recompute(recompute_mode(recompute));
+    gpt_->to(device_);
+    tokens_ = to_device(
+        from_vector<int64_t>(scrambled_ids(size_t(rows * c.block_size), c.vocab_size), {rows, c.block_size}), device_);
+  }
+
+  double counted_flops() {
+    OpCounts counts;
     OpCountScope scope(counts);
-    gpt.zero_grad();
+    first_run();
+    return counts.flops();
+  }
+  // Runs as a step's first micro-batch each, back to back.
+  void firsts() {
+    for (int i = 0; i < kQueuedRuns; ++i) first_run();
+  }
+  // One step's micro-batches: the first, then later ones sharing its casts.
+  void step() {
+    gpt_->zero_grad();
+    std::optional<autograd::CastCache> casts;
+    if (low_ != DType::f32) casts.emplace(gpt_->parameters());
+    for (int i = 0; i < kQueuedRuns; ++i) forward_backward();
+  }
+  void first_run() {
+    gpt_->zero_grad();
     forward_backward();
   }
-  out.flops = counts.flops();
-  const double budget = target.gpu ? 0.3 : 0.15;
-  const std::vector<BatchTimes> times =
-      later ? time_in_turn(target, {firsts, step}, 2 * budget) : time_in_turn(target, {firsts}, budget);
-  out.first_s = times[0].total_s / kQueuedRuns;
-  if (target.gpu) out.host_s = times[0].host_s / kQueuedRuns;
-  // The step is a first run and kQueuedRuns - 1 later ones.
-  if (later) out.later_s = out.first_s + (times[1].total_s - times[0].total_s) / (kQueuedRuns - 1);
-  return out;
+
+ private:
+  void forward_backward() {
+    Tensor loss;
+    {
+      amp::AutocastGuard guard(device_.type, low_ != DType::f32 ? low_ : DType::bf16, low_ != DType::f32);
+      loss = gpt_->loss(tokens_, tokens_);
+    }
+    loss.backward();
+  }
+
+  Device device_;
+  DType low_;  // the autocast dtype; f32: no autocast
+  std::unique_ptr<models::GPT> gpt_;
+  Tensor tokens_;
+};
+
+// The model with 1 block and with 3 (their difference is blocks), as above, all timed in turn so
+// that a drift of the machine's pace stays out of the differences; `later` times a step's later
+// micro-batches too. The host's part is that of a run on its own: queued behind others, a run's
+// launches can wait for room in the GPU's queue, which is the GPU's time, not the host's.
+std::pair<ModelRuns, ModelRuns> time_models(const io::TrainConfig& tc, const Target& target, int64_t vocab,
+                                            int64_t rows, const std::string& recompute, bool later) {
+  ModelUnderTest one(tc, target, vocab, 1, rows, recompute), three(tc, target, vocab, 3, rows, recompute);
+  ModelRuns a, b;
+  a.flops = one.counted_flops();
+  b.flops = three.counted_flops();
+  std::vector<std::function<void()>> batches = {[&] { one.firsts(); }, [&] { three.firsts(); }};
+  if (target.gpu) batches.insert(batches.end(), {[&] { one.first_run(); }, [&] { three.first_run(); }});
+  if (later) batches.insert(batches.end(), {[&] { one.step(); }, [&] { three.step(); }});
+  const double budget = (target.gpu ? 0.3 : 0.15) * double(batches.size()) / 2;
+  const std::vector<BatchTimes> times = time_in_turn(target, batches, budget);
+  size_t next = 0;
+  for (ModelRuns* r : {&a, &b}) r->first_s = times[next++].total_s / kQueuedRuns;
+  if (target.gpu)
+    for (ModelRuns* r : {&a, &b}) r->host_s = times[next++].host_s;
+  // A step is a first run and kQueuedRuns - 1 later ones.
+  if (later)
+    for (ModelRuns* r : {&a, &b}) r->later_s = r->first_s + (times[next++].total_s - kQueuedRuns * r->first_s) / (kQueuedRuns - 1);
+  return {a, b};
 }
 
 // trireme's own training step (train/step_runner.h) of tc's model with `layers` blocks on `rows`
@@ -515,9 +541,7 @@ void measure_model(const io::TrainConfig& tc, const Target& target, int64_t voca
     for (const char* mode : {"none", "selective", "full"}) {
       const bool none = std::string(mode) == "none";  // the later micro-batches and the host: without recomputation
       together();
-      const ModelRuns one = time_model(tc, target, V, 1, sizes[i], mode, none);
-      together();
-      const ModelRuns three = time_model(tc, target, V, 3, sizes[i], mode, none);
+      const auto [one, three] = time_models(tc, target, V, sizes[i], mode, none);
       const double t1 = one.first_s, t3 = three.first_s;
       if (none) {
         flops[i] = {(three.flops - one.flops) / 2, one.flops - (three.flops - one.flops) / 2};
