@@ -5,7 +5,8 @@
 # host's main thread spends the step (bench/gpu/host_sampler.cpp, wall clock) at the most
 # micro-batches. What the planner's price of a micro-batch is checked against (docs/PLANNER.md).
 #   COUNTS="1 4 16" MODES="none selective" PRECISIONS="f16 bf16" HOST_CLOCKS="wall cpu" bash bench/gpu/micro_batches.sh
-# (HOST_CLOCKS= skips the host profiles)
+# (HOST_CLOCKS= skips the host profiles; STEPS and PREFIX, e.g. PREFIX="taskset -c 3", pass to
+# bench/gpu/train_tokens.sh)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/gpu_env.sh
