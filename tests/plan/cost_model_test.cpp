@@ -154,7 +154,8 @@ TEST(Calibrated, TheHostsQueuingIsAFloorAndBindsSmallMicroBatches) {
   EXPECT_TRUE(small.host_bound);
   EXPECT_EQ(small.binding, "the host's kernel launches");
   SearchResult r;
-  r.plans = {{Layout{.micro_batches = 16}, small}, {Layout{.micro_batches = 8}, predict(in, Layout{.micro_batches = 8})}};
+  r.plans = {{Layout{.micro_batches = 16}, small},
+             {Layout{.micro_batches = 8}, predict(in, Layout{.micro_batches = 8})}};
   const std::string why = explain_plans(in, r, 1);
   EXPECT_NE(why.find("bound by the host's kernel launches"), std::string::npos) << why;
   EXPECT_NE(why.find("the host binds: queuing the kernels takes 96.0 ms"), std::string::npos) << why;

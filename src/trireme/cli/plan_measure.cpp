@@ -156,15 +156,16 @@ int measure_plans(const std::string& config_path, const std::vector<std::string>
     std::snprintf(range, sizeof(range), "%.1f-%.1fms", m.fastest_step_s * 1e3, m.slowest_step_s * 1e3);
     std::printf("%-3d %-50s %10.1fms %10.1fms %15s %+6.0f%% %11s %11s %+6.0f%%%s\n", i + 1, p.layout.describe().c_str(),
                 p.cost.step_s * 1e3, m.step_s * 1e3, range, 100 * err,
-                train::format_bytes(p.cost.rank0_bytes).c_str(), train::format_bytes(m.peak_bytes).c_str(), 100 * mem_err,
-                p.cost.host_bound ? "  host-bound" : "");
+                train::format_bytes(p.cost.rank0_bytes).c_str(), train::format_bytes(m.peak_bytes).c_str(),
+                100 * mem_err, p.cost.host_bound ? "  host-bound" : "");
   }
   if (n > 0) {
     std::printf("step time: mean |predicted - measured| / measured %.0f%%, largest %.0f%%\n", 100 * sum_error / n,
                 100 * worst_error);
     if (device_n < n)
-      std::printf("  %d host-bound (their pace is the CPU's); the other %d: mean %.0f%%, largest %.0f%%\n", n - device_n,
-                  device_n, device_n > 0 ? 100 * device_sum_error / device_n : 0.0, 100 * device_worst_error);
+      std::printf("  %d host-bound (their pace is the CPU's); the other %d: mean %.0f%%, largest %.0f%%\n",
+                  n - device_n, device_n, device_n > 0 ? 100 * device_sum_error / device_n : 0.0,
+                  100 * device_worst_error);
     std::printf("peak memory: mean |predicted - measured| / measured %.1f%%, largest %.1f%%\n",
                 100 * sum_mem_error / n, 100 * worst_mem_error);
     if (chosen_s > 0)

@@ -236,7 +236,7 @@ void apply_profile(ClusterSpec& c, const MachineProfile& p, int64_t processes) {
   c.device.achieved.clear();
   for (AchievedRate r : p.model_rates) {
     r.block_flops *= share, r.head_flops *= share;
-    r.block_later_s /= share, r.head_later_s /= share;  // the host's queuing is per process: unchanged
+    r.block_later_s /= share, r.head_later_s /= share;  // not the host's queuing: each process queues its own
     c.device.achieved.push_back(r);
   }
   c.device.step_fixed_s = p.step_fixed_s / share;
@@ -356,8 +356,8 @@ auto finished(const Target& t, F&& f) {
 // Each of `batches` in turn, until `budget` seconds have passed (each at least 3 times, after a
 // warm-up), every batch followed on a GPU by a wait for it: per batch, the median seconds it took
 // whole and the host's part of them (until its last kernel was queued; on the CPU the whole).
-// A batch queues several runs back to back, as a step queues its micro-batches: the host runs
-// ahead of the GPU (a wait after each run would add the GPU's idle start to every one). Taking
+// A batch of several runs queues them back to back, as a step queues its micro-batches: the host
+// runs ahead of the GPU (a wait after each run would add the GPU's idle start to every one). Taking
 // the batches in turn keeps a drift in the machine's pace (a shared CPU's clock, which sets the
 // pace of launch-bound runs) out of the differences between them.
 struct BatchTimes {
@@ -488,7 +488,8 @@ std::pair<ModelRuns, ModelRuns> time_models(const io::TrainConfig& tc, const Tar
     for (ModelRuns* r : {&a, &b}) r->host_s = times[next++].host_s;
   // A step is a first run and kQueuedRuns - 1 later ones.
   if (later)
-    for (ModelRuns* r : {&a, &b}) r->later_s = r->first_s + (times[next++].total_s - kQueuedRuns * r->first_s) / (kQueuedRuns - 1);
+    for (ModelRuns* r : {&a, &b})
+      r->later_s = r->first_s + (times[next++].total_s - kQueuedRuns * r->first_s) / (kQueuedRuns - 1);
   return {a, b};
 }
 

@@ -108,9 +108,9 @@ PlanCost predict(const PlanInputs& in, const Layout& l) {
       compute = tokens_mb * ((L - R) * block_flops / plain->block_flops +
                              R * block_flops * unmeasured_replay / rate->block_flops + head / rate->head_flops);
       // The host queues every kernel of the micro-batch, replays included, whatever the tp share
-      // (each rank queues its own): the micro-batch takes at least that long. The rates between
-      // two measured sizes are interpolated, the host's time too; this keeps them consistent.
-      // In static mode a step is replayed as CUDA graphs: the host's work is their launch.
+      // (each rank queues its own): the micro-batch takes at least that long, also below the
+      // smallest size measured, whose rate would price it by its FLOPs. In static mode a step is
+      // replayed as CUDA graphs: the host's work is their launch.
       if (tc.train.mode != "static") host = (L + R * replayed) * plain->block_host_s + (last ? plain->head_host_s : 0);
       compute = std::max(compute, host);
       // A step's later micro-batches (m - 1 of the m) differ from its first: they add their
