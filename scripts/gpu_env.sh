@@ -20,12 +20,31 @@ done
 
 # build_bench LOG TARGET...: configures build-gpu (Release, benches on) and builds the targets,
 # logging to $out/LOG; on failure prints the errors and exits the calling script. BENCH_SRC and
-# BENCH_BUILD name another source tree and build folder (default: this one, build-gpu).
+# BENCH_BUILD name another source tree and build folder (default: this one, build-gpu). A carried
+# .gpu_prebuilt (scripts/gpu_prebuilt.sh) stands in for the build when it was made from these
+# sources and holds the targets, and its command starts here.
 build_bench() {
   local log="$out/$1" src=${BENCH_SRC:-.} build=${BENCH_BUILD:-build-gpu}
   shift
+  if [ "$src" = . ] && [ "$build" = build-gpu ] && use_prebuilt "$@"; then return 0; fi
   cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRIREME_DEPS_PREFIX="$deps/usr" \
     -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DTRIREME_BUILD_BENCH=ON > "$log" 2>&1 &&
     ninja -C "$build" "$@" >> "$log" 2>&1 ||
     { grep -E "error" "$log" | head -20; tail -30 "$log"; echo "BUILD FAILED"; exit 1; }
+}
+
+# use_prebuilt TARGET...: unpacks .gpu_prebuilt into build-gpu when its digest is these sources'
+# and it has every target; succeeds when build-gpu then holds a command that starts.
+use_prebuilt() {
+  local pre=.gpu_prebuilt t
+  [ -f "$pre/build.tar.xz" ] && [ -f "$pre/digest" ] && [ -f "$pre/targets" ] || return 1
+  source scripts/source_digest.sh
+  [ "$(cat "$pre/digest")" = "$(source_digest)" ] || { echo "prebuilt: made from other sources; building"; return 1; }
+  for t in "$@"; do
+    [[ " $(cat "$pre/targets") " == *" $t "* ]] || { echo "prebuilt: has no $t; building"; return 1; }
+  done
+  mkdir -p build-gpu && tar -xJf "$pre/build.tar.xz" -C build-gpu || return 1
+  export LD_LIBRARY_PATH=$PWD/build-gpu:$LD_LIBRARY_PATH
+  build-gpu/trireme --version > /dev/null 2>&1 || { echo "prebuilt: its command does not start here; building"; return 1; }
+  echo "prebuilt: build-gpu from .gpu_prebuilt ($*)"
 }
