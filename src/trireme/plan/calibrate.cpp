@@ -48,22 +48,6 @@ namespace fs = std::filesystem;
 
 constexpr int64_t kCalibrationProcesses = 2;
 
-// Runs f until `budget` seconds have passed (at least 3 times, after one warm-up); the median
-// seconds of a run (a shared machine's bursts of other work land in the tails).
-template <class F>
-double time_per_run(F&& f, double budget) {
-  f();
-  std::vector<double> runs;
-  const auto start = Clock::now();
-  do {
-    const auto t0 = Clock::now();
-    f();
-    runs.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-  } while (runs.size() < 3 || std::chrono::duration<double>(Clock::now() - start).count() < budget);
-  std::nth_element(runs.begin(), runs.begin() + runs.size() / 2, runs.end());
-  return runs[runs.size() / 2];
-}
-
 // Sets the BLAS and OpenMP threads for the duration of a scope.
 class ThreadsFor {
  public:
@@ -344,18 +328,10 @@ Target target_of(const io::TrainConfig& tc) {
   return t;
 }
 
-// f, then on a GPU a wait for it: what time_per_run times.
-template <class F>
-auto finished(const Target& t, F&& f) {
-  return [&t, f = std::forward<F>(f)] {
-    f();
-    if (t.gpu) cuda::synchronize();
-  };
-}
-
 // Each of `batches` in turn, until `budget` seconds have passed (each at least 3 times, after a
 // warm-up), every batch followed on a GPU by a wait for it: per batch, the median seconds it took
-// whole and the host's part of them (until its last kernel was queued; on the CPU the whole).
+// (a shared machine's bursts of other work land in the tails) whole and the host's part of them
+// (until its last kernel was queued; on the CPU the whole).
 // A batch of several runs queues them back to back, as a step queues its micro-batches: the host
 // runs ahead of the GPU (a wait after each run would add the GPU's idle start to every one). Taking
 // the batches in turn keeps a drift in the machine's pace (a shared CPU's clock, which sets the
@@ -388,6 +364,11 @@ std::vector<BatchTimes> time_in_turn(const Target& t, const std::vector<std::fun
   return out;
 }
 constexpr int kQueuedRuns = 4;  // runs in a batch
+
+// The median seconds of f followed on a GPU by a wait for it, as time_in_turn takes them.
+double seconds_per_run(const Target& t, const std::function<void()>& f, double budget) {
+  return time_in_turn(t, {f}, budget)[0].total_s;
+}
 
 models::GPT::Recompute recompute_mode(const std::string& name) {
   return name == "full" ? models::GPT::Recompute::full
@@ -443,7 +424,7 @@ class ModelUnderTest {
   void step() {
     gpt_->zero_grad();
     std::optional<autograd::CastCache> casts;
-    if (low_ != DType::f32) casts.emplace(gpt_->parameters());
+    if (autocast()) casts.emplace(gpt_->parameters());
     for (int i = 0; i < kQueuedRuns; ++i) forward_backward();
   }
   void first_run() {
@@ -452,10 +433,11 @@ class ModelUnderTest {
   }
 
  private:
+  bool autocast() const { return low_ != DType::f32; }
   void forward_backward() {
     Tensor loss;
     {
-      amp::AutocastGuard guard(device_.type, low_ != DType::f32 ? low_ : DType::bf16, low_ != DType::f32);
+      amp::AutocastGuard guard(device_.type, autocast() ? low_ : DType::bf16, autocast());
       loss = gpt_->loss(tokens_, tokens_);
     }
     loss.backward();
@@ -510,8 +492,8 @@ std::pair<double, double> time_training_step(const io::TrainConfig& tc, const Ta
   for (int64_t id : scrambled_ids(size_t((rows + 1) * (c.model.block_size + 1)), vocab)) tokens.push_back(int32_t(id));
   const io::DataLoader loader(std::move(tokens), c.model.block_size, 1);
   int64_t step = 0;
-  const double s = time_per_run(finished(target, [&] { (void)runner->train_step(step++, loader); }),
-                                target.gpu ? 0.3 : 0.15);
+  const double s =
+      seconds_per_run(target, [&] { (void)runner->train_step(step++, loader); }, target.gpu ? 0.3 : 0.15);
   return {s, double(runner->num_parameters())};
 }
 
@@ -618,14 +600,14 @@ MachineProfile calibrate_machine(const io::TrainConfig& tc, int64_t vocab, const
     const Tensor x = made({rows, d}), h = made({rows, 4 * d});
     const Tensor w_qkv = made({d, 3 * d}), w_fc = made({d, 4 * d}), w_proj = made({4 * d, d});
     const double flops = 2.0 * double(rows) * double(d) * double(3 * d + 4 * d + 4 * d);
-    const double s = time_per_run(
-        finished(target, [&] { (void)matmul(x, w_qkv), (void)matmul(x, w_fc), (void)matmul(h, w_proj); }), 0.5);
+    const double s = seconds_per_run(
+        target, [&] { (void)matmul(x, w_qkv), (void)matmul(x, w_fc), (void)matmul(h, w_proj); }, 0.5);
     p.gemm_gflops = flops / s / 1e9;
     // A large f32 add: 3 x 32 MiB on the CPU, 3 x 1 GiB on a GPU (its caches hold tens of MiB).
     const int64_t n = target.gpu ? int64_t(1) << 28 : int64_t(1) << 23;
     const Tensor a = target.gpu ? zeros({n}, DType::f32, device) : randn({n}, gen);
     const Tensor b = target.gpu ? zeros({n}, DType::f32, device) : randn({n}, gen);
-    p.memory_gbs = 3.0 * 4 * double(n) / time_per_run(finished(target, [&] { (void)add(a, b); }), 0.3) / 1e9;
+    p.memory_gbs = 3.0 * 4 * double(n) / seconds_per_run(target, [&] { (void)add(a, b); }, 0.3) / 1e9;
   }
   if (p.processes == 1) {  // one GPU: the model alone, no collectives to measure
     measure_model(tc, target, vocab, 1, [] {}, p);
@@ -684,9 +666,9 @@ int calibrate_worker(const std::string& out_path, const io::TrainConfig& tc, int
     // A fixed count, the same on every rank (a time budget would let the ranks disagree on it).
     const int runs = elements >= (int64_t(1) << 21) ? 5 : 20;
     auto timed = [&](const std::string& op, auto&& f) {
-      const auto warm_up = finished(target, f);
       pg->barrier()->wait();
-      warm_up();
+      f();  // a warm-up
+      if (target.gpu) cuda::synchronize();
       const auto start = Clock::now();
       for (int i = 0; i < runs; ++i) f();
       if (target.gpu) cuda::synchronize();

@@ -107,9 +107,8 @@ std::string explain_plans(const PlanInputs& in, const SearchResult& r, int64_t d
   }
   if (c.host_bound) {
     out += str_cat("  the host binds: queuing the kernels takes ", seconds(c.host_s), " of the compute's ",
-                   seconds(c.parts.compute), ", so the GPU waits for launches and the step follows the CPU's clock",
-                   " (train.mode = \"static\" replays a step as CUDA graphs)",
-                   "\n");
+                   seconds(c.parts.compute), ", so the GPU waits for launches and the step follows the CPU's clock ",
+                   "(train.mode = \"static\" replays a step as CUDA graphs)\n");
   } else if (c.host_s > 0) {
     out += str_cat("  of the compute, the host queuing the kernels: ", seconds(c.host_s), "\n");
   }
