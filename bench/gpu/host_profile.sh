@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # On a GPU machine: where the host's main thread spends its CPU time during GPT 1.3B steps
 # (bench/gpu/host_sampler.cpp, LD_PRELOADed), for tp=2 with sequence parallelism (both ranks)
-# and, with RUNS including tp1, one GPU (TRIREME_HOST_SAMPLE_CLOCK=wall: where it blocks too). Each process writes $out/host/<run>/host_<pid>.txt: the
-# functions running (self) and on the stack (inclusive), by share of its samples.
+# and, with RUNS including tp1, one GPU. Each process writes $out/host/<run>/host_<pid>.stacks and
+# bench/gpu/host_report.py counts the functions running (self) and on the stack (inclusive) in
+# the steps (HOST_WITHIN), by share of their samples.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/gpu_env.sh
@@ -20,6 +21,7 @@ profile() {  # label, command...
   mkdir -p "$dir"
   timeout 150 env TRIREME_HOST_SAMPLES="$dir" LD_PRELOAD="$PWD/build-gpu/libhost_sampler.so" "$@" > "$dir/run.log" 2>&1
   echo "$label: rc=$? $(grep -oE '"step_ms": [0-9.]+' "$dir/run.log" | tail -1) $(ls "$dir" | grep -c host_) profiles"
+  python3 bench/gpu/host_report.py --within "${HOST_WITHIN:-GPT::loss|Tensor::backward|step}" "$dir"/host_*.stacks
 }
 for run in ${RUNS:-tp2sp tp1}; do
   case $run in

@@ -4,12 +4,15 @@
 // timer on the main thread's CPU clock (or on the wall clock with TRIREME_HOST_SAMPLE_CLOCK=wall,
 // which also catches where it is blocked) interrupts it every TRIREME_HOST_SAMPLE_US
 // microseconds (default 200) and records its stack; at exit the process writes
-// <folder>/host_<pid>.txt with the functions that were running (self) and on the stack
-// (inclusive), by share of the samples. Build (bench/gpu/host_profile.sh does):
+// <folder>/host_<pid>.stacks, every sample's frames as library offsets. bench/gpu/host_report.py
+// names them (from unstripped copies of the libraries where the machine's are stripped) and
+// counts the functions running (self) and on the stack (inclusive). Build (bench/gpu/host_profile.sh
+// does):
 //   g++ -shared -fPIC -O2 -std=c++17 bench/gpu/host_sampler.cpp -o libhost_sampler.so -ldl -lrt -lpthread
 #include <cxxabi.h>
 #include <dlfcn.h>
 #include <execinfo.h>
+#include <link.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -22,9 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <set>
 #include <string>
-#include <vector>
 
 namespace {
 
@@ -51,46 +52,39 @@ void on_tick(int, siginfo_t*, void*) {
   g_count.store(i + 1, std::memory_order_relaxed);
 }
 
-// A frame's function: its dynamic symbol if it has one, else (functions with internal linkage,
-// which dladdr cannot see) what addr2line finds in the library's symbol table.
-std::string addr2line(const char* lib, uintptr_t offset) {
-  char cmd[4600];
-  std::snprintf(cmd, sizeof(cmd), "addr2line -f -C -e '%s' 0x%lx 2>/dev/null", lib, (unsigned long)offset);
-  FILE* p = popen(cmd, "r");
-  if (p == nullptr) return "";
-  char line[2048] = {0};
-  std::string name;
-  if (std::fgets(line, sizeof(line), p)) name = line;
-  pclose(p);
-  while (!name.empty() && (name.back() == '\n' || name.back() == '\r')) name.pop_back();
-  return name == "??" ? "" : name;
-}
+// A frame as its library and the offset in it, and the library's exported function that holds it
+// where there is one (a function with internal linkage, or any in a stripped library, has none
+// here: bench/gpu/host_report.py names those from an unstripped copy of the library).
+struct Frame {
+  std::string lib;
+  uintptr_t offset = 0;
+  std::string exported;
+};
 
-std::string name_of(void* pc) {
+Frame frame_of(void* pc) {
+  Frame f;
   Dl_info info{};
-  std::string name;
-  if (dladdr(pc, &info) != 0 && info.dli_sname != nullptr) {
+  ElfW(Sym)* sym = nullptr;
+  if (dladdr1(pc, &info, reinterpret_cast<void**>(&sym), RTLD_DL_SYMENT) == 0 || info.dli_fname == nullptr) return f;
+  f.lib = info.dli_fname;
+  // The return address points after the call: one byte back is inside the calling instruction.
+  const auto at = reinterpret_cast<uintptr_t>(pc) - 1;
+  f.offset = at - reinterpret_cast<uintptr_t>(info.dli_fbase);
+  // dladdr names the nearest exported symbol below pc even when pc lies past its end.
+  const auto begin = reinterpret_cast<uintptr_t>(info.dli_saddr);
+  if (info.dli_sname != nullptr && sym != nullptr && at >= begin && at < begin + sym->st_size) {
     int status = 0;
     char* demangled = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
-    name = status == 0 && demangled ? demangled : info.dli_sname;
+    f.exported = status == 0 && demangled ? demangled : info.dli_sname;
     std::free(demangled);
-  } else if (info.dli_fname != nullptr) {
-    name = addr2line(info.dli_fname, reinterpret_cast<uintptr_t>(pc) - reinterpret_cast<uintptr_t>(info.dli_fbase) - 1);
-    if (name.empty()) {
-      const char* lib = std::strrchr(info.dli_fname, '/');
-      name = std::string("?? in ") + (lib ? lib + 1 : info.dli_fname);
-    }
-  } else {
-    name = "??";
   }
-  if (name.size() > 160) name = name.substr(0, 157) + "...";
-  return name;
+  return f;
 }
 
 __attribute__((constructor)) void start_sampling() {
   const char* dir = std::getenv("TRIREME_HOST_SAMPLES");
   if (dir == nullptr || *dir == '\0') return;
-  std::snprintf(g_out, sizeof(g_out), "%s/host_%d.txt", dir, int(::getpid()));
+  std::snprintf(g_out, sizeof(g_out), "%s/host_%d.stacks", dir, int(::getpid()));
   g_samples = static_cast<Sample*>(std::calloc(kMaxSamples, sizeof(Sample)));
   if (g_samples == nullptr) return;
   void* warm[4];
@@ -127,38 +121,31 @@ __attribute__((destructor)) void report() {
   if (!g_armed) return;
   timer_delete(g_timer);
   g_armed = false;
-  ::unsetenv("TRIREME_HOST_SAMPLES");  // the addr2line processes below are not to be sampled
   const size_t n = std::min(g_count.load(), kMaxSamples);
   if (n == 0) return;  // a helper process that never ran on its main thread long enough
-  std::map<void*, std::string> names;
-  auto named = [&](void* pc) -> const std::string& {
-    auto it = names.find(pc);
-    if (it == names.end()) it = names.emplace(pc, name_of(pc)).first;
-    return it->second;
-  };
-  std::map<std::string, size_t> self, inclusive;
-  for (size_t i = 0; i < n; ++i) {
-    const Sample& s = g_samples[i];
-    // Frames 0-2 are the handler, the signal trampoline's return and (often) a libc frame.
-    const int first = std::min(2, s.depth - 1);
-    if (s.depth <= first) continue;
-    ++self[named(s.frames[first])];
-    std::set<std::string> seen;
-    for (int f = first; f < s.depth; ++f)
-      if (seen.insert(named(s.frames[f])).second) ++inclusive[named(s.frames[f])];
-  }
   FILE* out = std::fopen(g_out, "w");
   if (out == nullptr) return;
-  auto top = [&](const char* title, const std::map<std::string, size_t>& counts, size_t limit) {
-    std::vector<std::pair<size_t, std::string>> v;
-    for (const auto& [name, c] : counts) v.emplace_back(c, name);
-    std::sort(v.rbegin(), v.rend());
-    std::fprintf(out, "== %s (%% of %zu samples of the main thread's %s time)\n", title, n, g_wall ? "wall" : "CPU");
-    for (size_t i = 0; i < v.size() && i < limit; ++i)
-      std::fprintf(out, "%6.2f  %s\n", 100.0 * double(v[i].first) / double(std::max<size_t>(n, 1)), v[i].second.c_str());
+  std::fprintf(out, "clock %s\n", g_wall ? "wall" : "cpu");
+  std::map<std::string, int> libs;
+  std::map<void*, std::string> frames;  // pc -> "lib:offset"
+  auto written = [&](void* pc) -> const std::string& {
+    auto it = frames.find(pc);
+    if (it != frames.end()) return it->second;
+    const Frame f = frame_of(pc);
+    auto [lib, added] = libs.emplace(f.lib.empty() ? "??" : f.lib, int(libs.size()));
+    if (added) std::fprintf(out, "lib %d %s\n", lib->second, lib->first.c_str());
+    char key[64];
+    std::snprintf(key, sizeof(key), "%d:%lx", lib->second, static_cast<unsigned long>(f.offset));
+    if (!f.exported.empty()) std::fprintf(out, "exported %s %s\n", key, f.exported.c_str());
+    return frames.emplace(pc, key).first->second;
   };
-  top("self", self, 40);
-  top("inclusive", inclusive, 80);
+  for (size_t i = 0; i < n; ++i) {
+    const Sample& s = g_samples[i];
+    // Frames 0-1 are the handler and the signal trampoline's return.
+    std::string line = "sample";
+    for (int f = 2; f < s.depth; ++f) line += " " + written(s.frames[f]);
+    std::fprintf(out, "%s\n", line.c_str());
+  }
   std::fclose(out);
 }
 

@@ -5,8 +5,10 @@
 # host's main thread spends the step (bench/gpu/host_sampler.cpp, wall clock) at the most
 # micro-batches. What the planner's price of a micro-batch is checked against (docs/PLANNER.md).
 #   COUNTS="1 4 16" MODES="none selective" PRECISIONS="f16 bf16" HOST_CLOCKS="wall cpu" bash bench/gpu/micro_batches.sh
-# (HOST_CLOCKS= skips the host profiles; STEPS and PREFIX, e.g. PREFIX="taskset -c 3", pass to
-# bench/gpu/train_tokens.sh)
+# (HOST_CLOCKS= skips the host profiles, which count the samples inside the steps, or inside what
+# HOST_WITHIN matches; $out/mb/host_*/*.stacks name themselves again elsewhere with
+# bench/gpu/host_report.py --symbols BUILD when the machine's build is stripped. STEPS and PREFIX,
+# e.g. PREFIX="taskset -c 3", pass to bench/gpu/train_tokens.sh)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/gpu_env.sh
@@ -45,6 +47,6 @@ for clock in ${HOST_CLOCKS-wall cpu}; do
   mkdir -p "$out/mb/host_$clock"
   PREFIX="env TRIREME_HOST_SAMPLES=$out/mb/host_$clock TRIREME_HOST_SAMPLE_CLOCK=$clock LD_PRELOAD=$PWD/build-gpu/libhost_sampler.so" \
     train "host-$clock-mb$last" --set train.precision="${precisions[0]}" --set parallel.micro_batches="$last"
-  for f in "$out/mb/host_$clock"/host_*.txt; do echo "== $f"; cat "$f"; done
+  python3 bench/gpu/host_report.py --within "${HOST_WITHIN:-train_step}" "$out/mb/host_$clock"/host_*.stacks
 done
 echo "total: $(($(date +%s) - t0)) s"
