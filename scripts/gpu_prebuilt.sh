@@ -24,6 +24,9 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bench"
 cp "$build/trireme" "$build/libtrireme.so" "$stage/"
 for b in $benches; do cp "$build/bench/$b" "$stage/bench/"; done
+# The unstripped files stay here, for naming the GPU machine's host samples
+# (bench/gpu/host_report.py --symbols .gpu_symbols --symbols .gpu_symbols/bench).
+rm -rf .gpu_symbols && cp -r "$stage" .gpu_symbols
 strip "$stage/trireme" "$stage/libtrireme.so" "$stage"/bench/*
 mkdir -p .gpu_prebuilt
 tar -cJf .gpu_prebuilt/build.tar.xz -C "$stage" .

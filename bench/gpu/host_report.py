@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Names and counts the host samples that bench/gpu/host_sampler.cpp wrote.
 
-Each frame is a library and an offset. It is named by addr2line from the first unstripped copy of
-its library found in the --symbols folders (the build the stripped GPU bundle was made from:
-stripping keeps every address), else from the library itself, else by the exported function that
-holds it, else as "?? in LIB". --within keeps the samples with a function matching a regular
-expression on the stack (the training steps, say, without start-up and checkpoints).
+Each frame is a library and an offset. It is named by addr2line from an unstripped copy of the
+same build (the same GNU build ID) in the --symbols folders, such as the one
+scripts/gpu_prebuilt.sh keeps in .gpu_symbols/ beside the stripped GPU bundle (stripping keeps
+every address), else from the library itself, else by the exported function that holds it, else
+as "?? in LIB". --within keeps the samples with a function matching a regular
+expression on the stack (the training steps, say, without start-up and checkpoints), and --later
+the later part of those (the samples are in time order: 0.5 leaves out the first steps, which
+build plans and compile kernels).
 
-  bench/gpu/host_report.py [--symbols DIR]... [--within REGEX] [--top N] host_PID.stacks...
+  bench/gpu/host_report.py [--symbols DIR]... [--within REGEX] [--later F] [--top N] host_PID.stacks...
 """
 import argparse
 import collections
@@ -25,8 +28,8 @@ def read_stacks(path):
             if kind == "sample":
                 samples.append(rest.split())
             elif kind == "lib":
-                index, _, lib = rest.partition(" ")
-                libs[index] = lib
+                index, build, lib = rest.split(" ", 2)
+                libs[index] = (lib, "" if build == "-" else build)
             elif kind == "exported":
                 key, _, name = rest.partition(" ")
                 exported[key] = name
@@ -35,12 +38,27 @@ def read_stacks(path):
     return libs, exported, samples, clock
 
 
-def symbol_file(lib, folders):
-    for folder in folders:
-        candidate = os.path.join(folder, os.path.basename(lib))
-        if os.path.isfile(candidate):
+def build_id(path):
+    out = subprocess.run(["readelf", "-n", path], capture_output=True, text=True).stdout
+    found = re.search(r"Build ID: ([0-9a-f]+)", out)
+    return found.group(1) if found else ""
+
+
+def has_symbol_table(path):
+    out = subprocess.run(["readelf", "-S", "-W", path], capture_output=True, text=True).stdout
+    return ".symtab" in out
+
+
+def symbol_file(lib, build, folders):
+    """The file to name lib's frames from: a copy of the same build (by its build ID) with a full
+    symbol table, in one of the folders or lib itself. (A stripped file has only its exported
+    functions, which the sampler already checked; addr2line would give the nearest one below a
+    frame even where the frame is past its end.)"""
+    candidates = [os.path.join(folder, os.path.basename(lib)) for folder in folders] + [lib]
+    for candidate in candidates:
+        if os.path.isfile(candidate) and build and build_id(candidate) == build and has_symbol_table(candidate):
             return candidate
-    return lib if os.path.isfile(lib) else None
+    return None
 
 
 def addr2line(path, offsets):
@@ -64,8 +82,8 @@ def name_frames(libs, exported, samples, folders):
             offsets[index].add(offset)
     names = {}
     for index, wanted in offsets.items():
-        lib = libs.get(index, "??")
-        path = symbol_file(lib, folders) if lib != "??" else None
+        lib, build = libs.get(index, ("??", ""))
+        path = symbol_file(lib, build, folders) if lib != "??" else None
         found = addr2line(path, ["0x" + o for o in sorted(wanted)]) if path else {}
         for offset in wanted:
             key = index + ":" + offset
@@ -79,22 +97,22 @@ def main():
     parser.add_argument("stacks", nargs="+")
     parser.add_argument("--symbols", action="append", default=[], help="a folder of unstripped libraries")
     parser.add_argument("--within", help="keep samples with a function matching this on the stack")
+    parser.add_argument("--later", type=float, default=1.0, help="keep this later part of those samples")
     parser.add_argument("--top", type=int, default=40)
     args = parser.parse_args()
     within = re.compile(args.within) if args.within else None
     for path in args.stacks:
         libs, exported, samples, clock = read_stacks(path)
         names = name_frames(libs, exported, samples, args.symbols)
+        stacks = [[names[key] for key in sample] for sample in samples]
+        stacks = [s for s in stacks if s and (not within or any(within.search(f) for f in s))]
+        stacks = stacks[len(stacks) - int(round(args.later * len(stacks))):]
         self_counts, inclusive = collections.Counter(), collections.Counter()
-        kept = 0
-        for sample in samples:
-            frames = [names[key] for key in sample]
-            if not frames or (within and not any(within.search(f) for f in frames)):
-                continue
-            kept += 1
+        for frames in stacks:
             self_counts[frames[0]] += 1
             inclusive.update(set(frames))
-        scope = f", {kept} of {len(samples)} with /{args.within}/ on the stack" if within else ""
+        kept = len(stacks)
+        scope = f", {kept} of {len(samples)} with /{args.within or ''}/ on the stack, the later {args.later:g}"
         print(f"== {path}: {kept} samples of the main thread's {clock} time{scope}")
         for title, counts, limit in (("self", self_counts, args.top), ("inclusive", inclusive, 2 * args.top)):
             print(f"-- {title} (% of the samples)")

@@ -4,8 +4,9 @@
 // timer on the main thread's CPU clock (or on the wall clock with TRIREME_HOST_SAMPLE_CLOCK=wall,
 // which also catches where it is blocked) interrupts it every TRIREME_HOST_SAMPLE_US
 // microseconds (default 200) and records its stack; at exit the process writes
-// <folder>/host_<pid>.stacks, every sample's frames as library offsets. bench/gpu/host_report.py
-// names them (from unstripped copies of the libraries where the machine's are stripped) and
+// <folder>/host_<pid>.stacks, every sample's frames as library offsets, and each library's build
+// ID. bench/gpu/host_report.py names them (from unstripped copies of the same builds where the
+// machine's are stripped) and
 // counts the functions running (self) and on the stack (inclusive). Build (bench/gpu/host_profile.sh
 // does):
 //   g++ -shared -fPIC -O2 -std=c++17 bench/gpu/host_sampler.cpp -o libhost_sampler.so -ldl -lrt -lpthread
@@ -57,9 +58,47 @@ void on_tick(int, siginfo_t*, void*) {
 // here: bench/gpu/host_report.py names those from an unstripped copy of the library).
 struct Frame {
   std::string lib;
+  uintptr_t base = 0;  // where the library is loaded
   uintptr_t offset = 0;
   std::string exported;
 };
+
+// The GNU build ID of the library loaded at `base` (hex; empty if it has none): what says that an
+// unstripped copy elsewhere is the same build (stripping keeps it).
+std::string build_id(uintptr_t base) {
+  struct Search {
+    uintptr_t base;
+    std::string id;
+  } search{base, ""};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        auto* s = static_cast<Search*>(data);
+        if (info->dlpi_addr != s->base) return 0;
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+          if (ph.p_type != PT_NOTE) continue;
+          const char* at = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);
+          const char* end = at + ph.p_memsz;
+          while (at + sizeof(ElfW(Nhdr)) <= end) {
+            const auto* note = reinterpret_cast<const ElfW(Nhdr)*>(at);
+            const char* name = at + sizeof(ElfW(Nhdr));
+            const char* desc = name + ((note->n_namesz + 3) & ~3u);
+            if (note->n_type == NT_GNU_BUILD_ID && note->n_namesz == 4 && std::memcmp(name, "GNU", 4) == 0) {
+              char hex[3];
+              for (unsigned b = 0; b < note->n_descsz; ++b) {
+                std::snprintf(hex, sizeof(hex), "%02x", static_cast<unsigned char>(desc[b]));
+                s->id += hex;
+              }
+              return 1;
+            }
+            at = desc + ((note->n_descsz + 3) & ~3u);
+          }
+        }
+        return 1;
+      },
+      &search);
+  return search.id;
+}
 
 Frame frame_of(void* pc) {
   Frame f;
@@ -67,6 +106,7 @@ Frame frame_of(void* pc) {
   ElfW(Sym)* sym = nullptr;
   if (dladdr1(pc, &info, reinterpret_cast<void**>(&sym), RTLD_DL_SYMENT) == 0 || info.dli_fname == nullptr) return f;
   f.lib = info.dli_fname;
+  f.base = reinterpret_cast<uintptr_t>(info.dli_fbase);
   // The return address points after the call: one byte back is inside the calling instruction.
   const auto at = reinterpret_cast<uintptr_t>(pc) - 1;
   f.offset = at - reinterpret_cast<uintptr_t>(info.dli_fbase);
@@ -133,7 +173,10 @@ __attribute__((destructor)) void report() {
     if (it != frames.end()) return it->second;
     const Frame f = frame_of(pc);
     auto [lib, added] = libs.emplace(f.lib.empty() ? "??" : f.lib, int(libs.size()));
-    if (added) std::fprintf(out, "lib %d %s\n", lib->second, lib->first.c_str());
+    if (added) {
+      const std::string id = f.lib.empty() ? "" : build_id(f.base);
+      std::fprintf(out, "lib %d %s %s\n", lib->second, id.empty() ? "-" : id.c_str(), lib->first.c_str());
+    }
     char key[64];
     std::snprintf(key, sizeof(key), "%d:%lx", lib->second, static_cast<unsigned long>(f.offset));
     if (!f.exported.empty()) std::fprintf(out, "exported %s %s\n", key, f.exported.c_str());

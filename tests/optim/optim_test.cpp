@@ -2,8 +2,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <span>
 
+#include "counting_tape.h"
+#include "trireme/ops/copy.h"
 #include "trireme/ops/elementwise.h"
+#include "trireme/ops/factory.h"
+#include "trireme/ops/view.h"
 #include "trireme/optim/adamw.h"
 #include "trireme/optim/clip_grad.h"
 #include "trireme/optim/lr_schedule.h"
@@ -107,6 +113,60 @@ TEST(AdamW, SkipsParametersWithoutGradients) {
   EXPECT_FALSE(opt.state("b", "exp_avg").defined());
   opt.zero_grad();
   EXPECT_FALSE(a.grad().defined());
+}
+
+// An eager step updates the parameters of one device and dtype in one multi-tensor call (a launch
+// per parameter is what a GPU step's host pays for), with the bits of one call per parameter:
+// the same parameters, stepped by an optimizer whose every call is its own.
+TEST(AdamW, AnEagerStepIsOneMultiTensorCallPerDtypeWithTheBitsOfOneCallPerParameter) {
+  class OnePerParameter final : public optim::AdamW {
+   public:
+    using AdamW::AdamW;
+
+   protected:
+    void update_all(std::span<const ParamUpdate> updates, int64_t step) override {
+      Optimizer::update_all(updates, step);
+    }
+  };
+  auto make = [] {
+    Tensor t = Tensor::empty({7, 3}, DType::f32);  // a transposed view: updated on its own
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = 0.01f * float(i) - 0.1f;
+    Tensor view = transpose(t, 0, 1).detach();
+    view.set_requires_grad(true);
+    return optim::NamedParams{{"a", param({1.0, -2.0, 3.0})},
+                              {"b", param({0.5, 0.25}, DType::bf16)},
+                              {"c", param({-1.0, 4.0, 2.0, 8.0})},
+                              {"d", param({0.75}, DType::bf16)},
+                              {"e", view}};
+  };
+  const optim::AdamWOptions o{.lr = 1e-2, .betas = {0.9, 0.95}, .weight_decay = 0.1};
+  optim::NamedParams merged = make(), single = make();
+  optim::AdamW opt(merged, o);
+  OnePerParameter ref(single, o);
+  for (int s = 0; s < 3; ++s) {
+    for (optim::NamedParams* ps : {&merged, &single}) {
+      for (auto& [name, p] : *ps) {
+        Tensor g = full(p.sizes(), 0.3 * (s + 1) - (name == "c" ? 1.1 : 0.2), p.dtype());
+        if (name == "e") g = transpose(contiguous(transpose(g, 0, 1)), 0, 1);  // the parameter's strides
+        p.set_grad(g);
+      }
+    }
+    trireme::testing::CountingTape tape;
+    opt.step();
+    EXPECT_EQ(tape.calls["adamw_multi"], 2) << "f64 and bf16, step " << s;
+    EXPECT_EQ(tape.calls["adamw"], 1) << "the strided view, step " << s;
+    ref.step();
+    for (size_t i = 0; i < merged.size(); ++i) {
+      const Tensor a = contiguous(merged[i].second), b = contiguous(single[i].second);
+      ASSERT_EQ(std::memcmp(a.data_ptr(), b.data_ptr(), size_t(a.numel()) * a.element_size()), 0)
+          << merged[i].first << " step " << s;
+      for (const char* key : {"exp_avg", "exp_avg_sq"}) {
+        const Tensor m = opt.state(merged[i].first, key), n = ref.state(single[i].first, key);
+        ASSERT_EQ(std::memcmp(m.data_ptr(), n.data_ptr(), size_t(m.numel()) * m.element_size()), 0)
+            << merged[i].first << "." << key << " step " << s;
+      }
+    }
+  }
 }
 
 TEST(Optimizer, StateDictRestoresTrainingExactly) {

@@ -59,6 +59,8 @@ class KernelTape {
   virtual void refresh_next_call(std::type_index kernel_type, std::function<void(void* args)> refresh) = 0;
   virtual void bind_u64(uint64_t traced_value, std::function<uint64_t()> value_now) = 0;
   virtual void on_replay(std::function<void()> host_step) = 0;
+  // Whether the calls are recorded to run again (a trace), rather than only watched.
+  virtual bool records_for_replay() const { return true; }
 };
 
 // This thread's tape (null unless a trace is running).
@@ -99,6 +101,7 @@ class ObservingKernelTape : public KernelTape {
   void refresh_next_call(std::type_index, std::function<void(void*)>) final {}
   void bind_u64(uint64_t, std::function<uint64_t()>) final {}
   void on_replay(std::function<void()>) final {}
+  bool records_for_replay() const final { return false; }
 
  protected:
   virtual void observe(const KernelCallRecord& call) = 0;

@@ -7,6 +7,7 @@
 
 #include <utility>
 
+#include "trireme/kernels/optim.h"
 #include "trireme/optim/optimizer.h"
 
 namespace trireme::optim {
@@ -25,9 +26,14 @@ class AdamW : public Optimizer {
 
  protected:
   void update(const std::string& name, Tensor& param, const Tensor& grad, int64_t step) override;
+  void update_all(std::span<const ParamUpdate> updates, int64_t step) override;
 
  private:
   AdamWOptions options_;
+  // The learning rate, betas, eps, weight decay and bias corrections of step `step` (from 1).
+  AdamWHyper hyper(int64_t step) const;
+  // The parameter's first and second moments (zeros on first use), after checking its gradient.
+  std::pair<Tensor*, Tensor*> moments(const std::string& name, const Tensor& param, const Tensor& grad);
 };
 
 }  // namespace trireme::optim

@@ -28,16 +28,26 @@ void Optimizer::step() {
   NoGradGuard no_grad;
   ++step_count_;
   // A traced step's replays count their steps too (the updates' bias corrections read the count).
-  if (KernelTape* tape = active_kernel_tape(); tape && !tape->in_kernel()) tape->on_replay([this] { ++step_count_; });
+  KernelTape* tape = active_kernel_tape();
+  if (tape && !tape->in_kernel()) tape->on_replay([this] { ++step_count_; });
+  const bool traced = tape && tape->records_for_replay();
+  std::vector<ParamUpdate> updates;
   for (auto& [name, p] : params_) {
     const Tensor& g = p.grad();
     if (!g.defined()) continue;
     if (skip_.defined()) {
       masked_update(name, p, g);
-    } else {
+    } else if (traced) {
       update(name, p, g, step_count_);
+    } else {
+      updates.push_back({&name, &p, &g});
     }
   }
+  if (!updates.empty()) update_all(updates, step_count_);
+}
+
+void Optimizer::update_all(std::span<const ParamUpdate> updates, int64_t step) {
+  for (const ParamUpdate& u : updates) update(*u.name, *u.param, *u.grad, step);
 }
 
 void Optimizer::masked_update(const std::string& name, Tensor& param, const Tensor& grad) {

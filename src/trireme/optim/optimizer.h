@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -71,6 +72,16 @@ class Optimizer {
  protected:
   // Updates one parameter (in place) from its gradient; `step` counts from 1.
   virtual void update(const std::string& name, Tensor& param, const Tensor& grad, int64_t step) = 0;
+  // One parameter of a step: update()'s arguments.
+  struct ParamUpdate {
+    const std::string* name;
+    Tensor* param;
+    const Tensor* grad;
+  };
+  // Every parameter with a gradient, in an eager step without f16 skip masking: update() on each
+  // in turn, unless the optimizer has a kernel that updates many in one call (AdamW). A traced
+  // step calls update() per parameter, which the graph's own pass merges (graph/multi_tensor.h).
+  virtual void update_all(std::span<const ParamUpdate> updates, int64_t step);
   // The state tensor `key` of a parameter, created by `make` on first use.
   template <class Make>
   Tensor& state_or_init(const std::string& name, const std::string& key, Make&& make) {
