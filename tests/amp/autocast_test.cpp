@@ -4,7 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <string>
 
+#include "counting_tape.h"
+#include "graph/graph_test_util.h"
 #include "trireme/amp/autocast.h"
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/ops/copy.h"
@@ -51,6 +55,45 @@ TEST(Autocast, LinearAndMatmulRunInBf16AndParametersGetF32Grads) {
   sum(matmul(linear(x2, w2, b.detach()), m.detach())).backward();
   EXPECT_LE(max_abs_diff(w.grad(), w2.grad()), 0.05 * (1.0 + max(abs(w2.grad())).item()));
   EXPECT_LE(max_abs_diff(x.grad(), x2.grad()), 0.05 * (1.0 + max(abs(x2.grad())).item()));
+}
+
+// A weight's 16-bit gradients go into its f32 .grad as they are and are widened as they are added:
+// from the second backward on (a later micro-batch), one accumulate_widening per weight where a
+// cast and an add ran, with their bits. Also where a 16-bit and an f32 gradient meet (a weight
+// used cast and uncast, as a tied embedding is).
+TEST(Autocast, AWeightsLowGradientsAreWidenedAsTheyAccumulateWithTheBitsOfACastAndAnAdd) {
+  for (DType low : {DType::bf16, DType::f16}) {
+    Tensor w = leaf({6, 8}, 2), b = leaf({6}, 3);
+    // The reference: 16-bit leaves standing for the casts, their gradients cast and added by hand.
+    Tensor w_ref, b_ref;
+    std::map<std::string, int> later_calls;
+    for (int micro = 0; micro < 3; ++micro) {
+      const Tensor x = leaf({4, 8}, 10 + micro).detach();
+      Tensor y;
+      {
+        AutocastGuard autocast(DeviceType::cpu, low);
+        y = add(sum(linear(x, w, b)), sum(w));  // w also reaches the loss in f32
+      }
+      trireme::testing::CountingTape tape;
+      y.backward();
+      if (micro == 2) later_calls = tape.calls;
+      Tensor w16 = to_dtype(w.detach(), low).set_requires_grad(true), b16 = to_dtype(b.detach(), low).set_requires_grad(true);
+      Tensor w32 = w.detach().set_requires_grad(true);
+      {
+        AutocastGuard autocast(DeviceType::cpu, low);
+        add(sum(linear(x, w16, b16)), sum(w32)).backward();
+      }
+      const Tensor w_step = add(to_dtype(w16.grad(), DType::f32), w32.grad());
+      const Tensor b_step = to_dtype(b16.grad(), DType::f32);
+      w_ref = micro == 0 ? w_step : add(w_ref, w_step);
+      b_ref = micro == 0 ? b_step : add(b_ref, b_step);
+      ASSERT_EQ(w.grad().dtype(), DType::f32);
+      EXPECT_TRUE(testing::bitwise_equal(w.grad(), w_ref)) << low << " micro-batch " << micro;
+      EXPECT_TRUE(testing::bitwise_equal(b.grad(), b_ref)) << low << " micro-batch " << micro;
+    }
+    EXPECT_EQ(later_calls["accumulate_widening"], 1) << low << ": b's; w's two gradients met first";
+    EXPECT_EQ(later_calls["add"], 2) << low << ": w's two gradients, then their sum into w.grad";
+  }
 }
 
 TEST(Autocast, AttentionRunsInTheLowDtype) {

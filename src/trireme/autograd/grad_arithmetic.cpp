@@ -1,5 +1,6 @@
 #include "trireme/autograd/grad_arithmetic.h"
 
+#include "trireme/kernels/amp.h"
 #include "trireme/kernels/elementwise.h"
 #include "trireme/kernels/registry.h"
 
@@ -11,6 +12,13 @@ void check_same(const char* what, const Tensor& a, const Tensor& b) {
                 a.str(), " and ", b.str(), " must have one shape, dtype and device");
 }
 
+// Whether `narrow` is a 16-bit gradient on its way into the f32 `wide` one (ops/copy.cpp: a cast's
+// backward hands an f32 leaf its gradient unwidened).
+bool widens_into(const Tensor& wide, const Tensor& narrow) {
+  return wide.dtype() == DType::f32 && (narrow.dtype() == DType::bf16 || narrow.dtype() == DType::f16) &&
+         wide.device() == narrow.device() && wide.sizes() == narrow.sizes();
+}
+
 }  // namespace
 
 Tensor grad_ones_like(const Tensor& t) {
@@ -20,6 +28,8 @@ Tensor grad_ones_like(const Tensor& t) {
 }
 
 Tensor grad_sum(const Tensor& a, const Tensor& b, const char* what) {
+  if (widens_into(a, b)) return grad_sum(a, grad_copy(b, a.dtype()), what);
+  if (widens_into(b, a)) return grad_sum(grad_copy(a, b.dtype()), b, what);
   check_same(what, a, b);
   Tensor out = Tensor::empty(a.sizes(), a.dtype(), a.device());
   find_kernel<BinaryKernel>("add", a.device(), a.dtype())(a, b, out);
@@ -27,8 +37,13 @@ Tensor grad_sum(const Tensor& a, const Tensor& b, const char* what) {
 }
 
 void grad_accumulate(Tensor& acc, const Tensor& incoming) {
-  check_same("AccumulateGrad", acc, incoming);
-  find_kernel<BinaryKernel>("add", acc.device(), acc.dtype())(acc, incoming, acc);
+  if (widens_into(acc, incoming) && acc.is_contiguous() && incoming.is_contiguous()) {
+    find_kernel<AccumulateWideningKernel>("accumulate_widening", acc.device(), incoming.dtype())(acc, incoming);
+  } else {
+    const Tensor same = widens_into(acc, incoming) ? grad_copy(incoming, acc.dtype()) : incoming;
+    check_same("AccumulateGrad", acc, same);
+    find_kernel<BinaryKernel>("add", acc.device(), acc.dtype())(acc, same, acc);
+  }
   acc.bump_version();
 }
 

@@ -9,9 +9,12 @@ namespace trireme::autograd {
 
 // A tensor of ones shaped like t (same dtype and device).
 Tensor grad_ones_like(const Tensor& t);
-// a + b into a fresh tensor; both of one shape, dtype and device (`what` names them in errors).
+// a + b into a fresh tensor; both of one shape, dtype and device (`what` names them in errors),
+// except that a 16-bit gradient of an f32 leaf meeting an f32 one is widened first.
 Tensor grad_sum(const Tensor& a, const Tensor& b, const char* what);
 // acc += incoming in place (acc may be a view, e.g. into a gradient bucket); bumps acc's version.
+// A 16-bit incoming into an f32 acc (a weight's gradient under autocast, which the cast's
+// backward leaves 16-bit) is widened as it is added: one pass, the bits of a cast and an add.
 void grad_accumulate(Tensor& acc, const Tensor& incoming);
 // A fresh contiguous copy of t in `dtype`.
 Tensor grad_copy(const Tensor& t, DType dtype);

@@ -31,10 +31,18 @@ Tensor clone(const Tensor& t) {
 Tensor contiguous(const Tensor& t) { return t.is_contiguous() ? t : clone(t); }
 
 namespace {
-// The backward of a cast: the gradient cast back to the input's dtype.
+// The backward of a cast: the gradient cast back to the input's dtype, except for a 16-bit cast of
+// an f32 leaf (a weight under autocast): its gradient goes to the leaf as it is, and the leaf's
+// accumulator widens it as it adds it into .grad (autograd/grad_arithmetic.h). With micro-batches
+// that is one pass over each weight's gradient instead of a cast and an add: a kernel launch and
+// a round trip of an f32 gradient through memory fewer per weight and micro-batch, the same bits.
 void record_cast(const Tensor& t, Tensor& out) {
   if (any_requires_grad({&t}) && is_floating(out.dtype())) {
-    record("to_dtype", {&t}, {&out}, [from = t.dtype()](const TensorList& g) -> TensorList { return {to_dtype(g[0], from)}; });
+    const bool leaf_widens = t.is_leaf() && t.dtype() == DType::f32 &&
+                             (out.dtype() == DType::bf16 || out.dtype() == DType::f16);
+    record("to_dtype", {&t}, {&out}, [from = t.dtype(), leaf_widens](const TensorList& g) -> TensorList {
+      return {leaf_widens ? g[0] : to_dtype(g[0], from)};
+    });
   }
 }
 }  // namespace

@@ -1,5 +1,6 @@
 // CPU mixed-precision kernels: amp_unscale (multiply by 1/scale, flag inf/NaN), parallel over
-// blocks of elements; each block keeps its own flag and sets the shared one once.
+// blocks of elements, each block keeping its own flag and setting the shared one once; and
+// accumulate_widening.
 #include <atomic>
 #include <cmath>
 
@@ -28,9 +29,20 @@ void amp_unscale_cpu(Tensor& grad, Tensor& found_inf, double inv_scale) {
   if (found.load()) found_inf.data<float>()[0] = 1.0f;
 }
 
+template <class T>
+void accumulate_widening_cpu(Tensor& acc, const Tensor& incoming) {
+  float* a = acc.data<float>();
+  const T* g = incoming.data<T>();
+  parallel_for(acc.numel(), 4, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) a[i] += float(g[i]);
+  });
+}
+
 }  // namespace
 
 TRIREME_REGISTER_KERNELS(cpu_amp) {
+  registry.add_each<AccumulateWideningKernel, bf16_t, f16_t>("accumulate_widening", DeviceType::cpu,
+                                                             []<class T>() { return &accumulate_widening_cpu<T>; });
   registry.add_each<AmpUnscaleKernel, double, float, bf16_t, f16_t>("amp_unscale", DeviceType::cpu,
                                                                     []<class T>() { return &amp_unscale_cpu<T>; });
 }
