@@ -1,5 +1,5 @@
 // Mixed precision on one GPU: the amp_unscale kernel against the CPU kernel (values and the
-// inf/NaN flag, every dtype), and a short GPT training under CUDA autocast (bf16, and f16 with
+// inf/NaN flag, every dtype), accumulate_widening against the CPU kernel, and a short GPT training under CUDA autocast (bf16, and f16 with
 // the loss scaler) with f32 master weights that tracks the CPU f32 run.
 #include <gtest/gtest.h>
 
@@ -42,6 +42,20 @@ TEST(CudaAmp, UnscaleMatchesTheCpuKernel) {
       EXPECT_EQ(to_device(flag_gpu, Device::cpu()).to_vector<float>()[0], inject > 0 ? 1.0f : 0.0f) << what;
       EXPECT_EQ(flag_cpu.to_vector<float>()[0], inject > 0 ? 1.0f : 0.0f) << what;
     }
+  }
+}
+
+// A 16-bit gradient added into an f32 one: each element's sum is one f32 addition of an exact
+// widening, so the GPU's are the CPU's bit for bit (an odd size: the grid's last block is partial).
+TEST(CudaAmp, AccumulateWideningMatchesTheCpuKernel) {
+  TRIREME_REQUIRE_GPU();
+  for (DType dt : {DType::bf16, DType::f16}) {
+    Generator gen(7);
+    Tensor acc_cpu = randn({100003}, gen), incoming_cpu = to_dtype(mul(randn({100003}, gen), 3.0), dt);
+    Tensor acc_gpu = to_device(acc_cpu, Device::cuda(0)), incoming_gpu = to_device(incoming_cpu, Device::cuda(0));
+    find_kernel<AccumulateWideningKernel>("accumulate_widening", Device::cpu(), dt)(acc_cpu, incoming_cpu);
+    find_kernel<AccumulateWideningKernel>("accumulate_widening", Device::cuda(0), dt)(acc_gpu, incoming_gpu);
+    testing::expect_close(acc_gpu, acc_cpu, 0.0, std::string("accumulate_widening ") + std::string(dtype_name(dt)));
   }
 }
 
