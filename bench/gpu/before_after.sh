@@ -58,7 +58,9 @@ for row in $rows; do
       dir=build-gpu; [ $side = before ] && dir=build-gpu-before
       cmd=$(row_command "$row" "$dir") || exit 2
       log="$out/before_after_${row}_${side}_$r.log"
-      timeout 300 $cmd > "$log" 2>&1
+      # Each side loads its own libtrireme.so: the prebuilt bundle's build puts build-gpu first
+      # on LD_LIBRARY_PATH, which outranks a binary's RUNPATH.
+      LD_LIBRARY_PATH="$PWD/$dir:$LD_LIBRARY_PATH" timeout 300 $cmd > "$log" 2>&1
       tps=$(grep -oE '\{"(impl|peer)".*\}' "$log" | tail -1 |
             python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens_per_s"])' 2>/dev/null)
       echo "$row $side round $r: ${tps:-FAILED} tokens/s"
