@@ -60,7 +60,8 @@ TEST(Autocast, LinearAndMatmulRunInBf16AndParametersGetF32Grads) {
 // A weight's 16-bit gradients go into its f32 .grad as they are and are widened as they are added:
 // from the second backward on (a later micro-batch), one accumulate_widening per weight where a
 // cast and an add ran, with their bits. Also where a 16-bit and an f32 gradient meet (a weight
-// used cast and uncast, as a tied embedding is).
+// used cast and uncast, as a tied embedding is): the 16-bit one is widened into a copy of the
+// f32 one, with no f32 copy of it beside them.
 TEST(Autocast, AWeightsLowGradientsAreWidenedAsTheyAccumulateWithTheBitsOfACastAndAnAdd) {
   for (DType low : {DType::bf16, DType::f16}) {
     Tensor w = leaf({6, 8}, 2), b = leaf({6}, 3);
@@ -91,8 +92,8 @@ TEST(Autocast, AWeightsLowGradientsAreWidenedAsTheyAccumulateWithTheBitsOfACastA
       EXPECT_TRUE(testing::bitwise_equal(w.grad(), w_ref)) << low << " micro-batch " << micro;
       EXPECT_TRUE(testing::bitwise_equal(b.grad(), b_ref)) << low << " micro-batch " << micro;
     }
-    EXPECT_EQ(later_calls["accumulate_widening"], 1) << low << ": b's; w's two gradients met first";
-    EXPECT_EQ(later_calls["add"], 2) << low << ": w's two gradients, then their sum into w.grad";
+    EXPECT_EQ(later_calls["accumulate_widening"], 2) << low << ": b's, and w's into a copy of its f32 one";
+    EXPECT_EQ(later_calls["add"], 1) << low << ": w's summed gradients into w.grad";
   }
 }
 

@@ -28,8 +28,15 @@ Tensor grad_ones_like(const Tensor& t) {
 }
 
 Tensor grad_sum(const Tensor& a, const Tensor& b, const char* what) {
-  if (widens_into(a, b)) return grad_sum(a, grad_copy(b, a.dtype()), what);
-  if (widens_into(b, a)) return grad_sum(grad_copy(a, b.dtype()), b, what);
+  if (widens_into(a, b) || widens_into(b, a)) {
+    // A copy of the wide one with the narrow one widened into it: no f32 copy of the narrow one
+    // exists beside the sum (a tied embedding's head gradient meets its lookup's: 2 + 4 + 4 bytes
+    // an element at once, where a cast and an add would hold 4 + 4 + 4 and the 2 they cast).
+    const bool b_narrow = widens_into(a, b);
+    Tensor out = grad_copy(b_narrow ? a : b, DType::f32);
+    grad_accumulate(out, b_narrow ? b : a);
+    return out;
+  }
   check_same(what, a, b);
   Tensor out = Tensor::empty(a.sizes(), a.dtype(), a.device());
   find_kernel<BinaryKernel>("add", a.device(), a.dtype())(a, b, out);
