@@ -95,9 +95,7 @@ void put_model_figures(nlohmann::json& j, const MachineProfile& p) {
                                 {"block_later_ms", r.block_later_s * 1e3},
                                 {"head_later_ms", r.head_later_s * 1e3},
                                 {"block_host_ms", r.block_host_s * 1e3},
-                                {"head_host_ms", r.head_host_s * 1e3},
-                                {"block_later_host_ms", r.block_later_host_s * 1e3},
-                                {"head_later_host_ms", r.head_later_host_s * 1e3}});
+                                {"head_host_ms", r.head_host_s * 1e3}});
   j["measured_model"] = p.measured_model;
   j["step_fixed_s"] = p.step_fixed_s;
   j["optimizer_s_per_parameter"] = p.optimizer_s_per_parameter;
@@ -109,8 +107,7 @@ void take_model_figures(const nlohmann::json& j, MachineProfile& p) {
     p.model_rates.push_back({r.at("recompute").get<std::string>(), r.at("tokens").get<double>(),
                              r.at("block_gflops").get<double>() * 1e9, r.at("head_gflops").get<double>() * 1e9,
                              r.value("block_later_ms", 0.0) * 1e-3, r.value("head_later_ms", 0.0) * 1e-3,
-                             r.value("block_host_ms", 0.0) * 1e-3, r.value("head_host_ms", 0.0) * 1e-3,
-                             r.value("block_later_host_ms", 0.0) * 1e-3, r.value("head_later_host_ms", 0.0) * 1e-3});
+                             r.value("block_host_ms", 0.0) * 1e-3, r.value("head_host_ms", 0.0) * 1e-3});
   p.measured_model = j.value("measured_model", std::string());
   p.step_fixed_s = j.value("step_fixed_s", 0.0);
   p.optimizer_s_per_parameter = j.value("optimizer_s_per_parameter", 0.0);
@@ -261,12 +258,10 @@ std::string describe_profile(const MachineProfile& p) {
     out += str_cat("the model forward and backward (", p.measured_model,
                    "), GFLOP/s of a block | of the embedding, head and loss; a later micro-batch: the milliseconds "
                    "a step's later micro-batch takes beyond its first, a block | the rest",
-                   gpu ? "; the host: the milliseconds it takes to queue their kernels, a block | the rest, of a "
-                         "first micro-batch and of a later one"
-                       : "",
+                   gpu ? "; the host: the milliseconds it takes to queue their kernels, a block | the rest" : "",
                    ":\n");
     std::snprintf(buf, sizeof(buf), "%24s  %19s  %19s  %19s  %23s%s\n", "tokens per micro-batch", "recompute none",
-                  "selective", "full", "a later micro-batch", gpu ? "    the host: first            later" : "");
+                  "selective", "full", "a later micro-batch", gpu ? "             the host" : "");
     out += buf;
     std::vector<double> sizes;
     for (const auto& r : p.model_rates)
@@ -291,8 +286,7 @@ std::string describe_profile(const MachineProfile& p) {
         std::snprintf(buf, sizeof(buf), "  %11.3f | %7.3f", r->block_later_s * 1e3, r->head_later_s * 1e3);
         out += buf;
         if (gpu) {
-          std::snprintf(buf, sizeof(buf), "  %9.3f | %7.3f  %7.3f | %7.3f", r->block_host_s * 1e3, r->head_host_s * 1e3,
-                        r->block_later_host_s * 1e3, r->head_later_host_s * 1e3);
+          std::snprintf(buf, sizeof(buf), "  %9.3f | %7.3f", r->block_host_s * 1e3, r->head_host_s * 1e3);
           out += buf;
         }
       }
@@ -394,9 +388,9 @@ std::vector<int64_t> scrambled_ids(size_t n, int64_t vocab) {
 // Seconds per run of the model as a step's first micro-batch (its gradients alone) and, where
 // measured, as a later one (train/parallel_runner.cpp: its gradients added into the previous
 // runs', and under autocast the first run's casts of the weights reused); the host's part of a
-// run, and of a later one (on a GPU; 0 on the CPU); the FLOPs its ops count.
+// run (on a GPU; 0 on the CPU); the FLOPs its ops count.
 struct ModelRuns {
-  double first_s = 0, later_s = 0, host_s = 0, later_host_s = 0, flops = 0;
+  double first_s = 0, later_s = 0, host_s = 0, flops = 0;
 };
 
 // The model at tc's shapes with some blocks, forward and backward on `rows` sequences on the
@@ -474,15 +468,10 @@ std::pair<ModelRuns, ModelRuns> time_models(const io::TrainConfig& tc, const Tar
   for (ModelRuns* r : {&a, &b}) r->first_s = times[next++].total_s / kQueuedRuns;
   if (target.gpu)
     for (ModelRuns* r : {&a, &b}) r->host_s = times[next++].host_s;
-  // A step is a first run and kQueuedRuns - 1 later ones. Its host's part, queued behind the
-  // others, can include waits for room in the GPU's queue: no more than a first run's is taken,
-  // which queues more (the casts).
+  // A step is a first run and kQueuedRuns - 1 later ones.
   if (later)
-    for (ModelRuns* r : {&a, &b}) {
-      const BatchTimes& step = times[next++];
-      r->later_s = r->first_s + (step.total_s - kQueuedRuns * r->first_s) / (kQueuedRuns - 1);
-      if (target.gpu) r->later_host_s = std::clamp((step.host_s - r->host_s) / (kQueuedRuns - 1), 0.0, r->host_s);
-    }
+    for (ModelRuns* r : {&a, &b})
+      r->later_s = r->first_s + (times[next++].total_s - kQueuedRuns * r->first_s) / (kQueuedRuns - 1);
   return {a, b};
 }
 
@@ -529,7 +518,6 @@ void measure_model(const io::TrainConfig& tc, const Target& target, int64_t voca
   std::map<std::string, std::vector<std::pair<double, double>>> seconds;  // sizes as in `sizes`, largest first
   std::vector<ModelSplit> later(sizes.size());  // per size, a step's later micro-batch beyond its first
   std::vector<ModelSplit> host(sizes.size());   // per size, the host's part of a run
-  std::vector<ModelSplit> later_host(sizes.size());  // and of a later one
   double model_1 = 0, model_3 = 0;  // the largest size without recomputation, for the step below
   for (size_t i = 0; i < sizes.size(); ++i) {
     double rest_s = 0;  // the embedding, head and loss without recomputation, also theirs with it
@@ -543,7 +531,6 @@ void measure_model(const io::TrainConfig& tc, const Target& target, int64_t voca
         if (i == 0) model_1 = t1, model_3 = t3;
         later[i] = split_model_runs(one.later_s - t1, three.later_s - t3);
         host[i] = split_model_runs(one.host_s, three.host_s);
-        later_host[i] = split_model_runs(one.later_host_s, three.later_host_s);
       }
       const ModelSplit split = split_model_runs(t1, t3, none ? 0 : rest_s);
       if (none) rest_s = split.rest_s;
@@ -564,8 +551,6 @@ void measure_model(const io::TrainConfig& tc, const Target& target, int64_t voca
       if (mode == "none") {
         r.block_later_s = later[i].block_s, r.head_later_s = later[i].rest_s;
         r.block_host_s = std::max(0.0, host[i].block_s), r.head_host_s = std::max(0.0, host[i].rest_s);
-        r.block_later_host_s = std::max(0.0, later_host[i].block_s);
-        r.head_later_host_s = std::max(0.0, later_host[i].rest_s);
       }
       p.model_rates.push_back(r);
     }

@@ -39,9 +39,7 @@ std::optional<AchievedRate> DeviceSpec::achieved_at(const std::string& recompute
                       between(lo.block_later_s, hi.block_later_s),
                       between(lo.head_later_s, hi.head_later_s),
                       between(lo.block_host_s, hi.block_host_s),
-                      between(lo.head_host_s, hi.head_host_s),
-                      between(lo.block_later_host_s, hi.block_later_host_s),
-                      between(lo.head_later_host_s, hi.head_later_host_s)};
+                      between(lo.head_host_s, hi.head_host_s)};
 }
 
 const LinkSpec& ClusterSpec::link_for(int64_t size, int64_t stride) const {

@@ -61,9 +61,6 @@ struct AchievedRate {
   // this size (on a GPU; 0 on the CPU, where the host does the work). Where they come near the
   // time the run takes, the host sets the pace, not the device. Measured without recomputation.
   double block_host_s = 0, head_host_s = 0;
-  // The same for a step's later micro-batch, which queues no casts of the weights under autocast
-  // (0: not measured; the first's then).
-  double block_later_host_s = 0, head_later_host_s = 0;
 };
 
 struct DeviceSpec {

@@ -109,17 +109,9 @@ PlanCost predict(const PlanInputs& in, const Layout& l) {
                              R * block_flops * unmeasured_replay / rate->block_flops + head / rate->head_flops);
       // The host queues every kernel of the micro-batch, replays included, whatever the tp share
       // (each rank queues its own): the micro-batch takes at least that long, also below the
-      // smallest size measured, whose rate would price it by its FLOPs. A step's later
-      // micro-batches queue less (no casts of the weights): the mean over the step's m. In static
-      // mode a step is replayed as CUDA graphs: the host's work is their launch.
-      if (tc.train.mode != "static") {
-        const double blocks = L + R * replayed;
-        const double first = blocks * plain->block_host_s + (last ? plain->head_host_s : 0);
-        const bool later_measured = plain->block_later_host_s > 0 || plain->head_later_host_s > 0;
-        const double later_host =
-            later_measured ? blocks * plain->block_later_host_s + (last ? plain->head_later_host_s : 0) : first;
-        host = (first + (m - 1) * later_host) / m;
-      }
+      // smallest size measured, whose rate would price it by its FLOPs. In static mode a step is
+      // replayed as CUDA graphs: the host's work is their launch.
+      if (tc.train.mode != "static") host = (L + R * replayed) * plain->block_host_s + (last ? plain->head_host_s : 0);
       compute = std::max(compute, host);
       // A step's later micro-batches (m - 1 of the m) differ from its first: they add their
       // gradients into the earlier ones' and reuse its casts of the weights (a tp slice has 1/tp
