@@ -6,9 +6,8 @@
 // microseconds (default 200) and records its stack; at exit the process writes
 // <folder>/host_<pid>.stacks, every sample's frames as library offsets, and each library's build
 // ID. bench/gpu/host_report.py names them (from unstripped copies of the same builds where the
-// machine's are stripped) and
-// counts the functions running (self) and on the stack (inclusive). Build (bench/gpu/host_profile.sh
-// does):
+// machine's are stripped) and counts the functions running (self) and on the stack (inclusive).
+// Build (bench/gpu/host_profile.sh does):
 //   g++ -shared -fPIC -O2 -std=c++17 bench/gpu/host_sampler.cpp -o libhost_sampler.so -ldl -lrt -lpthread
 #include <cxxabi.h>
 #include <dlfcn.h>
