@@ -12,14 +12,17 @@ void check_same(const char* what, const Tensor& a, const Tensor& b) {
                 a.str(), " and ", b.str(), " must have one shape, dtype and device");
 }
 
-// Whether `narrow` is a 16-bit gradient on its way into the f32 `wide` one (ops/copy.cpp: a cast's
-// backward hands an f32 leaf its gradient unwidened).
+// Whether `narrow` is a 16-bit gradient on its way into the f32 `wide` one.
 bool widens_into(const Tensor& wide, const Tensor& narrow) {
-  return wide.dtype() == DType::f32 && (narrow.dtype() == DType::bf16 || narrow.dtype() == DType::f16) &&
-         wide.device() == narrow.device() && wide.sizes() == narrow.sizes();
+  return widened_on_accumulation(wide.dtype(), narrow.dtype()) && wide.device() == narrow.device() &&
+         wide.sizes() == narrow.sizes();
 }
 
 }  // namespace
+
+bool widened_on_accumulation(DType leaf, DType grad) {
+  return leaf == DType::f32 && (grad == DType::bf16 || grad == DType::f16);
+}
 
 Tensor grad_ones_like(const Tensor& t) {
   Tensor out = Tensor::empty(t.sizes(), t.dtype(), t.device());
@@ -44,10 +47,11 @@ Tensor grad_sum(const Tensor& a, const Tensor& b, const char* what) {
 }
 
 void grad_accumulate(Tensor& acc, const Tensor& incoming) {
-  if (widens_into(acc, incoming) && acc.is_contiguous() && incoming.is_contiguous()) {
+  const bool widening = widens_into(acc, incoming);
+  if (widening && acc.is_contiguous() && incoming.is_contiguous()) {
     find_kernel<AccumulateWideningKernel>("accumulate_widening", acc.device(), incoming.dtype())(acc, incoming);
   } else {
-    const Tensor same = widens_into(acc, incoming) ? grad_copy(incoming, acc.dtype()) : incoming;
+    const Tensor same = widening ? grad_copy(incoming, acc.dtype()) : incoming;
     check_same("AccumulateGrad", acc, same);
     find_kernel<BinaryKernel>("add", acc.device(), acc.dtype())(acc, same, acc);
   }

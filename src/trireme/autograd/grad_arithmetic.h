@@ -16,6 +16,10 @@ Tensor grad_sum(const Tensor& a, const Tensor& b, const char* what);
 // A 16-bit incoming into an f32 acc (a weight's gradient under autocast, which the cast's
 // backward leaves 16-bit) is widened as it is added: one pass, the bits of a cast and an add.
 void grad_accumulate(Tensor& acc, const Tensor& incoming);
+// Whether a leaf of dtype `leaf` takes a gradient of dtype `grad` as it is, widening it as it adds
+// it (an f32 weight's bf16 or f16 gradient under autocast; ops/copy.cpp's cast backward passes
+// such a gradient on uncast).
+bool widened_on_accumulation(DType leaf, DType grad);
 // A fresh contiguous copy of t in `dtype`.
 Tensor grad_copy(const Tensor& t, DType dtype);
 

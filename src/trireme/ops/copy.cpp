@@ -2,6 +2,7 @@
 #include "trireme/ops/copy.h"
 
 #include "trireme/autograd/checkpoint.h"
+#include "trireme/autograd/grad_arithmetic.h"
 #include "trireme/autograd/node.h"
 #include "trireme/core/device_copy.h"
 #include "trireme/kernels/elementwise.h"
@@ -38,8 +39,7 @@ namespace {
 // a round trip of an f32 gradient through memory fewer per weight and micro-batch, the same bits.
 void record_cast(const Tensor& t, Tensor& out) {
   if (any_requires_grad({&t}) && is_floating(out.dtype())) {
-    const bool leaf_widens = t.is_leaf() && t.dtype() == DType::f32 &&
-                             (out.dtype() == DType::bf16 || out.dtype() == DType::f16);
+    const bool leaf_widens = t.is_leaf() && autograd::widened_on_accumulation(t.dtype(), out.dtype());
     record("to_dtype", {&t}, {&out}, [from = t.dtype(), leaf_widens](const TensorList& g) -> TensorList {
       return {leaf_widens ? g[0] : to_dtype(g[0], from)};
     });

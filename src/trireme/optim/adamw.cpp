@@ -71,7 +71,6 @@ void AdamW::update_all(std::span<const ParamUpdate> updates, int64_t step) {
     Device device;
     DType dtype;
     std::vector<AdamWUpdate> members;
-    std::vector<Tensor*> params;
   };
   std::vector<Group> groups;
   for (const ParamUpdate& u : updates) {
@@ -85,13 +84,12 @@ void AdamW::update_all(std::span<const ParamUpdate> updates, int64_t step) {
     auto group = std::find_if(groups.begin(), groups.end(), [&](const Group& g) {
       return g.device == param.device() && g.dtype == param.dtype();
     });
-    if (group == groups.end()) group = groups.insert(groups.end(), Group{param.device(), param.dtype(), {}, {}});
+    if (group == groups.end()) group = groups.insert(groups.end(), Group{param.device(), param.dtype(), {}});
     group->members.push_back({&param, &grad, m, v, &h});
-    group->params.push_back(&param);
   }
   for (Group& g : groups) {
     find_kernel<AdamWMultiKernel>("adamw_multi", g.device, g.dtype)(g.members);
-    for (Tensor* p : g.params) p->bump_version();
+    for (const AdamWUpdate& u : g.members) u.param->bump_version();
   }
 }
 
