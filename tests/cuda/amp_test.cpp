@@ -1,6 +1,7 @@
 // Mixed precision on one GPU: the amp_unscale kernel against the CPU kernel (values and the
-// inf/NaN flag, every dtype), accumulate_widening against the CPU kernel, and a short GPT training under CUDA autocast (bf16, and f16 with
-// the loss scaler) with f32 master weights that tracks the CPU f32 run.
+// inf/NaN flag, every dtype), accumulate_widening against the CPU kernel, and a short GPT training
+// under CUDA autocast (bf16, and f16 with the loss scaler) with f32 master weights that tracks the
+// CPU f32 run.
 #include <gtest/gtest.h>
 
 #include <cmath>
