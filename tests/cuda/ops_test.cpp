@@ -10,6 +10,7 @@
 #include "cuda_op_check.h"
 #include "expect_error.h"
 #include "graph/graph_test_util.h"
+#include "multi_tensor_check.h"
 #include "trireme/kernels/linalg.h"
 #include "trireme/kernels/registry.h"
 #include "trireme/ops/elementwise.h"
@@ -133,6 +134,23 @@ TEST(CudaOps, Reductions) {
       {"max_all", {kOdd}, [](const std::vector<Tensor>& x) { return max(x[0]); }},
   };
   for (const OpCase& c : cases) check_cuda_op(c);
+}
+
+// Gradient clipping's ops over many tensors (ops/multi_tensor.h): the bits of the per-tensor
+// kernels in one call per dtype; the scale has the CPU's bits, the sum its value to rounding.
+TEST(CudaOps, ManyTensorsInOneCallGiveTheBitsOfOneCallPerTensor) {
+  TRIREME_REQUIRE_GPU();
+  const Device cuda = Device::cuda(0);
+  testing::expect_sum_squares_all_matches_sum_squares(cuda);
+  testing::expect_mul_all_matches_mul(cuda);
+  std::vector<Tensor> on_cpu = testing::random_tensors(Device::cpu(), {100000, 3, 8193}, DType::f32, 3), on_gpu;
+  for (const Tensor& x : on_cpu) on_gpu.push_back(to_device(x, cuda));
+  const double want = sum_squares_all(on_cpu, Device::cpu()).item();
+  EXPECT_NEAR(to_device(sum_squares_all(on_gpu, cuda), Device::cpu()).item(), want, 1e-12 * want);
+  NoGradGuard no_grad;
+  mul_all_(on_cpu, 0.37);
+  mul_all_(on_gpu, 0.37);
+  for (size_t i = 0; i < on_cpu.size(); ++i) EXPECT_TRUE(testing::bitwise_equal(on_gpu[i], on_cpu[i])) << i;
 }
 
 TEST(CudaOps, MatmulAndLinear) {

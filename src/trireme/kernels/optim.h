@@ -45,4 +45,11 @@ struct AdamWUpdate {
 // graph/multi_tensor.h merges a static graph's adamw calls into one call of it.
 using AdamWMultiKernel = void (*)(std::span<const AdamWUpdate> updates);
 
+// Gradient clipping's scale of many tensors in one call (one launch on a GPU, where a call per
+// gradient costs a launch each): every element x of every tensor becomes x * A(factor) computed
+// in A = acc_t<T>, with factor (a one-element f64 tensor on their device) rounded to A once: the
+// bits of mul_(x, factor) with the factor as a host scalar, and, for f32 and f64, of multiplying by
+// the factor cast to T. Registered by the dtype T of every tensor; each is contiguous.
+using ScaleManyKernel = void (*)(std::span<Tensor* const> tensors, const Tensor& factor);
+
 }  // namespace trireme

@@ -1,25 +1,37 @@
-// Gradient clipping: a deterministic f64 sum of squares (sum_squares), then an in-place scale.
+// Gradient clipping: a deterministic f64 sum of squares (sum_squares_all), then an in-place scale
+// (mul_all_), one kernel call each per device.
 #include "trireme/optim/clip_grad.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/ops/copy.h"
-#include "trireme/ops/elementwise.h"
-#include "trireme/ops/reduce.h"
+#include "trireme/ops/multi_tensor.h"
 
 namespace trireme::optim {
 namespace {
 
-double squares_on_host(const Tensor& g) { return to_device(sum_squares(g), Device::cpu()).item(); }
+// The parameters' gradients, grouped by device in the order each device first appears.
+std::vector<std::vector<Tensor>> grads_by_device(const std::vector<Tensor>& params) {
+  std::vector<std::vector<Tensor>> groups;
+  for (const Tensor& p : params) {
+    if (!p.grad().defined()) continue;
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g[0].device() == p.device(); });
+    if (it == groups.end()) it = groups.insert(groups.end(), std::vector<Tensor>{});
+    it->push_back(p.grad());
+  }
+  return groups;
+}
 
 }  // namespace
 
 double grad_norm(const std::vector<Tensor>& params) {
   NoGradGuard no_grad;
   double total = 0.0;
-  for (const Tensor& p : params) {
-    if (p.grad().defined()) total += squares_on_host(p.grad());
+  for (const auto& grads : grads_by_device(params)) {
+    total += to_device(sum_squares_all(grads, grads[0].device()), Device::cpu()).item();
   }
   return std::sqrt(total);
 }
@@ -30,11 +42,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   const double coef = max_norm / (norm + 1e-6);
   if (coef < 1.0) {
     NoGradGuard no_grad;
-    for (const Tensor& p : params) {
-      if (!p.grad().defined()) continue;
-      Tensor g = p.grad();
-      mul_(g, coef);
-    }
+    for (auto& grads : grads_by_device(params)) mul_all_(grads, coef);
   }
   return norm;
 }

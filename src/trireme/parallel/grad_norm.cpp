@@ -9,6 +9,7 @@
 #include "trireme/ops/copy.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/factory.h"
+#include "trireme/ops/multi_tensor.h"
 #include "trireme/ops/view.h"
 #include "trireme/ops/reduce.h"
 #include "trireme/parallel/context.h"
@@ -49,13 +50,13 @@ std::pair<Tensor, Tensor> squared_sums(const std::vector<GradPiece>& pieces, con
       break;
     }
   }
-  Tensor acc[2] = {zeros({}, DType::f64, device), zeros({}, DType::f64, device)};
+  std::vector<Tensor> counted[2];
   for (const GradPiece& p : pieces) {
     if (!p.grad.defined() || p.grad.numel() == 0 || !p.counted) continue;
     if (!p.tp_sharded && ctx.tp_rank() != 0) continue;  // a tp-replicated copy: tp rank 0 counts it
-    Tensor& a = acc[p.dp_sharded ? 1 : 0];
-    a = a + sum_squares(p.grad);
+    counted[p.dp_sharded ? 1 : 0].push_back(p.grad);
   }
+  const Tensor acc[2] = {sum_squares_all(counted[0], device), sum_squares_all(counted[1], device)};
   Tensor sums = contiguous(stack({acc[0], acc[1]}, 0));  // (2)
   all_reduce_sum(sums, ctx.tp_group());
   all_reduce_sum(sums, ctx.pp_group());
@@ -81,20 +82,15 @@ Tensor clip_global_grad_norm_on_device(const std::vector<GradPiece>& pieces, dou
   if (max_norm <= 0) return norm;
   // max_norm / (norm + 1e-6) where the norm exceeds max_norm, else 1 (x * 1 is x exactly).
   Tensor factor = where(gt(norm, max_norm), rdiv(add(norm, 1e-6), max_norm), ones({1}, DType::f64, norm.device()));
-  std::map<DType, Tensor> factor_as;  // the factor in each gradient dtype, cast once
+  std::vector<Tensor> grads;
   for (const GradPiece& p : pieces) {
     if (!p.grad.defined()) continue;
     TRIREME_CHECK(p.grad.dtype() == DType::f32 || p.grad.dtype() == DType::f64,
                   "clip_global_grad_norm_on_device: gradients of dtype ", p.grad.dtype(),
                   " are not supported (f32 or f64: the eager clip scales in f32)");
-    Tensor g = p.grad;
-    auto [it, added] = factor_as.try_emplace(g.dtype());
-    if (added) {
-      const Tensor f = to_dtype(factor, g.dtype());
-      it->second = f.alias({}, {}, f.offset());
-    }
-    mul_(g, it->second);  // the scalar kernel's product: x * float(factor)
+    grads.push_back(p.grad);
   }
+  mul_all_(grads, factor);  // x * the factor rounded to x's dtype, as the scalar kernel's product
   return norm;
 }
 
@@ -102,12 +98,11 @@ double clip_global_grad_norm(const std::vector<GradPiece>& pieces, double max_no
   const double norm = global_grad_norm(pieces, ctx);
   if (max_norm > 0 && norm > max_norm) {
     NoGradGuard no_grad;
-    const double scale = max_norm / (norm + 1e-6);
+    std::vector<Tensor> grads;
     for (const GradPiece& p : pieces) {
-      if (!p.grad.defined()) continue;
-      Tensor g = p.grad;
-      mul_(g, scale);
+      if (p.grad.defined()) grads.push_back(p.grad);
     }
+    mul_all_(grads, max_norm / (norm + 1e-6));
   }
   return norm;
 }

@@ -19,6 +19,7 @@
 #include "trireme/ops/copy.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/factory.h"
+#include "trireme/ops/multi_tensor.h"
 #include "trireme/ops/step_scalar.h"
 #include "trireme/ops/view.h"
 #include "trireme/optim/clip_grad.h"
@@ -328,11 +329,11 @@ double PipelineExecutor::clip_grad_norm(double max_norm) {
   const double coef = max_norm / (norm + 1e-6);
   if (coef < 1.0) {
     NoGradGuard no_grad;
+    std::vector<Tensor> grads;
     for (auto& [name, p] : stage_->named_parameters()) {
-      if (!p.grad().defined()) continue;
-      Tensor g = p.grad();
-      mul_(g, coef);
+      if (p.grad().defined()) grads.push_back(p.grad());
     }
+    mul_all_(grads, coef);
   }
   return norm;
 }

@@ -1,5 +1,6 @@
 // CPU optimizer kernels: AdamW in one pass over the elements, parallel over blocks of elements;
-// the multi-tensor AdamW runs the same loop over chunks of every parameter.
+// the multi-tensor AdamW runs the same loop over chunks of every parameter; gradient clipping's
+// scale of many tensors.
 #include <cmath>
 #include <vector>
 
@@ -85,6 +86,18 @@ void adamw_multi_cpu(std::span<const AdamWUpdate> updates) {
   });
 }
 
+template <class T>
+void scale_many_cpu(std::span<Tensor* const> tensors, const Tensor& factor) {
+  using A = acc_t<T>;
+  const A f = A(*factor.data<double>());
+  for (Tensor* t : tensors) {
+    T* x = t->data<T>();
+    parallel_for(t->numel(), 1 << 14, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) x[i] = T(A(x[i]) * f);
+    });
+  }
+}
+
 }  // namespace
 
 TRIREME_REGISTER_KERNELS(cpu_optim) {
@@ -92,6 +105,8 @@ TRIREME_REGISTER_KERNELS(cpu_optim) {
                                                                 []<class T>() { return &adamw_cpu<T>; });
   registry.add_each<AdamWMultiKernel, double, float, bf16_t, f16_t>("adamw_multi", DeviceType::cpu,
                                                                      []<class T>() { return &adamw_multi_cpu<T>; });
+  registry.add_each<ScaleManyKernel, double, float, bf16_t, f16_t>("scale_many", DeviceType::cpu,
+                                                                    []<class T>() { return &scale_many_cpu<T>; });
 }
 
 }  // namespace trireme::cpu

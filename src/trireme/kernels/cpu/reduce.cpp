@@ -94,26 +94,46 @@ void sum_cpu(const Tensor& in, Tensor& out) {
 }
 
 // Blocks of kSquaresBlock elements summed in parallel, then the blocks' sums in order: the same
-// bits for any number of threads.
+// bits for any number of threads. The blocks of many tensors run in one parallel loop.
+constexpr int64_t kSquaresBlock = 1 << 16;
+
 template <class T>
-void sum_squares_cpu(const Tensor& in, Tensor& out) {
-  constexpr int64_t kSquaresBlock = 1 << 16;
-  const T* x = in.data<T>();
-  const int64_t n = in.numel(), blocks = (n + kSquaresBlock - 1) / kSquaresBlock;
-  std::vector<double> block_sums(size_t(blocks), 0.0);
-  parallel_for(blocks, kSquaresBlock, [&](int64_t b0, int64_t b1) {
+double block_squares(const T* x, int64_t begin, int64_t end) {
+  double acc = 0.0;
+  for (int64_t i = begin; i < end; ++i) {
+    const double v = double(acc_t<T>(x[i]));
+    acc += v * v;
+  }
+  return acc;
+}
+
+template <class T>
+void sum_squares_many_cpu(std::span<const Tensor* const> ins, Tensor& out) {
+  std::vector<int64_t> first_block(ins.size() + 1, 0);  // tensor k's blocks: [first_block[k], first_block[k + 1])
+  for (size_t k = 0; k < ins.size(); ++k) {
+    first_block[k + 1] = first_block[k] + (ins[k]->numel() + kSquaresBlock - 1) / kSquaresBlock;
+  }
+  std::vector<double> block_sums(size_t(first_block.back()), 0.0);
+  parallel_for(first_block.back(), kSquaresBlock, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
-      double acc = 0.0;
-      for (int64_t i = b * kSquaresBlock, end = std::min(n, i + kSquaresBlock); i < end; ++i) {
-        const double v = double(acc_t<T>(x[i]));
-        acc += v * v;
-      }
-      block_sums[size_t(b)] = acc;
+      const size_t k = size_t(std::upper_bound(first_block.begin(), first_block.end(), b) - first_block.begin() - 1);
+      const int64_t begin = (b - first_block[k]) * kSquaresBlock, n = ins[k]->numel();
+      block_sums[size_t(b)] = block_squares(ins[k]->data<T>(), begin, std::min(n, begin + kSquaresBlock));
     }
   });
   double total = 0.0;
-  for (double v : block_sums) total += v;
+  for (size_t k = 0; k < ins.size(); ++k) {
+    double tensor_total = 0.0;
+    for (int64_t b = first_block[k]; b < first_block[k + 1]; ++b) tensor_total += block_sums[size_t(b)];
+    total += tensor_total;
+  }
   *out.data<double>() = total;
+}
+
+template <class T>
+void sum_squares_cpu(const Tensor& in, Tensor& out) {
+  const Tensor* ins[] = {&in};
+  sum_squares_many_cpu<T>(ins, out);
 }
 
 template <class T>
@@ -181,6 +201,8 @@ TRIREME_REGISTER_KERNELS(cpu_reduce) {
       "sum", cpu, []<class T>() { return &sum_cpu<T>; });
   registry.add_each<SumSquaresKernel, double, float, bf16_t, f16_t>("sum_squares", cpu,
                                                                     []<class T>() { return &sum_squares_cpu<T>; });
+  registry.add_each<SumSquaresManyKernel, double, float, bf16_t, f16_t>(
+      "sum_squares_many", cpu, []<class T>() { return &sum_squares_many_cpu<T>; });
   registry.add_each<MaxDimKernel, double, float, bf16_t, f16_t, int64_t, int32_t>(
       "max_dim", cpu, []<class T>() { return &max_dim_cpu<T>; });
   registry.add_each<MaxBackwardKernel, double, float, bf16_t, f16_t>(

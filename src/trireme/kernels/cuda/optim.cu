@@ -1,7 +1,7 @@
 // CUDA optimizer kernels: AdamW in one pass over the elements, the twin of kernels/cpu/optim.cpp
 // (same order of operations and the same scalars rounded once to the state type; m and v are f32
 // for bf16/f16 parameters, which are updated in f32 and rounded once), for one parameter or for
-// many in one launch (adamw_multi).
+// many in one launch (adamw_multi); and gradient clipping's scale of many tensors in one launch.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -237,6 +237,68 @@ void adamw_multi_cuda(std::span<const AdamWUpdate> updates) {
   launch();
 }
 
+// ---- gradient clipping's scale of many tensors in one launch ----
+//
+// A block per chunk of kScaleChunk elements of one tensor; the launch's tensors are a table in the
+// kernel's parameters, each with the index of its first chunk, and a block finds its tensor by
+// binary search. A call of more tensors than a table holds takes a few launches.
+constexpr int64_t kScaleChunk = 8 * kBlock;
+
+template <class D>
+struct ScaleTable {
+  static constexpr int kTensors = 640;
+  D* x[kTensors];
+  int64_t n[kTensors];
+  int64_t first[kTensors + 1];  // tensor k's chunks are blocks [first[k], first[k + 1])
+  const double* factor;
+  int tensors;
+};
+
+template <class D>
+__global__ void __launch_bounds__(kBlock) scale_many_kernel(const __grid_constant__ ScaleTable<D> t) {
+  using A = dacc_t<D>;
+  const int64_t b = blockIdx.x;
+  int k = 0;  // the last tensor whose first chunk is at or before b
+  for (int lo = 0, hi = t.tensors - 1; lo <= hi;) {
+    const int mid = (lo + hi) / 2;
+    if (t.first[mid] <= b) {
+      k = mid;
+      lo = mid + 1;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  const A f = A(*t.factor);
+  D* x = t.x[k];
+  const int64_t begin = (b - t.first[k]) * kScaleChunk, end = min(t.n[k], begin + kScaleChunk);
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) x[i] = from_acc<D>(to_acc(x[i]) * f);
+}
+
+template <class T>
+void scale_many_cuda(std::span<Tensor* const> tensors, const Tensor& factor) {
+  using D = device_t<T>;
+  using Table = ScaleTable<D>;
+  static_assert(sizeof(Table) <= 32000, "a kernel's parameters are at most 32764 bytes");
+  if (tensors.empty()) return;
+  LaunchContext ctx(*tensors[0]);
+  auto table = std::make_unique<Table>();
+  for (size_t k0 = 0; k0 < tensors.size(); k0 += Table::kTensors) {
+    Table& t = *table;
+    t.factor = factor.data<double>();
+    t.tensors = int(std::min<size_t>(Table::kTensors, tensors.size() - k0));
+    t.first[0] = 0;
+    for (int k = 0; k < t.tensors; ++k) {
+      Tensor& x = *tensors[k0 + size_t(k)];
+      t.x[k] = dptr<T>(x);
+      t.n[k] = x.numel();
+      t.first[k + 1] = t.first[k] + (t.n[k] + kScaleChunk - 1) / kScaleChunk;
+    }
+    if (t.first[t.tensors] == 0) continue;  // only empty tensors
+    scale_many_kernel<D><<<unsigned(t.first[t.tensors]), kBlock, 0, ctx.stream>>>(t);
+    TRIREME_CUDA_CHECK_LAUNCH();
+  }
+}
+
 }  // namespace
 
 TRIREME_REGISTER_KERNELS(cuda_optim) {
@@ -244,6 +306,8 @@ TRIREME_REGISTER_KERNELS(cuda_optim) {
                                                                 []<class T>() { return &adamw_cuda<T>; });
   registry.add_each<AdamWMultiKernel, double, float, bf16_t, f16_t>("adamw_multi", DeviceType::cuda,
                                                                      []<class T>() { return &adamw_multi_cuda<T>; });
+  registry.add_each<ScaleManyKernel, double, float, bf16_t, f16_t>("scale_many", DeviceType::cuda,
+                                                                    []<class T>() { return &scale_many_cuda<T>; });
 }
 
 }  // namespace trireme::cuda_kernels

@@ -1,6 +1,8 @@
 // CUDA reductions: sum over any dims, max along one dim and its backward, the twins of
 // kernels/cpu/reduce.cpp. Sums accumulate in f32 (f64 for f64, i64 for integers) with a fixed
 // reduction order per launch shape, so results are deterministic run to run.
+#include <memory>
+#include <span>
 #include <vector>
 
 #include "trireme/kernels/cuda/column_sum.cuh"
@@ -46,29 +48,35 @@ ReducePlan plan_reduce(const Tensor& in, const Tensor& out) {
 // gradient norm's squares) take many pieces, since one block per row would leave all but a few
 // of the GPU's multiprocessors idle; launch_row_sums then adds the pieces' totals. The pieces
 // depend only on the shape, so results are the same run to run.
-template <class D, class A, class Term, class Store>
-__global__ void sum_rows_kernel(const D* x, int64_t num_red, int64_t piece, int64_t pieces, OffsetCalc<2> kept,
-                                OffsetCalc<1> red, bool red_contig, Term term, Store store) {
+// Σ term(i) over i in [begin, end) by one block: each thread adds every blockDim.x-th term from
+// begin + threadIdx.x in order, then a tree in shared memory; the total is thread 0's.
+template <class A, class Term>
+__device__ __forceinline__ A block_sum(int64_t begin, int64_t end, Term term) {
   __shared__ A partial[kBlock];
-  const int64_t row = int64_t(blockIdx.x) / pieces, k = int64_t(blockIdx.x) % pieces;
-  int64_t offs[2];
-  kept.get(row, offs);
-  const int64_t end = min(num_red, (k + 1) * piece);
   A acc = A(0);
-  for (int64_t r = k * piece + threadIdx.x; r < end; r += blockDim.x) {
-    int64_t ro[1] = {r};
-    if (!red_contig) red.get(r, ro);
-    acc += term(x[offs[0] + ro[0]]);
-  }
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) acc += term(i);
   partial[threadIdx.x] = acc;
   __syncthreads();
   for (int s = blockDim.x / 2; s > 0; s >>= 1) {
     if (int(threadIdx.x) < s) partial[threadIdx.x] += partial[threadIdx.x + s];
     __syncthreads();
   }
-  if (threadIdx.x == 0) store(row, offs[1], k, partial[0]);
+  return partial[0];
 }
 
+template <class D, class A, class Term, class Store>
+__global__ void sum_rows_kernel(const D* x, int64_t num_red, int64_t piece, int64_t pieces, OffsetCalc<2> kept,
+                                OffsetCalc<1> red, bool red_contig, Term term, Store store) {
+  const int64_t row = int64_t(blockIdx.x) / pieces, k = int64_t(blockIdx.x) % pieces;
+  int64_t offs[2];
+  kept.get(row, offs);
+  const A total = block_sum<A>(k * piece, min(num_red, (k + 1) * piece), [&](int64_t r) {
+    int64_t ro[1] = {r};
+    if (!red_contig) red.get(r, ro);
+    return term(x[offs[0] + ro[0]]);
+  });
+  if (threadIdx.x == 0) store(row, offs[1], k, total);
+}
 // Pieces per row for sum_rows_kernel: about 1024 blocks in all (the H200 has 132 SMs), each piece
 // at least 8192 elements; one piece when the rows alone fill the GPU.
 inline int64_t row_pieces(int64_t num_out, int64_t num_red) {
@@ -176,28 +184,108 @@ void sum_cuda(const Tensor& in, Tensor& out) {
   TRIREME_CUDA_CHECK_LAUNCH();
 }
 
-// Σ x² of every element of a contiguous tensor into a 0-dim f64 tensor: each element widened to
-// f64 and squared (exactly, for f32 and 16-bit elements), added in f64 in launch_row_sums' order.
+// ---- Σ x² of many contiguous tensors (sum_squares_many; sum_squares is its one-tensor case) ----
+//
+// Each tensor is cut into pieces as a long row is (row_pieces: up to 1024 of at least 8192
+// elements), a block per piece; then a block per tensor adds its pieces' sums; then one thread
+// adds the tensors' sums in order. Every element is widened to f64 and squared (exactly, for f32
+// and 16-bit elements) and every sum is in f64. The pieces depend only on the sizes, so a tensor's
+// sum has the same bits whichever call it is in, and run to run. A launch's tensors are a table in
+// the kernels' parameters (no copy to the device), so a call of more tensors than a table holds
+// takes a few.
+template <class D>
+struct SquaresTable {
+  static constexpr int kTensors = 480;
+  const D* x[kTensors];
+  int64_t n[kTensors];
+  int64_t piece[kTensors];       // elements per piece
+  int64_t first[kTensors + 1];   // tensor k's pieces are blocks [first[k], first[k + 1]) of the launch
+  double* piece_sums;            // by block
+  double* tensor_sums;           // by tensor of the table
+  int tensors;
+};
+
+template <class D>
+__global__ void __launch_bounds__(kBlock) squares_pieces_kernel(const __grid_constant__ SquaresTable<D> t) {
+  const int64_t b = blockIdx.x;
+  int k = 0;  // the last tensor whose first piece is at or before b
+  for (int lo = 0, hi = t.tensors - 1; lo <= hi;) {
+    const int mid = (lo + hi) / 2;
+    if (t.first[mid] <= b) {
+      k = mid;
+      lo = mid + 1;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  const D* x = t.x[k];
+  const int64_t begin = (b - t.first[k]) * t.piece[k], end = min(t.n[k], begin + t.piece[k]);
+  const double total = block_sum<double>(begin, end, [&](int64_t i) {
+    const double v = double(to_acc(x[i]));
+    return v * v;
+  });
+  if (threadIdx.x == 0) t.piece_sums[b] = total;
+}
+
+template <class D>
+__global__ void __launch_bounds__(kBlock) squares_tensors_kernel(const __grid_constant__ SquaresTable<D> t) {
+  const int k = blockIdx.x;
+  const double* p = t.piece_sums;
+  const double total = block_sum<double>(t.first[k], t.first[k + 1], [&](int64_t i) { return p[i]; });
+  if (threadIdx.x == 0) t.tensor_sums[k] = total;
+}
+
+__global__ void add_in_order_kernel(const double* sums, int64_t n, double* out) {
+  double total = 0.0;
+  for (int64_t k = 0; k < n; ++k) total += sums[k];
+  *out = total;
+}
+
 template <class T>
-void sum_squares_cuda(const Tensor& in, Tensor& out) {
+void sum_squares_many_cuda(std::span<const Tensor* const> ins, Tensor& out) {
   using D = device_t<T>;
+  using Table = SquaresTable<D>;
+  static_assert(sizeof(Table) <= 32000, "a kernel's parameters are at most 32764 bytes");
   LaunchContext ctx(out);
-  const int64_t n = in.numel();
-  double* o = out.data<double>();
-  if (n == 0) {
-    TRIREME_CUDA_CHECK(cudaMemsetAsync(o, 0, sizeof(double), ctx.stream));
+  const int64_t tensors = int64_t(ins.size());
+  if (tensors == 0) {
+    TRIREME_CUDA_CHECK(cudaMemsetAsync(out.data_ptr(), 0, sizeof(double), ctx.stream));
     return;
   }
-  ReducePlan p;  // one row of n contiguous elements
-  p.red_sizes = {n};
-  p.red_in = {1};
-  p.num_red = n;
-  launch_row_sums<D, double>(ctx, in.device(), dptr<T>(in), o, p, OffsetCalc<2>{}, OffsetCalc<1>{}, true,
-                             [] __device__(D v) {
-                               const double x = double(to_acc(v));
-                               return x * x;
-                             },
-                             [] __device__(double v) { return v; });
+  int64_t pieces = 0;
+  for (const Tensor* in : ins) pieces += row_pieces(1, in->numel());
+  Tensor scratch = Tensor::empty({pieces + tensors}, DType::f64, out.device());
+  double* piece_sums = scratch.data<double>();
+  double* tensor_sums = piece_sums + pieces;
+  auto table = std::make_unique<Table>();
+  for (int64_t k0 = 0; k0 < tensors; k0 += Table::kTensors) {
+    Table& t = *table;
+    t.tensors = int(std::min<int64_t>(Table::kTensors, tensors - k0));
+    t.piece_sums = piece_sums;
+    t.tensor_sums = tensor_sums + k0;
+    t.first[0] = 0;
+    for (int k = 0; k < t.tensors; ++k) {
+      const Tensor& in = *ins[size_t(k0 + k)];
+      t.x[k] = dptr<T>(in);
+      t.n[k] = in.numel();
+      const int64_t p = row_pieces(1, t.n[k]);
+      t.piece[k] = (t.n[k] + p - 1) / p;
+      t.first[k + 1] = t.first[k] + p;
+    }
+    squares_pieces_kernel<D><<<unsigned(t.first[t.tensors]), kBlock, 0, ctx.stream>>>(t);
+    TRIREME_CUDA_CHECK_LAUNCH();
+    squares_tensors_kernel<D><<<unsigned(t.tensors), kBlock, 0, ctx.stream>>>(t);
+    TRIREME_CUDA_CHECK_LAUNCH();
+    piece_sums += t.first[t.tensors];
+  }
+  add_in_order_kernel<<<1, 1, 0, ctx.stream>>>(tensor_sums, tensors, out.data<double>());
+  TRIREME_CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void sum_squares_cuda(const Tensor& in, Tensor& out) {
+  const Tensor* ins[] = {&in};
+  sum_squares_many_cuda<T>(ins, out);
 }
 
 // One thread per output row along `dim`; NaN wins and the first maximum wins, as on the CPU.
@@ -321,6 +409,8 @@ TRIREME_REGISTER_KERNELS(cuda_reduce) {
       "sum", cuda, []<class T>() { return &sum_cuda<T>; });
   registry.add_each<SumSquaresKernel, double, float, bf16_t, f16_t>("sum_squares", cuda,
                                                                     []<class T>() { return &sum_squares_cuda<T>; });
+  registry.add_each<SumSquaresManyKernel, double, float, bf16_t, f16_t>(
+      "sum_squares_many", cuda, []<class T>() { return &sum_squares_many_cuda<T>; });
   registry.add_each<MaxDimKernel, double, float, bf16_t, f16_t, int64_t, int32_t>(
       "max_dim", cuda, []<class T>() { return &max_dim_cuda<T>; });
   registry.add_each<MaxBackwardKernel, double, float, bf16_t, f16_t>(
