@@ -1,8 +1,8 @@
 // Shared by the CPU and CUDA tests of what static graphs fold into the norm kernels (kernels/nn.h,
 // graph/norm_folds.h): on a device, an f32 layer or RMS norm writing bf16/f16 gives the bits of
 // the f32 norm followed by a cast; its backward reading a 16-bit gradient gives the bits of
-// reading that gradient widened; and a backward given an addend gives the bits of its grad_x
-// followed by the add kernel.
+// reading that gradient widened, and its 16-bit copy of grad_x those of a cast; and a backward
+// given an addend gives the bits of its grad_x followed by the add kernel.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -49,12 +49,22 @@ inline void expect_norm_edges_match_casts(Device dev, int64_t rows, int64_t cols
     const Tensor g16 = to_dtype(rnd({rows, cols}), low), g32 = to_dtype(g16, DType::f32);
     std::vector<Tensor> a = {empty({rows, cols}), empty({cols}), empty({cols})};
     std::vector<Tensor> e = {empty({rows, cols}), empty({cols}), empty({cols})};
-    ln_back(g16, x, w, mean, rstd, Tensor(), a[0], a[1], a[2]);
-    ln_back(g32, x, w, mean, rstd, Tensor(), e[0], e[1], e[2]);
+    // With a 16-bit copy of grad_x asked for (grad_x_edge), the copy is grad_x cast to 16 bits,
+    // with and without an addend.
+    Tensor none, edge = empty({rows, cols}, low);
+    const Tensor addend = rnd({rows, cols});
+    ln_back(g16, x, w, mean, rstd, Tensor(), a[0], edge, a[1], a[2]);
+    ln_back(g32, x, w, mean, rstd, Tensor(), e[0], none, e[1], e[2]);
     for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(bits_equal(a[i], e[i])) << "layer_norm_backward " << i << " " << what;
-    rms_back(g16, x, w, rms_rstd, Tensor(), a[0], a[1]);
-    rms_back(g32, x, w, rms_rstd, Tensor(), e[0], e[1]);
+    EXPECT_TRUE(bits_equal(edge, to_dtype(e[0], low))) << "layer_norm_backward's 16-bit grad_x " << what;
+    ln_back(g16, x, w, mean, rstd, addend, a[0], edge, a[1], a[2]);
+    EXPECT_TRUE(bits_equal(edge, to_dtype(a[0], low))) << "layer_norm_backward's 16-bit grad_x with an addend " << what;
+    rms_back(g16, x, w, rms_rstd, Tensor(), a[0], edge, a[1]);
+    rms_back(g32, x, w, rms_rstd, Tensor(), e[0], none, e[1]);
     EXPECT_TRUE(bits_equal(a[0], e[0]) && bits_equal(a[1], e[1])) << "rms_norm_backward " << what;
+    EXPECT_TRUE(bits_equal(edge, to_dtype(e[0], low))) << "rms_norm_backward's 16-bit grad_x " << what;
+    rms_back(g16, x, w, rms_rstd, addend, a[0], edge, a[1]);
+    EXPECT_TRUE(bits_equal(edge, to_dtype(a[0], low))) << "rms_norm_backward's 16-bit grad_x with an addend " << what;
   }
 }
 
@@ -71,8 +81,9 @@ inline void expect_norm_addends_match_adds(Device dev, int64_t rows, int64_t col
     std::vector<Tensor> plain = {empty({rows, cols}, t), empty({cols}, t), empty({cols}, t)};
     std::vector<Tensor> added = {empty({rows, cols}, t), empty({cols}, t), empty({cols}, t)};
     const auto ln_back = find_kernel<LayerNormBackwardKernel>("layer_norm_backward", dev, t);
-    ln_back(g, x, w, mean, rstd, Tensor(), plain[0], plain[1], plain[2]);
-    ln_back(g, x, w, mean, rstd, r, added[0], added[1], added[2]);
+    Tensor no_edge;
+    ln_back(g, x, w, mean, rstd, Tensor(), plain[0], no_edge, plain[1], plain[2]);
+    ln_back(g, x, w, mean, rstd, r, added[0], no_edge, added[1], added[2]);
     const auto bits_equal = [](const Tensor& p, const Tensor& q) {
       Tensor cp = to_device(p, Device::cpu()), cq = to_device(q, Device::cpu());
       return std::memcmp(cp.data_ptr(), cq.data_ptr(), size_t(cp.numel()) * cp.element_size()) == 0;
@@ -80,8 +91,8 @@ inline void expect_norm_addends_match_adds(Device dev, int64_t rows, int64_t col
     EXPECT_TRUE(bits_equal(added[0], add(plain[0], r))) << "layer_norm_backward grad_x " << what;
     EXPECT_TRUE(bits_equal(added[1], plain[1]) && bits_equal(added[2], plain[2])) << "layer_norm_backward params " << what;
     const auto rms_back = find_kernel<RmsNormBackwardKernel>("rms_norm_backward", dev, t);
-    rms_back(g, x, w, rstd, Tensor(), plain[0], plain[1]);
-    rms_back(g, x, w, rstd, r, added[0], added[1]);
+    rms_back(g, x, w, rstd, Tensor(), plain[0], no_edge, plain[1]);
+    rms_back(g, x, w, rstd, r, added[0], no_edge, added[1]);
     EXPECT_TRUE(bits_equal(added[0], add(plain[0], r)) && bits_equal(added[1], plain[1])) << "rms_norm_backward " << what;
   }
 }

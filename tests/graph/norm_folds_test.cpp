@@ -1,6 +1,7 @@
 // Folds into norms (graph/norm_folds.h): the norm kernels' 16-bit edge gives the bits of the f32
 // norm beside a cast, their backward's addend those of an add after it; the passes remove exactly
-// the casts around an autocast norm and the add of a residual stream's gradients.
+// the casts around an autocast norm, the add of a residual stream's gradients and that gradient's
+// cast to 16 bits.
 #include <gtest/gtest.h>
 
 #include "graph_test_util.h"
@@ -90,6 +91,48 @@ TEST(NormFolds, AnAutocastStepLosesTheCastsAroundItsNormsAndTheAddOfTheirGradien
   }
   const Tensor in = random_tensor({kRows, kCols}, 12);
   std::vector<Tensor> a = graph::Executable(g).run({in}), e = graph::Executable(fa).run({in}), eager = step({in});
+  ASSERT_EQ(a.size(), e.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(bitwise_equal(a[i], e[i])) << "output " << i;
+    EXPECT_TRUE(bitwise_equal(e[i], eager[i])) << "output " << i;
+  }
+}
+
+TEST(NormFolds, AResidualGradientsCastTo16BitsIsWrittenByTheNormBackwardThatMakesIt) {
+  // Two pre-norm residual blocks under bf16 autocast: x1 = x0 + (LN_a(x0) m_a), x2 = x1 + (LN_b(x1) m_b).
+  // x1's gradient is LN_b's backward plus x2's (the add folded in); the first residual block's
+  // bf16 matmul reads it cast to bf16, which LN_b's backward now writes beside it.
+  Tensor p = random_tensor({kRows, kCols}, 5).set_requires_grad(true);
+  Tensor wa = random_tensor({kCols}, 6).set_requires_grad(true), wb = random_tensor({kCols}, 7).set_requires_grad(true);
+  Tensor ma = random_tensor({kCols, kCols}, 8).set_requires_grad(true), mb = random_tensor({kCols, kCols}, 9).set_requires_grad(true);
+  const std::vector<Tensor*> params = {&p, &wa, &wb, &ma, &mb};
+  graph::StepFn step = [&](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+    Tensor loss;
+    {
+      amp::AutocastGuard autocast(DeviceType::cpu, DType::bf16);
+      Tensor x0 = add(in[0], p);
+      Tensor x1 = add(x0, matmul(layer_norm(x0, wa, Tensor()), ma));
+      Tensor x2 = add(x1, matmul(layer_norm(x1, wb, Tensor()), mb));
+      loss = sum(mul(x2, x2));
+    }
+    return trireme::testing::backward_loss_and_take_grads(loss, params);
+  };
+  const graph::Graph g = graph::eliminate_dead_code(graph::trace(step, {random_tensor({kRows, kCols}, 11)}).graph);
+  const graph::Graph before = graph::fold_norm_gradient_adds(graph::fold_norm_casts(g));
+  const graph::Graph after = graph::fold_norm_gradient_casts(before);
+  EXPECT_EQ(after.nodes.size(), before.nodes.size() - 1);
+  EXPECT_EQ(count_op(after, "copy"), count_op(before, "copy") - 1);
+  int with_edge = 0;
+  for (const graph::Node& n : after.nodes) {
+    if (n.op == "layer_norm_backward" && n.args[7] >= 0) {
+      ++with_edge;
+      EXPECT_EQ(after.values[size_t(n.args[7])].dtype, DType::bf16);
+    }
+  }
+  EXPECT_EQ(with_edge, 1);
+  EXPECT_TRUE(graph::plan_conflicts(after, graph::plan_memory(after)).empty());
+  const Tensor in = random_tensor({kRows, kCols}, 12);
+  std::vector<Tensor> a = graph::Executable(before).run({in}), e = graph::Executable(after).run({in}), eager = step({in});
   ASSERT_EQ(a.size(), e.size());
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_TRUE(bitwise_equal(a[i], e[i])) << "output " << i;

@@ -23,8 +23,8 @@ int norm_output_arg(const Node& n) {
 }
 // For a norm backward, the index of its addend (grad_x follows it); -1 for any other call.
 int norm_backward_addend_arg(const Node& n) {
-  if (is_kernel(n, typeid(LayerNormBackwardKernel))) return 5;  // grad, x, weight, mean, rstd, addend, grad_x, ...
-  if (is_kernel(n, typeid(RmsNormBackwardKernel))) return 4;    // grad, x, weight, rstd, addend, grad_x, ...
+  if (is_kernel(n, typeid(LayerNormBackwardKernel))) return 5;  // grad, x, weight, mean, rstd, addend, grad_x, grad_x_edge, ...
+  if (is_kernel(n, typeid(RmsNormBackwardKernel))) return 4;    // grad, x, weight, rstd, addend, grad_x, grad_x_edge, ...
   return -1;
 }
 bool is_cast(const Node& n) { return is_kernel(n, typeid(CopyKernel)) && n.args.size() == 2 && n.args[0] >= 0 && n.args[1] >= 0; }
@@ -99,6 +99,30 @@ Graph fold_norm_gradient_adds(const Graph& g) {
     n.args[size_t(ix)] = add.args[2];
     n.read_versions[size_t(ix)] = add.read_versions[2];
     dropped[size_t(a)] = true;
+  }
+  return without_dropped(g, std::move(nodes), dropped);
+}
+
+Graph fold_norm_gradient_casts(const Graph& g) {
+  const CallTouches touches(g);
+  std::vector<Node> nodes = g.nodes;
+  std::vector<bool> dropped(nodes.size(), false);
+  for (int i = 0; i < int(nodes.size()); ++i) {
+    Node& n = nodes[size_t(i)];
+    const int ix = norm_backward_addend_arg(n) + 1, ie = ix + 1;
+    if (ix < 1 || n.dtype != DType::f32 || n.args[0] < 0 || n.args[size_t(ix)] < 0 || n.args[size_t(ie)] >= 0) continue;
+    // norm backward -> grad_x (f32) -> cast -> out (grad's 16-bit dtype)
+    const Value &grad = touches.value(n.args[0]), &gx = touches.value(n.args[size_t(ix)]);
+    const int c = touches.next_reader_of_own_write(n.args[size_t(ix)], i);
+    if (c < 0 || !sixteen_bit(grad.dtype) || !is_cast(g.nodes[size_t(c)])) continue;
+    const Node& cast = g.nodes[size_t(c)];
+    const Value& out = touches.value(cast.args[1]);
+    if (!same_view(touches.value(cast.args[0]), gx) || out.dtype != grad.dtype || out.sizes != gx.sizes ||
+        !is_contiguous(out) || touches.touched_between(cast.args[1], i, c, false))
+      continue;
+    n.args[size_t(ie)] = cast.args[1];
+    n.read_versions[size_t(ie)] = cast.read_versions[1];
+    dropped[size_t(c)] = true;
   }
   return without_dropped(g, std::move(nodes), dropped);
 }

@@ -5,7 +5,8 @@
 //     bits in a kernel of its own; in the backward, the cast's gradient widens the 16-bit gradient
 //     to an f32 copy that only the norm's backward reads.
 //   - A norm's input is a residual stream: its gradient is the norm backward's grad_x plus the
-//     gradient the residual path brings, added in a kernel of its own.
+//     gradient the residual path brings, added in a kernel of its own; under autocast the residual
+//     branch's 16-bit backward then reads that gradient cast to 16 bits, by a kernel of its own.
 #pragma once
 
 #include "trireme/graph/graph.h"
@@ -26,5 +27,12 @@ Graph fold_norm_casts(const Graph& g);
 // backward takes the other value as its addend and writes the add's output, and the add is gone;
 // when no call in between writes the other value or touches the output.
 Graph fold_norm_gradient_adds(const Graph& g);
+
+// Rewrites an f32 norm backward whose grad_x, an intermediate it is the first to write and nothing
+// writes later, is first read by a cast to grad's bf16/f16 edge dtype into a new contiguous
+// output: the backward writes the cast's output too (grad_x_edge), and the cast is gone; when no
+// call in between touches the cast's output. Run after fold_norm_casts (which gives the backward
+// its 16-bit grad) and fold_norm_gradient_adds (whose sum is what the cast reads).
+Graph fold_norm_gradient_casts(const Graph& g);
 
 }  // namespace trireme::graph

@@ -36,14 +36,18 @@ using LayerNormKernel = void (*)(const Tensor& x, const Tensor& weight, const Te
 // grad (R, D). Writes grad_x (R, D); grad_weight/grad_bias (D) when defined (in x's dtype).
 // addend (R, D, x's dtype), when defined, is added to grad_x as the add kernel would add it to the
 // rounded grad_x: the gradient a residual stream accumulates (graph/norm_folds.h); eager passes none.
+// grad_x_edge, when defined, gets grad_x (with the addend) rounded once more to grad's bf16 or f16
+// edge dtype, as a cast of grad_x would (an f32 x only): what the residual branch's 16-bit
+// backward reads under autocast (graph/norm_folds.h); eager passes none.
 using LayerNormBackwardKernel = void (*)(const Tensor& grad, const Tensor& x, const Tensor& weight,
                                          const Tensor& mean, const Tensor& rstd, const Tensor& addend,
-                                         Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias);
+                                         Tensor& grad_x, Tensor& grad_x_edge, Tensor& grad_weight,
+                                         Tensor& grad_bias);
 // rms_norm: y = x * rstd * w with rstd = 1 / sqrt(mean(x²) + eps); rstd (R) stat.
 using RmsNormKernel = void (*)(const Tensor& x, const Tensor& weight, double eps, Tensor& y, Tensor& rstd);
 using RmsNormBackwardKernel = void (*)(const Tensor& grad, const Tensor& x, const Tensor& weight,
                                        const Tensor& rstd, const Tensor& addend, Tensor& grad_x,
-                                       Tensor& grad_weight);
+                                       Tensor& grad_x_edge, Tensor& grad_weight);
 
 // ---- softmax over the last dim: x (R, D) ----
 using SoftmaxKernel = void (*)(const Tensor& x, Tensor& y);  // softmax or log_softmax

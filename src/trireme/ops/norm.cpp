@@ -61,9 +61,10 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
              Tensor gx = need_x ? Tensor::empty(xv.sizes(), xv.dtype(), xv.device()) : Tensor();
              Tensor gw = need_w ? Tensor::empty({xv.size(-1)}, xv.dtype(), xv.device()) : Tensor();
              Tensor gb = need_b ? Tensor::empty({xv.size(-1)}, xv.dtype(), xv.device()) : Tensor();
+             Tensor no_edge;
              op_count_memory(3 * double(xv.numel()) * double(dtype_size(xv.dtype())));
              find_kernel<LayerNormBackwardKernel>("layer_norm_backward", xv.device(), xv.dtype())(
-                 gc, xv, sw.defined() ? sw.unpack("layer_norm") : Tensor(), mean, rstd, Tensor(), gx, gw, gb);
+                 gc, xv, sw.defined() ? sw.unpack("layer_norm") : Tensor(), mean, rstd, Tensor(), gx, no_edge, gw, gb);
              return {gx, gw, gb};
            });
   }
@@ -85,8 +86,9 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
              Tensor gc = contiguous(g[0]);
              Tensor gx = need_x ? Tensor::empty(xv.sizes(), xv.dtype(), xv.device()) : Tensor();
              Tensor gw = need_w ? Tensor::empty({xv.size(-1)}, xv.dtype(), xv.device()) : Tensor();
+             Tensor no_edge;
              find_kernel<RmsNormBackwardKernel>("rms_norm_backward", xv.device(), xv.dtype())(
-                 gc, xv, sw.defined() ? sw.unpack("rms_norm") : Tensor(), rstd, Tensor(), gx, gw);
+                 gc, xv, sw.defined() ? sw.unpack("rms_norm") : Tensor(), rstd, Tensor(), gx, no_edge, gw);
              return {gx, gw};
            });
   }

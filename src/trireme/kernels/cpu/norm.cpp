@@ -4,7 +4,8 @@
 // grad_weight/grad_bias sum over rows; they are computed by a column-blocked pass in which each
 // column is summed by one thread in row order, so the result does not depend on the thread count.
 // An f32 norm's y (forward) or grad (backward) may be bf16/f16 (kernels/nn.h: the edge type E), and a
-// backward may add an addend to grad_x (static graphs fold a residual gradient's add into it).
+// backward may add an addend to grad_x and write a 16-bit copy of it (static graphs fold a residual
+// gradient's add and its cast into it).
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -109,12 +110,28 @@ void add_row(T* out, const T* addend, int64_t d) {
   for (int64_t j = 0; j < d; ++j) out[j] = T(A(out[j]) + A(addend[j]));
 }
 
+// edge[j] = a row of grad_x rounded to the edge dtype E, as the cast kernel rounds it (kernels/nn.h).
+template <class T, class E>
+void round_row(E* edge, const T* out, int64_t d) {
+  for (int64_t j = 0; j < d; ++j) edge[j] = E(acc_t<T>(out[j]));
+}
+
+// The backward's 16-bit copy of grad_x: of grad's edge dtype E, beside an f32 x only.
+template <class T, class E>
+E* edge_ptr(const char* op, const Tensor& grad_x_edge) {
+  if (!grad_x_edge.defined()) return nullptr;
+  constexpr bool sixteen_bit_edge = !std::is_same_v<T, E>;
+  TRIREME_CHECK(sixteen_bit_edge && grad_x_edge.dtype() == dtype_v<E>, op, ": grad_x_edge must have grad's ",
+                "16-bit edge dtype beside an f32 x, got ", grad_x_edge.dtype());
+  return grad_x_edge.data<E>();
+}
+
 // With xhat = (x - mean) * rstd and gy = grad * w:
 //   grad_x = rstd * (gy - mean_j(gy) - xhat * mean_j(gy * xhat)).
 template <class T, class E>
 void layer_norm_backward_cpu(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& mean,
-                             const Tensor& rstd, const Tensor& addend, Tensor& grad_x, Tensor& grad_weight,
-                             Tensor& grad_bias) {
+                             const Tensor& rstd, const Tensor& addend, Tensor& grad_x, Tensor& grad_x_edge,
+                             Tensor& grad_weight, Tensor& grad_bias) {
   using A = acc_t<T>;
   const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
   const E* pg = grad.data<E>();
@@ -125,6 +142,7 @@ void layer_norm_backward_cpu(const Tensor& grad, const Tensor& x, const Tensor& 
   if (grad_x.defined()) {
     T* pgx = grad_x.data<T>();
     const T* pa = addend.defined() ? addend.data<T>() : nullptr;
+    E* pe = edge_ptr<T, E>("layer_norm_backward", grad_x_edge);
     parallel_for(rows, 6 * d, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const E* gr = pg + r * d;
@@ -144,6 +162,7 @@ void layer_norm_backward_cpu(const Tensor& grad, const Tensor& x, const Tensor& 
           out[j] = T(ri * (A(gr[j]) * w[size_t(j)] - a - xhat * c));
         }
         if (pa) add_row(out, pa + r * d, d);
+        if (pe) round_row(pe + r * d, out, d);
       }
     });
   }
@@ -178,7 +197,7 @@ void rms_norm_cpu(const Tensor& x, const Tensor& weight, double eps, Tensor& y, 
 // With xhat = x * rstd and gy = grad * w:  grad_x = rstd * (gy - xhat * mean_j(gy * xhat)).
 template <class T, class E>
 void rms_norm_backward_cpu(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& rstd,
-                           const Tensor& addend, Tensor& grad_x, Tensor& grad_weight) {
+                           const Tensor& addend, Tensor& grad_x, Tensor& grad_x_edge, Tensor& grad_weight) {
   using A = acc_t<T>;
   const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
   const E* pg = grad.data<E>();
@@ -188,6 +207,7 @@ void rms_norm_backward_cpu(const Tensor& grad, const Tensor& x, const Tensor& we
   if (grad_x.defined()) {
     T* pgx = grad_x.data<T>();
     const T* pa = addend.defined() ? addend.data<T>() : nullptr;
+    E* pe = edge_ptr<T, E>("rms_norm_backward", grad_x_edge);
     parallel_for(rows, 5 * d, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const E* gr = pg + r * d;
@@ -200,6 +220,7 @@ void rms_norm_backward_cpu(const Tensor& grad, const Tensor& x, const Tensor& we
         T* out = pgx + r * d;
         for (int64_t j = 0; j < d; ++j) out[j] = T(ri * (A(gr[j]) * w[size_t(j)] - A(xr[j]) * ri * c));
         if (pa) add_row(out, pa + r * d, d);
+        if (pe) round_row(pe + r * d, out, d);
       }
     });
   }
@@ -215,10 +236,10 @@ void layer_norm_any(const Tensor& x, const Tensor& weight, const Tensor& bias, d
 }
 template <class T>
 void layer_norm_backward_any(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& mean,
-                             const Tensor& rstd, const Tensor& addend, Tensor& grad_x, Tensor& grad_weight,
-                             Tensor& grad_bias) {
+                             const Tensor& rstd, const Tensor& addend, Tensor& grad_x, Tensor& grad_x_edge,
+                             Tensor& grad_weight, Tensor& grad_bias) {
   dispatch_norm_edge<T>("layer_norm_backward", grad.dtype(), [&]<class E>() {
-    layer_norm_backward_cpu<T, E>(grad, x, weight, mean, rstd, addend, grad_x, grad_weight, grad_bias);
+    layer_norm_backward_cpu<T, E>(grad, x, weight, mean, rstd, addend, grad_x, grad_x_edge, grad_weight, grad_bias);
   });
 }
 template <class T>
@@ -227,9 +248,9 @@ void rms_norm_any(const Tensor& x, const Tensor& weight, double eps, Tensor& y, 
 }
 template <class T>
 void rms_norm_backward_any(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& rstd,
-                           const Tensor& addend, Tensor& grad_x, Tensor& grad_weight) {
+                           const Tensor& addend, Tensor& grad_x, Tensor& grad_x_edge, Tensor& grad_weight) {
   dispatch_norm_edge<T>("rms_norm_backward", grad.dtype(), [&]<class E>() {
-    rms_norm_backward_cpu<T, E>(grad, x, weight, rstd, addend, grad_x, grad_weight);
+    rms_norm_backward_cpu<T, E>(grad, x, weight, rstd, addend, grad_x, grad_x_edge, grad_weight);
   });
 }
 

@@ -7,7 +7,10 @@
 // each thread sums one column over a fixed chunk of rows into a (chunks, D) scratch, then
 // column_sum.cuh's second pass adds the chunks in order; the chunking depends only on the shape.
 // An f32 norm's y (forward) or grad (backward) may be bf16/f16 (kernels/nn.h: the edge type O or G),
-// and a backward may add an addend to grad_x (static graphs fold a residual gradient's add into it).
+// and a backward may add an addend to grad_x and write a 16-bit copy of it (static graphs fold a
+// residual gradient's add and its cast into it).
+#include <type_traits>
+
 #include "trireme/kernels/cuda/block_reduce.cuh"
 #include "trireme/kernels/cuda/column_sum.cuh"
 #include "trireme/kernels/cuda/launch.cuh"
@@ -54,6 +57,12 @@ __global__ void norm_forward_kernel(const D* x, const D* w, const D* b, double e
     if constexpr (Centered) v += param_at(b, j, A(0));
     yr[j] = from_acc<O>(v);
   }
+}
+
+// A value of grad_x rounded to the 16-bit edge type G, as the cast kernel rounds it (kernels/nn.h).
+template <class G, class D>
+__device__ __forceinline__ G to_edge(D v) {
+  return from_acc<G>(float(to_acc(v)));
 }
 
 // grad_x plus the backward's addend (kernels/nn.h), as the add kernel adds two values of D. An
@@ -157,7 +166,8 @@ __global__ void norm_forward_team_kernel(const D* x, const D* w, const D* b, dou
 
 template <class D, class G, bool Centered, int N, int V, int Team>
 __global__ void norm_backward_x_team_kernel(const G* g, const D* x, const D* w, const dacc_t<D>* mean,
-                                            const dacc_t<D>* rstd, const D* addend, int64_t rows, int64_t d, D* gx) {
+                                            const dacc_t<D>* rstd, const D* addend, int64_t rows, int64_t d, D* gx,
+                                            G* gx_edge) {
   using A = dacc_t<D>;
   using P = Packed<D, V>;
   constexpr int NV = N / V;
@@ -206,6 +216,12 @@ __global__ void norm_backward_x_team_kernel(const G* g, const D* x, const D* w, 
       for (int e = 0; e < V; ++e) o.v[e] = plus_addend(o.v[e], av.v[e]);
     }
     out[k] = o;
+    if (gx_edge) {
+      Packed<G, V> ev;
+#pragma unroll
+      for (int e = 0; e < V; ++e) ev.v[e] = to_edge<G>(o.v[e]);
+      reinterpret_cast<Packed<G, V>*>(gx_edge + r * d)[k] = ev;
+    }
   }
 }
 
@@ -256,7 +272,7 @@ bool rows_vectorize(int64_t d, std::initializer_list<const void*> ptrs) {
 //   RMS norm:   grad_x = rstd * (gy - xhat * mean_j(gy * xhat))
 template <class D, class G, bool Centered>
 __global__ void norm_backward_x_kernel(const G* g, const D* x, const D* w, const dacc_t<D>* mean,
-                                       const dacc_t<D>* rstd, const D* addend, int64_t d, D* gx) {
+                                       const dacc_t<D>* rstd, const D* addend, int64_t d, D* gx, G* gx_edge) {
   using A = dacc_t<D>;
   __shared__ double scratch[32];
   const int64_t r = blockIdx.x;
@@ -276,7 +292,9 @@ __global__ void norm_backward_x_kernel(const G* g, const D* x, const D* w, const
   for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
     const A xhat = (to_acc(xr[j]) - m) * ri;
     const D v = from_acc<D>(ri * (to_acc(gr[j]) * param_at(w, j, A(1)) - a - xhat * c));
-    out[j] = addend ? plus_addend(v, addend[r * d + j]) : v;
+    const D o = addend ? plus_addend(v, addend[r * d + j]) : v;
+    out[j] = o;
+    if (gx_edge) gx_edge[r * d + j] = to_edge<G>(o);
   }
 }
 
@@ -356,8 +374,11 @@ void norm_forward_cuda(const Tensor& x, const Tensor& weight, const Tensor& bias
 // T the input's element type, GT the type of grad; grad_bias only for layer norm (Centered).
 template <class T, class GT, bool Centered>
 void norm_backward_cuda(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor* mean,
-                        const Tensor& rstd, const Tensor& addend, Tensor& grad_x, Tensor& grad_weight,
-                        Tensor& grad_bias) {
+                        const Tensor& rstd, const Tensor& addend, Tensor& grad_x, Tensor& grad_x_edge,
+                        Tensor& grad_weight, Tensor& grad_bias) {
+  TRIREME_CHECK(!grad_x_edge.defined() || (!std::is_same_v<T, GT> && grad_x_edge.dtype() == dtype_v<GT>),
+                Centered ? "layer_norm_backward" : "rms_norm_backward",
+                ": grad_x_edge must have grad's 16-bit edge dtype beside an f32 x, got ", grad_x_edge.dtype());
   using D = device_t<T>;
   using A = dacc_t<D>;
   const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
@@ -371,16 +392,18 @@ void norm_backward_cuda(const Tensor& grad, const Tensor& x, const Tensor& weigh
   const A* pm = Centered ? mean->data<A>() : nullptr;
   if (grad_x.defined()) {
     const D* add = optional_ptr<T>(addend);
-    const bool vec =
-        rows_vectorize<D>(d, {grad.data_ptr(), x.data_ptr(), grad_x.data_ptr(), optional_ptr<T>(weight), add});
+    device_t<GT>* edge = grad_x_edge.defined() ? dptr<GT>(grad_x_edge) : nullptr;
+    const bool vec = rows_vectorize<D>(
+        d, {grad.data_ptr(), x.data_ptr(), grad_x.data_ptr(), optional_ptr<T>(weight), add, edge});
     const bool by_team = with_team<D>(d, vec, [&](auto n, auto v, auto team) {
       norm_backward_x_team_kernel<D, device_t<GT>, Centered, n, v, team>
           <<<team_grid<team>(rows), team_block<team>(), 0, ctx.stream>>>(
-              dptr<GT>(grad), dptr<T>(x), optional_ptr<T>(weight), pm, rstd.data<A>(), add, rows, d, dptr<T>(grad_x));
+              dptr<GT>(grad), dptr<T>(x), optional_ptr<T>(weight), pm, rstd.data<A>(), add, rows, d, dptr<T>(grad_x),
+              edge);
     });
     if (!by_team)
       norm_backward_x_kernel<D, device_t<GT>, Centered><<<unsigned(rows), row_block_threads(d), 0, ctx.stream>>>(
-          dptr<GT>(grad), dptr<T>(x), optional_ptr<T>(weight), pm, rstd.data<A>(), add, d, dptr<T>(grad_x));
+          dptr<GT>(grad), dptr<T>(x), optional_ptr<T>(weight), pm, rstd.data<A>(), add, d, dptr<T>(grad_x), edge);
     TRIREME_CUDA_CHECK_LAUNCH();
   }
   Tensor no_mean;
@@ -397,10 +420,10 @@ void layer_norm_cuda(const Tensor& x, const Tensor& weight, const Tensor& bias, 
 
 template <class T>
 void layer_norm_backward_cuda(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& mean,
-                              const Tensor& rstd, const Tensor& addend, Tensor& grad_x, Tensor& grad_weight,
-                              Tensor& grad_bias) {
+                              const Tensor& rstd, const Tensor& addend, Tensor& grad_x, Tensor& grad_x_edge,
+                              Tensor& grad_weight, Tensor& grad_bias) {
   dispatch_norm_edge<T>("layer_norm_backward", grad.dtype(), [&]<class G>() {
-    norm_backward_cuda<T, G, true>(grad, x, weight, &mean, rstd, addend, grad_x, grad_weight, grad_bias);
+    norm_backward_cuda<T, G, true>(grad, x, weight, &mean, rstd, addend, grad_x, grad_x_edge, grad_weight, grad_bias);
   });
 }
 
@@ -413,10 +436,10 @@ void rms_norm_cuda(const Tensor& x, const Tensor& weight, double eps, Tensor& y,
 
 template <class T>
 void rms_norm_backward_cuda(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& rstd,
-                            const Tensor& addend, Tensor& grad_x, Tensor& grad_weight) {
+                            const Tensor& addend, Tensor& grad_x, Tensor& grad_x_edge, Tensor& grad_weight) {
   Tensor no_bias;
   dispatch_norm_edge<T>("rms_norm_backward", grad.dtype(), [&]<class G>() {
-    norm_backward_cuda<T, G, false>(grad, x, weight, nullptr, rstd, addend, grad_x, grad_weight, no_bias);
+    norm_backward_cuda<T, G, false>(grad, x, weight, nullptr, rstd, addend, grad_x, grad_x_edge, grad_weight, no_bias);
   });
 }
 
