@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "trireme/kernels/cuda/block_table.cuh"
 #include "trireme/kernels/cuda/launch.cuh"
 #include "trireme/kernels/cuda/math.cuh"
 #include "trireme/kernels/cuda/vector_map.cuh"
@@ -258,16 +259,7 @@ template <class D>
 __global__ void __launch_bounds__(kBlock) scale_many_kernel(const __grid_constant__ ScaleTable<D> t) {
   using A = dacc_t<D>;
   const int64_t b = blockIdx.x;
-  int k = 0;  // the last tensor whose first chunk is at or before b
-  for (int lo = 0, hi = t.tensors - 1; lo <= hi;) {
-    const int mid = (lo + hi) / 2;
-    if (t.first[mid] <= b) {
-      k = mid;
-      lo = mid + 1;
-    } else {
-      hi = mid - 1;
-    }
-  }
+  const int k = tensor_of_block(t.first, t.tensors, b);
   const A f = A(*t.factor);
   D* x = t.x[k];
   const int64_t begin = (b - t.first[k]) * kScaleChunk, end = min(t.n[k], begin + kScaleChunk);

@@ -5,6 +5,7 @@
 #include <span>
 #include <vector>
 
+#include "trireme/kernels/cuda/block_table.cuh"
 #include "trireme/kernels/cuda/column_sum.cuh"
 #include "trireme/kernels/cuda/launch.cuh"
 #include "trireme/kernels/reduce.h"
@@ -208,16 +209,7 @@ struct SquaresTable {
 template <class D>
 __global__ void __launch_bounds__(kBlock) squares_pieces_kernel(const __grid_constant__ SquaresTable<D> t) {
   const int64_t b = blockIdx.x;
-  int k = 0;  // the last tensor whose first piece is at or before b
-  for (int lo = 0, hi = t.tensors - 1; lo <= hi;) {
-    const int mid = (lo + hi) / 2;
-    if (t.first[mid] <= b) {
-      k = mid;
-      lo = mid + 1;
-    } else {
-      hi = mid - 1;
-    }
-  }
+  const int k = tensor_of_block(t.first, t.tensors, b);
   const D* x = t.x[k];
   const int64_t begin = (b - t.first[k]) * t.piece[k], end = min(t.n[k], begin + t.piece[k]);
   const double total = block_sum<double>(begin, end, [&](int64_t i) {
