@@ -1,16 +1,22 @@
-// Shared by the CPU and CUDA tests of the ops over many tensors (ops/multi_tensor.h): on a
-// device, sum_squares_all gives the bits of sum_squares per tensor added in order, and mul_all_
-// the bits of mul_ per tensor, each in one kernel call per dtype.
+// Shared by the CPU and CUDA tests of the ops over many tensors (ops/multi_tensor.h) and of the
+// loss scaler's unscale: on a device, sum_squares_all gives the bits of sum_squares per tensor
+// added in order, mul_all_ the bits of mul_ per tensor, and GradScaler::unscale the bits and the
+// flag of amp_unscale per tensor, each in one kernel call per dtype.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <vector>
 
 #include "counting_tape.h"
 #include "expect_error.h"
 #include "graph/graph_test_util.h"
+#include "trireme/amp/grad_scaler.h"
 #include "trireme/autograd/grad_mode.h"
+#include "trireme/kernels/amp.h"
+#include "trireme/kernels/registry.h"
 #include "trireme/ops/copy.h"
 #include "trireme/ops/elementwise.h"
 #include "trireme/ops/factory.h"
@@ -86,6 +92,36 @@ inline void expect_mul_all_matches_mul(Device dev) {
   leaf[0].set_requires_grad(true);
   autograd::GradModeGuard grad_on(true);
   expect_error([&] { mul_all_(leaf, 2.0); }, {"mul_all_: an in-place write to a tensor that requires grad"});
+}
+
+inline void expect_unscale_matches_amp_unscale_per_tensor(Device dev) {
+  for (int inject = 0; inject < 3; ++inject) {  // none, an inf, a NaN (in a later tensor)
+    auto make = [&] {
+      std::vector<Tensor> grads = random_tensors(dev, {0, 3, 70001, 8192}, DType::f32, 61);
+      for (const Tensor& g : random_tensors(dev, {513, 2}, DType::f16, 71)) grads.push_back(g);
+      grads.push_back(transpose(to_device(random_tensor({5, 3}, 81), dev), 0, 1).detach());  // a strided view
+      if (inject > 0) {
+        Tensor slot = narrow(grads[2], 0, 65600, 1);
+        copy_(slot, full({1}, inject == 1 ? std::numeric_limits<double>::infinity() : NAN, DType::f32, dev));
+      }
+      return grads;
+    };
+    std::vector<Tensor> one_by_one = make(), together = make();
+    Tensor flag = zeros({1}, DType::f32, dev);
+    for (Tensor& g : one_by_one) {
+      Tensor c = contiguous(g);
+      find_kernel<AmpUnscaleKernel>("amp_unscale", dev, g.dtype())(c, flag, 1.0 / 1024.0);
+      copy_(g, c);
+    }
+    amp::GradScaler scaler({.init_scale = 1024.0});
+    CountingTape tape;
+    scaler.unscale(together);
+    EXPECT_EQ(tape.calls["amp_unscale_many"], 2) << "f32 and f16";
+    EXPECT_EQ(tape.calls["amp_unscale"], 1) << "the view";
+    for (size_t i = 0; i < together.size(); ++i) EXPECT_TRUE(bitwise_equal(together[i], one_by_one[i])) << i;
+    EXPECT_TRUE(bitwise_equal(scaler.found_inf(), flag)) << "inject " << inject;
+    EXPECT_EQ(to_device(flag, Device::cpu()).item(), inject > 0 ? 1.0 : 0.0);
+  }
 }
 
 }  // namespace trireme::testing

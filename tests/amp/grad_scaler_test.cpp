@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "multi_tensor_check.h"
 #include "trireme/amp/grad_scaler.h"
 #include "trireme/ops/copy.h"
 #include "trireme/ops/factory.h"
@@ -36,6 +37,12 @@ TEST(GradScaler, UnscaleDividesEveryDtypeAndFlagsNothingWhenFinite) {
   EXPECT_TRUE(scaler.update());
   EXPECT_EQ(scaler.skipped_steps(), 0);
   EXPECT_EQ(scaler.scale_value(), 1024.0);
+}
+
+// Eagerly the contiguous gradients of each dtype take one amp_unscale_many call, with the bits and
+// the flag of amp_unscale per gradient.
+TEST(GradScaler, UnscaleIsOneCallPerDtypeWithTheBitsOfOnePerGradient) {
+  testing::expect_unscale_matches_amp_unscale_per_tensor(Device::cpu());
 }
 
 TEST(GradScaler, InfSkipsTheStepAndHalvesTheScale) {

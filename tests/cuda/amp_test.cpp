@@ -1,7 +1,8 @@
 // Mixed precision on one GPU: the amp_unscale kernel against the CPU kernel (values and the
-// inf/NaN flag, every dtype), accumulate_widening against the CPU kernel, and a short GPT training
-// under CUDA autocast (bf16, and f16 with the loss scaler) with f32 master weights that tracks the
-// CPU f32 run.
+// inf/NaN flag, every dtype), the scaler's unscale of many gradients in one launch against one per
+// gradient, accumulate_widening against the CPU kernel, and a short GPT training under CUDA
+// autocast (bf16, and f16 with the loss scaler) with f32 master weights that tracks the CPU f32
+// run.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +11,7 @@
 
 #include "amp_tiny_gpt.h"
 #include "cuda_test_util.h"
+#include "multi_tensor_check.h"
 #include "trireme/amp/autocast.h"
 #include "trireme/amp/grad_scaler.h"
 #include "trireme/kernels/amp.h"
@@ -44,6 +46,11 @@ TEST(CudaAmp, UnscaleMatchesTheCpuKernel) {
       EXPECT_EQ(flag_cpu.to_vector<float>()[0], inject > 0 ? 1.0f : 0.0f) << what;
     }
   }
+}
+
+TEST(CudaAmp, UnscaleOfManyGradientsIsOneLaunchPerDtypeWithTheBitsOfOnePerGradient) {
+  TRIREME_REQUIRE_GPU();
+  testing::expect_unscale_matches_amp_unscale_per_tensor(Device::cuda(0));
 }
 
 // A 16-bit gradient added into an f32 one: each element's sum is one f32 addition of an exact

@@ -2,9 +2,11 @@
 #include "trireme/amp/grad_scaler.h"
 
 #include <cmath>
+#include <vector>
 
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/kernels/amp.h"
+#include "trireme/kernels/recording.h"
 #include "trireme/kernels/registry.h"
 #include "trireme/ops/copy.h"
 #include "trireme/ops/elementwise.h"
@@ -33,12 +35,23 @@ Tensor GradScaler::scale(const Tensor& loss) const {
 void GradScaler::unscale(const std::vector<Tensor>& grads) {
   NoGradGuard no_grad;
   const double inv = 1.0 / scale_;
+  // Eagerly, the contiguous gradients of each dtype in one call; a traced step keeps a call per
+  // gradient, whose inverse scale it refreshes before each replay.
+  const bool traced = recording_for_replay();
+  std::vector<std::vector<Tensor*>> by_dtype(kNumDTypes);
+  std::vector<Tensor> contiguous_grads;  // what by_dtype points into
+  contiguous_grads.reserve(grads.size());
   for (const Tensor& g : grads) {
     if (!g.defined()) continue;
     TRIREME_CHECK(is_floating(g.dtype()), "GradScaler.unscale: gradient ", g.sizes(), " is ", g.dtype());
     if (!found_inf_.defined()) found_inf_ = zeros({1}, DType::f32, g.device());
     TRIREME_CHECK(g.device() == found_inf_.device(), "GradScaler.unscale: gradients on ", found_inf_.device(),
                   " and ", g.device(), "; one scaler handles the gradients of one device");
+    if (!traced && g.is_contiguous()) {
+      contiguous_grads.push_back(g);  // shares g's storage: the kernel writes the gradient itself
+      by_dtype[size_t(g.dtype())].push_back(&contiguous_grads.back());
+      continue;
+    }
     auto kernel = find_kernel<AmpUnscaleKernel>("amp_unscale", g.device(), g.dtype());
     // In a traced step the inverse scale is an argument refreshed before each replay.
     refresh_next_kernel_call<AmpUnscaleKernel>(
@@ -53,6 +66,11 @@ void GradScaler::unscale(const std::vector<Tensor>& grads) {
       Tensor dst = g;
       copy_(dst, c);
     }
+  }
+  for (size_t d = 0; d < by_dtype.size(); ++d) {
+    if (by_dtype[d].empty()) continue;
+    find_kernel<AmpUnscaleManyKernel>("amp_unscale_many", found_inf_.device(), DType(d))(by_dtype[d], found_inf_, inv);
+    for (Tensor* g : by_dtype[d]) g->bump_version();
   }
 }
 

@@ -2,6 +2,8 @@
 // a 16-bit gradient added into an f32 one.
 #pragma once
 
+#include <span>
+
 #include "trireme/core/tensor.h"
 
 namespace trireme {
@@ -11,6 +13,9 @@ namespace trireme {
 // gradients, read with one host sync at the end). grad is contiguous; found_inf is a
 // one-element f32 tensor on grad's device. Registered by grad's dtype.
 using AmpUnscaleKernel = void (*)(Tensor& grad, Tensor& found_inf, double inv_scale);
+// amp_unscale of many gradients (contiguous, of one dtype and device) in one call: on a GPU one
+// launch, where a call per gradient costs the host a launch each. The same bits and flag.
+using AmpUnscaleManyKernel = void (*)(std::span<Tensor* const> grads, Tensor& found_inf, double inv_scale);
 
 // In place: acc[i] += f32(incoming[i]), the bits of casting incoming to f32 and adding (the cast
 // is exact): a weight's 16-bit gradient under autocast, accumulated into its f32 .grad in one

@@ -5,6 +5,7 @@
 
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/kernels/optim.h"
+#include "trireme/kernels/recording.h"
 #include "trireme/kernels/reduce.h"
 #include "trireme/kernels/registry.h"
 #include "trireme/ops/copy.h"
@@ -14,13 +15,6 @@
 
 namespace trireme {
 namespace {
-
-// Whether this thread's kernel calls are recorded to run again (a trace), rather than run or only
-// watched: a traced step keeps a call per tensor, which its passes can fuse and refresh.
-bool traced() {
-  KernelTape* tape = active_kernel_tape();
-  return tape && !tape->in_kernel() && tape->records_for_replay();
-}
 
 void check_tensors(const char* op, std::span<const Tensor> xs, Device device) {
   for (const Tensor& x : xs) {
@@ -36,7 +30,7 @@ void check_tensors(const char* op, std::span<const Tensor> xs, Device device) {
 Tensor sum_squares_all(std::span<const Tensor> xs, Device device) {
   check_tensors("sum_squares_all", xs, device);
   if (xs.empty()) return zeros({}, DType::f64, device);
-  bool one_call = !traced();
+  bool one_call = !recording_for_replay();
   for (const Tensor& x : xs) one_call = one_call && x.dtype() == xs[0].dtype() && x.is_contiguous();
   if (!one_call) {
     Tensor total = zeros({}, DType::f64, device);
@@ -61,7 +55,7 @@ void mul_all_(std::span<Tensor> xs, const Tensor& factor) {
   TRIREME_CHECK(factor.defined() && factor.numel() == 1 && factor.dtype() == DType::f64 && factor.device() == device,
                 "mul_all_: the factor must be one f64 element on ", device, ", got ", factor.str());
   const Tensor f = contiguous(factor);
-  if (traced()) {
+  if (recording_for_replay()) {
     std::vector<Tensor> factor_as(kNumDTypes);  // the factor in each dtype, cast once, as a scalar view
     for (Tensor& x : xs) {
       TRIREME_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64, "mul_all_: a traced ", x.dtype(),
@@ -95,7 +89,7 @@ void mul_all_(std::span<Tensor> xs, const Tensor& factor) {
 
 void mul_all_(std::span<Tensor> xs, double s) {
   if (xs.empty()) return;
-  if (traced()) {
+  if (recording_for_replay()) {
     for (Tensor& x : xs) mul_(x, s);
     return;
   }

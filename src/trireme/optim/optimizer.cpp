@@ -5,6 +5,7 @@
 
 #include "trireme/autograd/grad_mode.h"
 #include "trireme/kernels/kernel_tape.h"
+#include "trireme/kernels/recording.h"
 #include "trireme/ops/copy.h"
 #include "trireme/ops/elementwise.h"
 
@@ -30,7 +31,7 @@ void Optimizer::step() {
   // A traced step's replays count their steps too (the updates' bias corrections read the count).
   KernelTape* tape = active_kernel_tape();
   if (tape && !tape->in_kernel()) tape->on_replay([this] { ++step_count_; });
-  const bool traced = tape && tape->records_for_replay();
+  const bool traced = recording_for_replay();
   std::vector<ParamUpdate> updates;
   for (auto& [name, p] : params_) {
     const Tensor& g = p.grad();

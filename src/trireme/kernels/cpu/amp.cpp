@@ -1,4 +1,5 @@
-// CPU mixed-precision kernels: amp_unscale (multiply by 1/scale, flag inf/NaN), parallel over
+// CPU mixed-precision kernels: amp_unscale (multiply by 1/scale, flag inf/NaN; of one gradient or
+// many), parallel over
 // blocks of elements, each block keeping its own flag and setting the shared one once; and
 // accumulate_widening.
 #include <atomic>
@@ -30,6 +31,11 @@ void amp_unscale_cpu(Tensor& grad, Tensor& found_inf, double inv_scale) {
 }
 
 template <class T>
+void amp_unscale_many_cpu(std::span<Tensor* const> grads, Tensor& found_inf, double inv_scale) {
+  for (Tensor* g : grads) amp_unscale_cpu<T>(*g, found_inf, inv_scale);
+}
+
+template <class T>
 void accumulate_widening_cpu(Tensor& acc, const Tensor& incoming) {
   float* a = acc.data<float>();
   const T* g = incoming.data<T>();
@@ -45,6 +51,8 @@ TRIREME_REGISTER_KERNELS(cpu_amp) {
                                                              []<class T>() { return &accumulate_widening_cpu<T>; });
   registry.add_each<AmpUnscaleKernel, double, float, bf16_t, f16_t>("amp_unscale", DeviceType::cpu,
                                                                     []<class T>() { return &amp_unscale_cpu<T>; });
+  registry.add_each<AmpUnscaleManyKernel, double, float, bf16_t, f16_t>(
+      "amp_unscale_many", DeviceType::cpu, []<class T>() { return &amp_unscale_many_cpu<T>; });
 }
 
 }  // namespace trireme::cpu

@@ -1,10 +1,11 @@
-// CUDA mixed-precision kernels: amp_unscale and accumulate_widening, the twins of
-// kernels/cpu/amp.cpp. amp_unscale's flag is written on the device (every writer stores 1, so the
+// CUDA mixed-precision kernels: amp_unscale (of one gradient or many) and accumulate_widening,
+// the twins of kernels/cpu/amp.cpp. amp_unscale's flag is written on the device (every writer stores 1, so the
 // race is benign): no host round trip per tensor.
 #include <cmath>
 
 #include "trireme/kernels/amp.h"
 #include "trireme/kernels/cuda/launch.cuh"
+#include "trireme/kernels/cuda/scale_many.cuh"
 #include "trireme/kernels/registry.h"
 
 namespace trireme::cuda_kernels {
@@ -33,6 +34,13 @@ void amp_unscale_cuda(Tensor& grad, Tensor& found_inf, double inv_scale) {
   TRIREME_CUDA_CHECK_LAUNCH();
 }
 
+// Many gradients in one launch (scale_many.cuh): the same operations per element as
+// amp_unscale_kernel, so the same bits and flag.
+template <class T>
+void amp_unscale_many_cuda(std::span<Tensor* const> grads, Tensor& found_inf, double inv_scale) {
+  launch_scale_many<T>(grads, nullptr, inv_scale, found_inf.data<float>());
+}
+
 template <class D>
 __global__ void accumulate_widening_kernel(float* acc, const D* g, int64_t n) {
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
@@ -56,6 +64,8 @@ TRIREME_REGISTER_KERNELS(cuda_amp) {
                                                              []<class T>() { return &accumulate_widening_cuda<T>; });
   registry.add_each<AmpUnscaleKernel, double, float, bf16_t, f16_t>("amp_unscale", DeviceType::cuda,
                                                                     []<class T>() { return &amp_unscale_cuda<T>; });
+  registry.add_each<AmpUnscaleManyKernel, double, float, bf16_t, f16_t>(
+      "amp_unscale_many", DeviceType::cuda, []<class T>() { return &amp_unscale_many_cuda<T>; });
 }
 
 }  // namespace trireme::cuda_kernels

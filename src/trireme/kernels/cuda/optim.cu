@@ -8,9 +8,9 @@
 #include <span>
 #include <vector>
 
-#include "trireme/kernels/cuda/block_table.cuh"
 #include "trireme/kernels/cuda/launch.cuh"
 #include "trireme/kernels/cuda/math.cuh"
+#include "trireme/kernels/cuda/scale_many.cuh"
 #include "trireme/kernels/cuda/vector_map.cuh"
 #include "trireme/kernels/optim.h"
 #include "trireme/kernels/registry.h"
@@ -238,57 +238,10 @@ void adamw_multi_cuda(std::span<const AdamWUpdate> updates) {
   launch();
 }
 
-// ---- gradient clipping's scale of many tensors in one launch ----
-//
-// A block per chunk of kScaleChunk elements of one tensor; the launch's tensors are a table in the
-// kernel's parameters, each with the index of its first chunk, and a block finds its tensor by
-// binary search. A call of more tensors than a table holds takes a few launches.
-constexpr int64_t kScaleChunk = 8 * kBlock;
-
-template <class D>
-struct ScaleTable {
-  static constexpr int kTensors = 640;
-  D* x[kTensors];
-  int64_t n[kTensors];
-  int64_t first[kTensors + 1];  // tensor k's chunks are blocks [first[k], first[k + 1])
-  const double* factor;
-  int tensors;
-};
-
-template <class D>
-__global__ void __launch_bounds__(kBlock) scale_many_kernel(const __grid_constant__ ScaleTable<D> t) {
-  using A = dacc_t<D>;
-  const int64_t b = blockIdx.x;
-  const int k = tensor_of_block(t.first, t.tensors, b);
-  const A f = A(*t.factor);
-  D* x = t.x[k];
-  const int64_t begin = (b - t.first[k]) * kScaleChunk, end = min(t.n[k], begin + kScaleChunk);
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) x[i] = from_acc<D>(to_acc(x[i]) * f);
-}
-
+// Gradient clipping's scale of many tensors in one launch (scale_many.cuh).
 template <class T>
 void scale_many_cuda(std::span<Tensor* const> tensors, const Tensor& factor) {
-  using D = device_t<T>;
-  using Table = ScaleTable<D>;
-  static_assert(sizeof(Table) <= 32000, "a kernel's parameters are at most 32764 bytes");
-  if (tensors.empty()) return;
-  LaunchContext ctx(*tensors[0]);
-  auto table = std::make_unique<Table>();
-  for (size_t k0 = 0; k0 < tensors.size(); k0 += Table::kTensors) {
-    Table& t = *table;
-    t.factor = factor.data<double>();
-    t.tensors = int(std::min<size_t>(Table::kTensors, tensors.size() - k0));
-    t.first[0] = 0;
-    for (int k = 0; k < t.tensors; ++k) {
-      Tensor& x = *tensors[k0 + size_t(k)];
-      t.x[k] = dptr<T>(x);
-      t.n[k] = x.numel();
-      t.first[k + 1] = t.first[k] + (t.n[k] + kScaleChunk - 1) / kScaleChunk;
-    }
-    if (t.first[t.tensors] == 0) continue;  // only empty tensors
-    scale_many_kernel<D><<<unsigned(t.first[t.tensors]), kBlock, 0, ctx.stream>>>(t);
-    TRIREME_CUDA_CHECK_LAUNCH();
-  }
+  launch_scale_many<T>(tensors, factor.data<double>(), 0.0, nullptr);
 }
 
 }  // namespace
