@@ -42,13 +42,6 @@ ReducePlan plan_reduce(const Tensor& in, const Tensor& out) {
   return p;
 }
 
-// Rows of the reduced elements (contiguous or not), each cut into `pieces` pieces of `piece`
-// consecutive elements: one block per piece, threads striding over it adding term(element) in A,
-// then a tree in shared memory; store(row, out_offset, piece_index, total). With one piece per
-// row it is the sum of each row, one block per output. A few long rows (a whole tensor's sum, the
-// gradient norm's squares) take many pieces, since one block per row would leave all but a few
-// of the GPU's multiprocessors idle; launch_row_sums then adds the pieces' totals. The pieces
-// depend only on the shape, so results are the same run to run.
 // Σ term(i) over i in [begin, end) by one block: each thread adds every blockDim.x-th term from
 // begin + threadIdx.x in order, then a tree in shared memory; the total is thread 0's.
 template <class A, class Term>
@@ -65,6 +58,13 @@ __device__ __forceinline__ A block_sum(int64_t begin, int64_t end, Term term) {
   return partial[0];
 }
 
+// Rows of the reduced elements (contiguous or not), each cut into `pieces` pieces of `piece`
+// consecutive elements: one block per piece, threads striding over it adding term(element) in A,
+// then a tree in shared memory; store(row, out_offset, piece_index, total). With one piece per
+// row it is the sum of each row, one block per output. A few long rows (a whole tensor's sum)
+// take many pieces, since one block per row would leave all but a few of the GPU's
+// multiprocessors idle; launch_row_sums then adds the pieces' totals. The pieces depend only on
+// the shape, so results are the same run to run.
 template <class D, class A, class Term, class Store>
 __global__ void sum_rows_kernel(const D* x, int64_t num_red, int64_t piece, int64_t pieces, OffsetCalc<2> kept,
                                 OffsetCalc<1> red, bool red_contig, Term term, Store store) {
@@ -78,6 +78,7 @@ __global__ void sum_rows_kernel(const D* x, int64_t num_red, int64_t piece, int6
   });
   if (threadIdx.x == 0) store(row, offs[1], k, total);
 }
+
 // Pieces per row for sum_rows_kernel: about 1024 blocks in all (the H200 has 132 SMs), each piece
 // at least 8192 elements; one piece when the rows alone fill the GPU.
 inline int64_t row_pieces(int64_t num_out, int64_t num_red) {
@@ -246,9 +247,13 @@ void sum_squares_many_cuda(std::span<const Tensor* const> ins, Tensor& out) {
   }
   int64_t pieces = 0;
   for (const Tensor* in : ins) pieces += row_pieces(1, in->numel());
-  Tensor scratch = Tensor::empty({pieces + tensors}, DType::f64, out.device());
-  double* piece_sums = scratch.data<double>();
-  double* tensor_sums = piece_sums + pieces;
+  // One tensor (sum_squares) skips what adds nothing: with one piece its sum is that piece's, and
+  // its total is its sum (0 + v and a block's sum of v alone are v exactly), so it takes one
+  // launch, or two, as a traced step's call per gradient did before there were many.
+  const bool one = tensors == 1, one_piece = one && pieces == 1;
+  Tensor scratch = Tensor::empty({one_piece ? 0 : pieces + tensors}, DType::f64, out.device());
+  double* piece_sums = one_piece ? out.data<double>() : scratch.data<double>();
+  double* tensor_sums = one ? out.data<double>() : piece_sums + pieces;
   auto table = std::make_unique<Table>();
   for (int64_t k0 = 0; k0 < tensors; k0 += Table::kTensors) {
     Table& t = *table;
@@ -266,10 +271,12 @@ void sum_squares_many_cuda(std::span<const Tensor* const> ins, Tensor& out) {
     }
     squares_pieces_kernel<D><<<unsigned(t.first[t.tensors]), kBlock, 0, ctx.stream>>>(t);
     TRIREME_CUDA_CHECK_LAUNCH();
+    if (one_piece) return;
     squares_tensors_kernel<D><<<unsigned(t.tensors), kBlock, 0, ctx.stream>>>(t);
     TRIREME_CUDA_CHECK_LAUNCH();
     piece_sums += t.first[t.tensors];
   }
+  if (one) return;
   add_in_order_kernel<<<1, 1, 0, ctx.stream>>>(tensor_sums, tensors, out.data<double>());
   TRIREME_CUDA_CHECK_LAUNCH();
 }
