@@ -1,7 +1,6 @@
 // CPU mixed-precision kernels: amp_unscale (multiply by 1/scale, flag inf/NaN; of one gradient or
-// many), parallel over
-// blocks of elements, each block keeping its own flag and setting the shared one once; and
-// accumulate_widening.
+// many), parallel over blocks of elements, each block keeping its own flag and setting the shared
+// one once; and accumulate_widening.
 #include <atomic>
 #include <cmath>
 

@@ -1,6 +1,6 @@
 // CUDA mixed-precision kernels: amp_unscale (of one gradient or many) and accumulate_widening,
-// the twins of kernels/cpu/amp.cpp. amp_unscale's flag is written on the device (every writer stores 1, so the
-// race is benign): no host round trip per tensor.
+// the twins of kernels/cpu/amp.cpp. amp_unscale's flag is written on the device (every writer
+// stores 1, so the race is benign): no host round trip per tensor.
 #include <cmath>
 
 #include "trireme/kernels/amp.h"
@@ -11,34 +11,17 @@
 namespace trireme::cuda_kernels {
 namespace {
 
-template <class D>
-__global__ void amp_unscale_kernel(D* g, float* found_inf, int64_t n, dacc_t<D> inv_scale) {
-  const int64_t step = int64_t(gridDim.x) * blockDim.x;
-  bool bad = false;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
-    const dacc_t<D> x = to_acc(g[i]);
-    bad = bad || !isfinite(x);
-    g[i] = from_acc<D>(x * inv_scale);
-  }
-  if (bad) *found_inf = 1.0f;
+// One gradient or many in one launch (scale_many.cuh, shared with clipping's scale): each element
+// times 1/scale in its accumulation type, an inf or NaN flagged, the CPU kernel's operations.
+template <class T>
+void amp_unscale_many_cuda(std::span<Tensor* const> grads, Tensor& found_inf, double inv_scale) {
+  launch_scale_many<T>(grads, nullptr, inv_scale, found_inf.data<float>());
 }
 
 template <class T>
 void amp_unscale_cuda(Tensor& grad, Tensor& found_inf, double inv_scale) {
-  using D = device_t<T>;
-  const int64_t n = grad.numel();
-  if (n == 0) return;
-  LaunchContext ctx(grad);
-  amp_unscale_kernel<D><<<grid_for(n), kBlock, 0, ctx.stream>>>(dptr<T>(grad), found_inf.data<float>(), n,
-                                                                dacc_t<D>(inv_scale));
-  TRIREME_CUDA_CHECK_LAUNCH();
-}
-
-// Many gradients in one launch (scale_many.cuh): the same operations per element as
-// amp_unscale_kernel, so the same bits and flag.
-template <class T>
-void amp_unscale_many_cuda(std::span<Tensor* const> grads, Tensor& found_inf, double inv_scale) {
-  launch_scale_many<T>(grads, nullptr, inv_scale, found_inf.data<float>());
+  Tensor* one[] = {&grad};
+  amp_unscale_many_cuda<T>(one, found_inf, inv_scale);
 }
 
 template <class D>

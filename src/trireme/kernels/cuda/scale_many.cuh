@@ -1,7 +1,7 @@
 // Internal to the CUDA kernels: every element of many contiguous tensors multiplied by one factor,
 // in one launch. Gradient clipping's scale (optim.cu: scale_many, the factor in device memory) and
-// the f16 loss scaler's unscale (amp.cu: amp_unscale_many, the factor from the host, flagging an
-// inf or NaN as amp_unscale does). A block per chunk of kScaleChunk elements of one tensor; the
+// the f16 loss scaler's unscale (amp.cu: amp_unscale and amp_unscale_many, the factor from the
+// host, an inf or NaN flagged). A block per chunk of kScaleChunk elements of one tensor; the
 // launch's tensors are a table in the kernel's parameters (block_table.cuh), so a call of more
 // tensors than a table holds takes a few launches.
 #pragma once
