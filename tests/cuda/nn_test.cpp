@@ -58,13 +58,14 @@ TEST(CudaNn, LayerNormAndRmsNorm) {
 }
 
 // What static graphs fold into the norms (kernels/nn.h): the 16-bit edge of f32 norms in place of
-// casts, the backward's addend in place of an add; the warp and block teams with and without
+// casts, the forward's residual and the backward's addend in place of adds; the warp and block teams with and without
 // 16-byte vectors, and the block kernel of rows too long for registers.
 TEST(CudaNn, NormsWithAnEdgeOrAnAddendGiveTheBitsOfTheCallsTheyReplace) {
   TRIREME_REQUIRE_GPU();
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{21, 768}, {4100, 33}, {5, 1100}, {3, 2100}, {3, 4096}, {2, 9000}}) {
     trireme::testing::expect_norm_edges_match_casts(Device::cuda(0), rows, cols);
     trireme::testing::expect_norm_addends_match_adds(Device::cuda(0), rows, cols);
+    trireme::testing::expect_norm_residuals_match_adds(Device::cuda(0), rows, cols);
   }
 }
 

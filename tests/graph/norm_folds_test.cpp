@@ -43,11 +43,16 @@ TEST(NormEdge, ABackwardsAddendGivesTheBitsOfAnAddAfterIt) {
   trireme::testing::expect_norm_addends_match_adds(Device::cpu(), kRows, kCols);
 }
 
+TEST(NormEdge, AForwardsResidualGivesTheBitsOfTheAddBeforeIt) {
+  trireme::testing::expect_norm_residuals_match_adds(Device::cpu(), kRows, kCols);
+}
+
 TEST(NormEdge, OnlyAnF32InputTakesASixteenBitEdge) {
   const Tensor x = to_dtype(random_tensor({4, 8}, 1), DType::bf16);
   Tensor y = Tensor::empty({4, 8}, DType::f16), r = Tensor::empty({4}, DType::f32);
   try {
-    find_kernel<RmsNormKernel>("rms_norm", Device::cpu(), DType::bf16)(x, Tensor(), 1e-5, y, r);
+    Tensor no_sum;
+    find_kernel<RmsNormKernel>("rms_norm", Device::cpu(), DType::bf16)(x, Tensor(), Tensor(), 1e-5, y, no_sum, r);
     FAIL() << "a bf16 norm wrote an f16 output";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("only f32 inputs may have a bf16 or f16"), std::string::npos) << e.what();
@@ -78,7 +83,7 @@ TEST(NormFolds, AnAutocastStepLosesTheCastsAroundItsNormsAndTheAddOfTheirGradien
   EXPECT_EQ(f.nodes.size(), g.nodes.size() - 4);
   EXPECT_EQ(count_op(f, "copy"), count_op(g, "copy") - 4);
   for (const graph::Node& n : f.nodes) {
-    if (n.op == "layer_norm" || n.op == "rms_norm") EXPECT_EQ(f.values[size_t(n.args[n.op == "layer_norm" ? 3 : 2])].dtype, DType::bf16);
+    if (n.op == "layer_norm" || n.op == "rms_norm") EXPECT_EQ(f.values[size_t(n.args[n.op == "layer_norm" ? 4 : 3])].dtype, DType::bf16);
     if (n.op == "layer_norm_backward" || n.op == "rms_norm_backward") EXPECT_EQ(f.values[size_t(n.args[0])].dtype, DType::bf16);
   }
   // x's gradient sums the two norms' grad_x: the later backward takes the earlier's as its addend.
@@ -138,6 +143,61 @@ TEST(NormFolds, AResidualGradientsCastTo16BitsIsWrittenByTheNormBackwardThatMake
     EXPECT_TRUE(bitwise_equal(a[i], e[i])) << "output " << i;
     EXPECT_TRUE(bitwise_equal(e[i], eager[i])) << "output " << i;
   }
+}
+
+TEST(NormFolds, TheAddOfAResidualStreamIsWrittenByTheNormThatReadsIt) {
+  // Pre-norm residual blocks under bf16 autocast: x0 = in + p (two f32 values), then
+  // x1 = x0 + (LN_a(x0) m_a) and x2 = x1 + (RMS_b(x1) m_b), each branch's bf16 output widened by a
+  // cast before the add. LN_a takes in and p and writes x0; RMS_b takes x0 and the branch's bf16
+  // output (its cast gone too) and writes x1; x2's add has no norm after it and stays.
+  Tensor p = random_tensor({kRows, kCols}, 5).set_requires_grad(true);
+  Tensor wa = random_tensor({kCols}, 6).set_requires_grad(true), wb = random_tensor({kCols}, 7).set_requires_grad(true);
+  Tensor ma = random_tensor({kCols, kCols}, 8).set_requires_grad(true), mb = random_tensor({kCols, kCols}, 9).set_requires_grad(true);
+  const std::vector<Tensor*> params = {&p, &wa, &wb, &ma, &mb};
+  graph::StepFn step = [&](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+    Tensor loss;
+    {
+      amp::AutocastGuard autocast(DeviceType::cpu, DType::bf16);
+      Tensor x0 = add(in[0], p);
+      Tensor x1 = add(x0, matmul(layer_norm(x0, wa, Tensor()), ma));
+      Tensor x2 = add(x1, matmul(rms_norm(x1, wb), mb));
+      loss = sum(mul(x2, x2));
+    }
+    return trireme::testing::backward_loss_and_take_grads(loss, params);
+  };
+  const graph::Graph g = graph::eliminate_dead_code(graph::trace(step, {random_tensor({kRows, kCols}, 11)}).graph);
+  const graph::Graph before = graph::fold_norm_casts(g);
+  const graph::Graph after = graph::fold_norm_residual_adds(before);
+  EXPECT_EQ(after.nodes.size(), before.nodes.size() - 3);
+  EXPECT_EQ(count_op(after, "add"), count_op(before, "add") - 2);
+  EXPECT_EQ(count_op(after, "copy"), count_op(before, "copy") - 1);
+  for (const graph::Node& n : after.nodes) {
+    if (n.op != "layer_norm" && n.op != "rms_norm") continue;
+    const size_t y = n.op == "layer_norm" ? 4 : 3;
+    ASSERT_GE(n.args[1], 0) << n.op << " has no residual";
+    ASSERT_GE(n.args[y + 1], 0) << n.op << " writes no sum";
+    EXPECT_EQ(after.values[size_t(n.args[1])].dtype, n.op == "layer_norm" ? DType::f32 : DType::bf16) << n.op;
+  }
+  EXPECT_TRUE(graph::plan_conflicts(after, graph::plan_memory(after)).empty());
+  const Tensor in = random_tensor({kRows, kCols}, 12);
+  std::vector<Tensor> a = graph::Executable(before).run({in}), e = graph::Executable(after).run({in}), eager = step({in});
+  ASSERT_EQ(a.size(), e.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(bitwise_equal(a[i], e[i])) << "output " << i;
+    EXPECT_TRUE(bitwise_equal(e[i], eager[i])) << "output " << i;
+  }
+}
+
+TEST(NormFolds, AResidualSumReadBeforeItsNormKeepsItsAdd) {
+  Tensor w = random_tensor({kCols}, 6);
+  graph::StepFn step = [&](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+    Tensor x = add(in[0], in[1]);
+    Tensor twice = mul(x, 2.0);  // x is read before the norm
+    return {layer_norm(x, w, Tensor()), twice};
+  };
+  const graph::Graph g =
+      graph::eliminate_dead_code(graph::trace(step, {random_tensor({kRows, kCols}, 1), random_tensor({kRows, kCols}, 2)}).graph);
+  EXPECT_EQ(graph::fold_norm_residual_adds(g).nodes.size(), g.nodes.size());
 }
 
 TEST(NormFolds, AnF32NormWhoseOutputIsAlsoReadElsewhereKeepsItsCast) {

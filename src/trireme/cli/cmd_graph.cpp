@@ -65,7 +65,8 @@ int run_graph(const Options& opt, const io::TrainConfig& tc) {
   unfused.multi_tensor_adamw = false;
   const graph::Graph dce2 = graph::optimize(traced, unfused);
   const graph::Graph folded_casts = graph::fold_norm_casts(dce2);
-  const graph::Graph folded_adds = graph::fold_norm_gradient_adds(folded_casts);
+  const graph::Graph folded_residuals = graph::fold_norm_residual_adds(folded_casts);
+  const graph::Graph folded_adds = graph::fold_norm_gradient_adds(folded_residuals);
   const graph::Graph folded = graph::fold_norm_gradient_casts(folded_adds);
   const graph::Graph folded_gelu = graph::fold_gelu_into_gemms(folded);
   const graph::Graph fused = graph::fuse_elementwise(folded_gelu);
@@ -86,6 +87,7 @@ int run_graph(const Options& opt, const io::TrainConfig& tc) {
   std::printf("  after common subexpressions     %6zu\n", cse.nodes.size());
   std::printf("  after dead-code elimination     %6zu\n", dce2.nodes.size());
   std::printf("  casts folded into norms         %6zu\n", folded_casts.nodes.size());
+  std::printf("  residual adds folded into norms %6zu\n", folded_residuals.nodes.size());
   std::printf("  gradient adds folded into norms %6zu\n", folded_adds.nodes.size());
   std::printf("  gradient casts folded into norms%6zu\n", folded.nodes.size());
   std::printf("  GELU folded into GEMMs          %6zu\n", folded_gelu.nodes.size());

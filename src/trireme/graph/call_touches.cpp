@@ -35,6 +35,13 @@ int CallTouches::only_writer_before(int v, int call) const {
   return t[0].first;
 }
 
+int CallTouches::first_writer(int v) const {
+  const int buffer = value(v).buffer;
+  const auto& t = touching_[size_t(buffer)];
+  if (g_.buffers[size_t(buffer)].kind != BufferKind::intermediate || t.empty() || !t[0].second) return -1;
+  return t[0].first;
+}
+
 int CallTouches::next_reader_of_own_write(int v, int call) const {
   const int buffer = value(v).buffer;
   const auto& t = touching_[size_t(buffer)];

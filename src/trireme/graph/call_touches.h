@@ -20,6 +20,9 @@ class CallTouches {
   // The call before `call` that writes the buffer of v, when v's buffer is an intermediate that
   // exactly these two calls touch, and `call` only reads; else -1.
   int only_writer_before(int v, int call) const;
+  // The first call that touches the buffer of v, when v's buffer is an intermediate and that call
+  // writes it; else -1.
+  int first_writer(int v) const;
   // The first call after `call` that touches the buffer of v, when v's buffer is an intermediate
   // that `call` is the first to touch and writes, and no later call writes; else -1.
   int next_reader_of_own_write(int v, int call) const;

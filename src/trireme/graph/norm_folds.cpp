@@ -17,10 +17,11 @@ bool is_kernel(const Node& n, std::type_index kernel) { return n.kernel_type == 
 // The index among a norm call's tensor arguments of its output, in the order of the kernel
 // signatures (kernels/nn.h); -1 for any other call.
 int norm_output_arg(const Node& n) {
-  if (is_kernel(n, typeid(LayerNormKernel))) return 3;  // x, weight, bias, y, mean, rstd
-  if (is_kernel(n, typeid(RmsNormKernel))) return 2;    // x, weight, y, rstd
+  if (is_kernel(n, typeid(LayerNormKernel))) return 4;  // x, residual, weight, bias, y, sum, mean, rstd
+  if (is_kernel(n, typeid(RmsNormKernel))) return 3;    // x, residual, weight, y, sum, rstd
   return -1;
 }
+constexpr size_t kNormResidualArg = 1;  // a forward's residual; its sum follows y
 // For a norm backward, the index of its addend (grad_x follows it); -1 for any other call.
 int norm_backward_addend_arg(const Node& n) {
   if (is_kernel(n, typeid(LayerNormBackwardKernel))) return 5;  // grad, x, weight, mean, rstd, addend, grad_x, grad_x_edge, ...
@@ -69,6 +70,58 @@ Graph fold_norm_casts(const Graph& g) {
       n.read_versions[0] = cast.read_versions[0];
       dropped[size_t(c)] = true;
     }
+  }
+  return without_dropped(g, std::move(nodes), dropped);
+}
+
+Graph fold_norm_residual_adds(const Graph& g) {
+  const CallTouches touches(g);
+  std::vector<Node> nodes = g.nodes;
+  std::vector<bool> dropped(nodes.size(), false);
+  for (int i = 0; i < int(nodes.size()); ++i) {
+    Node& n = nodes[size_t(i)];
+    const int iy = norm_output_arg(n);
+    if (iy < 0 || n.args[0] < 0 || n.args[kNormResidualArg] >= 0 || n.args[size_t(iy) + 1] >= 0) continue;
+    // add(a, b) -> x -> norm, and perhaps cast(16-bit) -> a or b
+    const int a = touches.first_writer(n.args[0]);
+    if (a < 0 || a >= i || !is_add(g.nodes[size_t(a)]) || touches.next_reader_of_own_write(n.args[0], a) != i) continue;
+    const Node& add = g.nodes[size_t(a)];
+    const Value &x = touches.value(n.args[0]), &out = touches.value(add.args[2]);
+    if (!same_view(out, x) || !is_contiguous(out)) continue;
+    auto plain_operand = [&](int k) {
+      const Value& o = touches.value(add.args[size_t(k)]);
+      return o.dtype == out.dtype && o.sizes == out.sizes && is_contiguous(o) && o.buffer != out.buffer &&
+             !touches.touched_between(add.args[size_t(k)], a, i, true);
+    };
+    // The cast that wrote operand k from a value of y's 16-bit dtype for this add alone; else -1.
+    const DType y_dtype = touches.value(n.args[size_t(iy)]).dtype;
+    auto widening_cast = [&](int k) {
+      const int c = touches.only_writer_before(add.args[size_t(k)], a);
+      if (c < 0 || !sixteen_bit(y_dtype) || !is_cast(g.nodes[size_t(c)])) return -1;
+      const Node& cast = g.nodes[size_t(c)];
+      const Value& in = touches.value(cast.args[0]);
+      const bool ok = same_view(touches.value(cast.args[1]), touches.value(add.args[size_t(k)])) && in.dtype == y_dtype &&
+                      in.sizes == out.sizes && is_contiguous(in) && !touches.touched_between(cast.args[0], c, i, true);
+      return ok ? c : -1;
+    };
+    int kr = 1, cast = widening_cast(1);
+    if (cast < 0 && (cast = widening_cast(0)) >= 0) kr = 0;
+    const int kx = 1 - kr;
+    if (!plain_operand(kx) || (cast < 0 && !plain_operand(kr))) continue;
+    if (touches.value(add.args[size_t(kx)]).buffer == touches.value(add.args[size_t(kr)]).buffer) continue;
+    n.args[0] = add.args[size_t(kx)];
+    n.read_versions[0] = add.read_versions[size_t(kx)];
+    if (cast >= 0) {
+      n.args[kNormResidualArg] = g.nodes[size_t(cast)].args[0];
+      n.read_versions[kNormResidualArg] = g.nodes[size_t(cast)].read_versions[0];
+      dropped[size_t(cast)] = true;
+    } else {
+      n.args[kNormResidualArg] = add.args[size_t(kr)];
+      n.read_versions[kNormResidualArg] = add.read_versions[size_t(kr)];
+    }
+    n.args[size_t(iy) + 1] = add.args[2];
+    n.read_versions[size_t(iy) + 1] = add.read_versions[2];
+    dropped[size_t(a)] = true;
   }
   return without_dropped(g, std::move(nodes), dropped);
 }

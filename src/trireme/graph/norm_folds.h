@@ -4,7 +4,9 @@
 //   - Under bf16/f16 autocast a norm runs in f32 and the linear after it casts its output to 16
 //     bits in a kernel of its own; in the backward, the cast's gradient widens the 16-bit gradient
 //     to an f32 copy that only the norm's backward reads.
-//   - A norm's input is a residual stream: its gradient is the norm backward's grad_x plus the
+//   - A norm's input is a residual stream: the add of a branch's output to the stream writes the
+//     sum that the next norm then reads back (under autocast, the branch's 16-bit output widened
+//     first by a cast); its gradient is the norm backward's grad_x plus the
 //     gradient the residual path brings, added in a kernel of its own; under autocast the residual
 //     branch's 16-bit backward then reads that gradient cast to 16 bits, by a kernel of its own.
 #pragma once
@@ -21,6 +23,14 @@ namespace trireme::graph {
 // when no call in between touches the cast's output (forward) or writes its input (backward).
 // Pinned calls and calls with per-replay arguments stay as they are.
 Graph fold_norm_casts(const Graph& g);
+
+// Rewrites a norm whose input x is written by an add of two contiguous values of its shape and the
+// norm is the add's first reader (and nothing writes x later): the norm takes the add's operands as
+// x and residual and writes the add's output as its sum, and the add is gone. When one operand is
+// written, for this add alone, by a cast from a contiguous value of the norm's 16-bit output dtype,
+// that value is the residual and the cast is gone too. Neither operand may be written between the
+// add and the norm. Run after fold_norm_casts, which gives the norm its 16-bit output.
+Graph fold_norm_residual_adds(const Graph& g);
 
 // Rewrites a norm backward whose grad_x, an intermediate nothing else touches, is read only by an
 // add with another contiguous value of its shape and dtype into a new contiguous output: the

@@ -30,9 +30,22 @@ void dispatch_norm_edge(const char* op, DType edge, Fn&& fn) {  // fn<E>() with 
   }
   TRIREME_FAIL(op, ": a ", dtype_v<T>, " input with a ", edge, " edge tensor (only f32 inputs may have a bf16 or f16 one)");
 }
+// A forward's residual, when defined, is added to x before the norm, as the add kernel adds it, and
+// the sum (x's dtype, contiguous like x) is written to `sum` and normalised: the residual stream's
+// add and the norm that reads it in one pass (graph/norm_folds.h); eager passes none. The residual
+// has x's dtype or, beside an f32 x, y's 16-bit edge dtype, widened exactly as a cast widens it.
+template <class T, class E, class Fn>
+void dispatch_norm_residual(const char* op, const Tensor& residual, Fn&& fn) {  // fn<R>(), R the residual's type
+  if (!residual.defined() || residual.dtype() == dtype_v<T>) return fn.template operator()<T>();
+  if constexpr (!std::is_same_v<T, E>) {
+    if (residual.dtype() == dtype_v<E>) return fn.template operator()<E>();
+  }
+  TRIREME_FAIL(op, ": a ", residual.dtype(), " residual beside a ", dtype_v<T>, " input and a ", dtype_v<E>,
+               " output (it must have the input's dtype or the output's)");
+}
 // layer_norm: y = (x - mean) * rstd * w + b; mean, rstd (R) stat. weight/bias (D) may be undefined.
-using LayerNormKernel = void (*)(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
-                                 Tensor& y, Tensor& mean, Tensor& rstd);
+using LayerNormKernel = void (*)(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+                                 double eps, Tensor& y, Tensor& sum, Tensor& mean, Tensor& rstd);
 // grad (R, D). Writes grad_x (R, D); grad_weight/grad_bias (D) when defined (in x's dtype).
 // addend (R, D, x's dtype), when defined, is added to grad_x as the add kernel would add it to the
 // rounded grad_x: the gradient a residual stream accumulates (graph/norm_folds.h); eager passes none.
@@ -44,7 +57,8 @@ using LayerNormBackwardKernel = void (*)(const Tensor& grad, const Tensor& x, co
                                          Tensor& grad_x, Tensor& grad_x_edge, Tensor& grad_weight,
                                          Tensor& grad_bias);
 // rms_norm: y = x * rstd * w with rstd = 1 / sqrt(mean(x²) + eps); rstd (R) stat.
-using RmsNormKernel = void (*)(const Tensor& x, const Tensor& weight, double eps, Tensor& y, Tensor& rstd);
+using RmsNormKernel = void (*)(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps, Tensor& y,
+                               Tensor& sum, Tensor& rstd);
 using RmsNormBackwardKernel = void (*)(const Tensor& grad, const Tensor& x, const Tensor& weight,
                                        const Tensor& rstd, const Tensor& addend, Tensor& grad_x,
                                        Tensor& grad_x_edge, Tensor& grad_weight);

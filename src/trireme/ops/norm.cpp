@@ -50,7 +50,8 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   Tensor mean = Tensor::empty(stat_shape(x), stat_dtype(x.dtype()), x.device());
   Tensor rstd = Tensor::empty(stat_shape(x), stat_dtype(x.dtype()), x.device());
   op_count_memory(2 * double(x.numel()) * double(dtype_size(x.dtype())));
-  find_kernel<LayerNormKernel>("layer_norm", x.device(), x.dtype())(xc, wc, bc, eps, y, mean, rstd);
+  Tensor no_sum;
+  find_kernel<LayerNormKernel>("layer_norm", x.device(), x.dtype())(xc, Tensor(), wc, bc, eps, y, no_sum, mean, rstd);
   if (any_requires_grad({&x, &weight, &bias})) {
     const bool need_x = x.requires_grad(), need_w = weight.defined() && weight.requires_grad(),
                need_b = bias.defined() && bias.requires_grad();
@@ -77,7 +78,8 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   Tensor xc = contiguous(x.detach()), wc = contiguous_or_undefined(weight);
   Tensor y = Tensor::empty(x.sizes(), x.dtype(), x.device());
   Tensor rstd = Tensor::empty(stat_shape(x), stat_dtype(x.dtype()), x.device());
-  find_kernel<RmsNormKernel>("rms_norm", x.device(), x.dtype())(xc, wc, eps, y, rstd);
+  Tensor no_sum;
+  find_kernel<RmsNormKernel>("rms_norm", x.device(), x.dtype())(xc, Tensor(), wc, eps, y, no_sum, rstd);
   if (any_requires_grad({&x, &weight})) {
     const bool need_x = x.requires_grad(), need_w = weight.defined() && weight.requires_grad();
     record("rms_norm", {&x, &weight}, {&y},

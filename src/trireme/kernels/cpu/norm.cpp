@@ -3,11 +3,12 @@
 // next to the GEMMs around a norm, so the wider type costs little and keeps f32 statistics exact).
 // grad_weight/grad_bias sum over rows; they are computed by a column-blocked pass in which each
 // column is summed by one thread in row order, so the result does not depend on the thread count.
-// An f32 norm's y (forward) or grad (backward) may be bf16/f16 (kernels/nn.h: the edge type E), and a
-// backward may add an addend to grad_x and write a 16-bit copy of it (static graphs fold a residual
-// gradient's add and its cast into it).
+// An f32 norm's y (forward) or grad (backward) may be bf16/f16 (kernels/nn.h: the edge type E); a
+// forward may add a residual to x first and write the sum, and a backward may add an addend to grad_x
+// and write a 16-bit copy of it (static graphs fold a residual stream's adds and casts into them).
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "trireme/kernels/cpu/loops.h"
@@ -32,12 +33,35 @@ std::vector<acc_t<T>> param_or(const Tensor& p, int64_t d, acc_t<T> fill) {
   return out;
 }
 
-template <class T, class E>
-void layer_norm_cpu(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, Tensor& y,
-                    Tensor& mean, Tensor& rstd) {
+// The row the norm reads: x's, or x plus the residual R written to the sum's row, as the add
+// kernel adds a value of T and one widened from R (kernels/nn.h).
+template <class T, class R>
+const T* input_row(const T* px, const R* pres, T* psum, int64_t r, int64_t d) {
+  const T* xr = px + r * d;
+  if (!pres) return xr;
+  using A = acc_t<T>;
+  const R* rr = pres + r * d;
+  T* sr = psum + r * d;
+  for (int64_t j = 0; j < d; ++j) sr[j] = T(A(xr[j]) + A(T(rr[j])));
+  return sr;
+}
+
+// The residual's and the sum's pointers (null without a residual); the sum must be x's shape.
+template <class T, class R>
+std::pair<const R*, T*> residual_ptrs(const char* op, const Tensor& x, const Tensor& residual, Tensor& sum) {
+  if (!residual.defined()) return {nullptr, nullptr};
+  TRIREME_CHECK(sum.defined() && sum.dtype() == x.dtype() && sum.numel() == x.numel() && residual.numel() == x.numel(),
+                op, ": a residual needs a sum output of x's dtype and size");
+  return {residual.data<R>(), sum.data<T>()};
+}
+
+template <class T, class E, class R>
+void layer_norm_cpu(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias, double eps,
+                    Tensor& y, Tensor& sum, Tensor& mean, Tensor& rstd) {
   using A = acc_t<T>;
   const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
   const T* px = x.data<T>();
+  const auto [pres, psum] = residual_ptrs<T, R>("layer_norm", x, residual, sum);
   E* py = y.data<E>();
   A* pm = mean.data<A>();
   A* pr = rstd.data<A>();
@@ -45,7 +69,7 @@ void layer_norm_cpu(const Tensor& x, const Tensor& weight, const Tensor& bias, d
   const auto b = param_or<T>(bias, d, A(0));
   parallel_for(rows, 4 * d, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      const T* xr = px + r * d;
+      const T* xr = input_row(px, pres, psum, r, d);
       // Two passes over a row that sits in L1: the mean, then the centred second moment
       // (no cancellation, unlike E[x²] - E[x]² in one pass).
       double s = 0;
@@ -169,17 +193,19 @@ void layer_norm_backward_cpu(const Tensor& grad, const Tensor& x, const Tensor& 
   param_grads<T, E>(pg, px, pm, pr, rows, d, grad_weight, grad_bias);
 }
 
-template <class T, class E>
-void rms_norm_cpu(const Tensor& x, const Tensor& weight, double eps, Tensor& y, Tensor& rstd) {
+template <class T, class E, class R>
+void rms_norm_cpu(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps, Tensor& y, Tensor& sum,
+                  Tensor& rstd) {
   using A = acc_t<T>;
   const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
   const T* px = x.data<T>();
+  const auto [pres, psum] = residual_ptrs<T, R>("rms_norm", x, residual, sum);
   E* py = y.data<E>();
   A* pr = rstd.data<A>();
   const auto w = param_or<T>(weight, d, A(1));
   parallel_for(rows, 3 * d, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      const T* xr = px + r * d;
+      const T* xr = input_row(px, pres, psum, r, d);
       double ss = 0;
 #pragma omp simd reduction(+ : ss)
       for (int64_t j = 0; j < d; ++j) {
@@ -230,9 +256,13 @@ void rms_norm_backward_cpu(const Tensor& grad, const Tensor& x, const Tensor& we
 
 // The registered kernels: the edge type picked at the call.
 template <class T>
-void layer_norm_any(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, Tensor& y, Tensor& mean,
-                    Tensor& rstd) {
-  dispatch_norm_edge<T>("layer_norm", y.dtype(), [&]<class E>() { layer_norm_cpu<T, E>(x, weight, bias, eps, y, mean, rstd); });
+void layer_norm_any(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias, double eps,
+                    Tensor& y, Tensor& sum, Tensor& mean, Tensor& rstd) {
+  dispatch_norm_edge<T>("layer_norm", y.dtype(), [&]<class E>() {
+    dispatch_norm_residual<T, E>("layer_norm", residual, [&]<class R>() {
+      layer_norm_cpu<T, E, R>(x, residual, weight, bias, eps, y, sum, mean, rstd);
+    });
+  });
 }
 template <class T>
 void layer_norm_backward_any(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& mean,
@@ -243,8 +273,12 @@ void layer_norm_backward_any(const Tensor& grad, const Tensor& x, const Tensor& 
   });
 }
 template <class T>
-void rms_norm_any(const Tensor& x, const Tensor& weight, double eps, Tensor& y, Tensor& rstd) {
-  dispatch_norm_edge<T>("rms_norm", y.dtype(), [&]<class E>() { rms_norm_cpu<T, E>(x, weight, eps, y, rstd); });
+void rms_norm_any(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps, Tensor& y, Tensor& sum,
+                  Tensor& rstd) {
+  dispatch_norm_edge<T>("rms_norm", y.dtype(), [&]<class E>() {
+    dispatch_norm_residual<T, E>("rms_norm", residual,
+                                 [&]<class R>() { rms_norm_cpu<T, E, R>(x, residual, weight, eps, y, sum, rstd); });
+  });
 }
 template <class T>
 void rms_norm_backward_any(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& rstd,

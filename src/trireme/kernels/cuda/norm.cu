@@ -6,9 +6,9 @@
 // accumulate in double as on the CPU. grad_weight/grad_bias are deterministic without atomics:
 // each thread sums one column over a fixed chunk of rows into a (chunks, D) scratch, then
 // column_sum.cuh's second pass adds the chunks in order; the chunking depends only on the shape.
-// An f32 norm's y (forward) or grad (backward) may be bf16/f16 (kernels/nn.h: the edge type O or G),
-// and a backward may add an addend to grad_x and write a 16-bit copy of it (static graphs fold a
-// residual gradient's add and its cast into it).
+// An f32 norm's y (forward) or grad (backward) may be bf16/f16 (kernels/nn.h: the edge type O or G);
+// a forward may add a residual to x first and write the sum, and a backward may add an addend to
+// grad_x and write a 16-bit copy of it (static graphs fold a residual stream's adds and casts into them).
 #include <type_traits>
 
 #include "trireme/kernels/cuda/block_reduce.cuh"
@@ -26,14 +26,31 @@ __device__ __forceinline__ dacc_t<D> param_at(const D* p, int64_t j, dacc_t<D> f
   return p ? to_acc(p[j]) : fill;
 }
 
+// An add the compiler may not contract: for f32 and f64, v + addend would become an FMA with the
+// product that made v, which is not the add of the rounded v.
+__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
+// a plus b (of D, or widened exactly to D's accumulation type), rounded to D as the add kernel
+// rounds: a backward's grad_x plus its addend, a forward's x plus its residual (kernels/nn.h).
+template <class D, class R>
+__device__ __forceinline__ D add_as_kernel(D a, R b) {
+  return from_acc<D>(add_rn(to_acc(a), to_acc(b)));
+}
+
 // Centered: layer norm (y = (x - mean) * rstd * w + b); else RMS norm (y = x * rstd * w).
-template <class D, class O, bool Centered>
-__global__ void norm_forward_kernel(const D* x, const D* w, const D* b, double eps, int64_t d, O* y, dacc_t<D>* mean,
-                                    dacc_t<D>* rstd) {
+// With a residual (R), the row read is x + residual, written to sum first: each thread reads back
+// only the elements it wrote.
+template <class D, class O, class R, bool Centered>
+__global__ void norm_forward_kernel(const D* x, const R* res, const D* w, const D* b, double eps, int64_t d, O* y,
+                                    D* sum, dacc_t<D>* mean, dacc_t<D>* rstd) {
   using A = dacc_t<D>;
   __shared__ double scratch[32];
   const int64_t r = blockIdx.x;
   const D* xr = x + r * d;
+  if (res) {
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) sum[r * d + j] = add_as_kernel(xr[j], res[r * d + j]);
+    xr = sum + r * d;
+  }
   double mu = 0;
   if constexpr (Centered) {
     double s = 0;
@@ -63,16 +80,6 @@ __global__ void norm_forward_kernel(const D* x, const D* w, const D* b, double e
 template <class G, class D>
 __device__ __forceinline__ G to_edge(D v) {
   return from_acc<G>(float(to_acc(v)));
-}
-
-// grad_x plus the backward's addend (kernels/nn.h), as the add kernel adds two values of D. An
-// add the compiler may not contract: for f32 and f64, v + addend would become an FMA with the
-// product that made v, which is not the add of the rounded v.
-__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
-__device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
-template <class D>
-__device__ __forceinline__ D plus_addend(D v, D addend) {
-  return from_acc<D>(add_rn(to_acc(v), to_acc(addend)));
 }
 
 // The register-row twins of the two kernels above, for d <= Team * N: a team of Team threads
@@ -111,9 +118,9 @@ __device__ __forceinline__ Packed<D, V> param_vec(const D* p, int64_t k, dacc_t<
   return f;
 }
 
-template <class D, class O, bool Centered, int N, int V, int Team>
-__global__ void norm_forward_team_kernel(const D* x, const D* w, const D* b, double eps, int64_t rows, int64_t d, O* y,
-                                         dacc_t<D>* mean, dacc_t<D>* rstd) {
+template <class D, class O, class R, bool Centered, int N, int V, int Team>
+__global__ void norm_forward_team_kernel(const D* x, const R* res, const D* w, const D* b, double eps, int64_t rows,
+                                         int64_t d, O* y, D* sum, dacc_t<D>* mean, dacc_t<D>* rstd) {
   using A = dacc_t<D>;
   using P = Packed<D, V>;
   constexpr int NV = N / V;
@@ -130,6 +137,12 @@ __global__ void norm_forward_team_kernel(const D* x, const D* w, const D* b, dou
     const int64_t k = lane + Team * i;
     if (k < nvec) {
       v[i] = xr[k];
+      if (res) {
+        const Packed<R, V> rv = reinterpret_cast<const Packed<R, V>*>(res + r * d)[k];
+#pragma unroll
+        for (int e = 0; e < V; ++e) v[i].v[e] = add_as_kernel(v[i].v[e], rv.v[e]);
+        reinterpret_cast<P*>(sum + r * d)[k] = v[i];
+      }
 #pragma unroll
       for (int e = 0; e < V; ++e) s += double(to_acc(v[i].v[e]));
     }
@@ -213,7 +226,7 @@ __global__ void norm_backward_x_team_kernel(const G* g, const D* x, const D* w, 
     if (addend) {
       const P av = reinterpret_cast<const P*>(addend + r * d)[k];
 #pragma unroll
-      for (int e = 0; e < V; ++e) o.v[e] = plus_addend(o.v[e], av.v[e]);
+      for (int e = 0; e < V; ++e) o.v[e] = add_as_kernel(o.v[e], av.v[e]);
     }
     out[k] = o;
     if (gx_edge) {
@@ -292,7 +305,7 @@ __global__ void norm_backward_x_kernel(const G* g, const D* x, const D* w, const
   for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
     const A xhat = (to_acc(xr[j]) - m) * ri;
     const D v = from_acc<D>(ri * (to_acc(gr[j]) * param_at(w, j, A(1)) - a - xhat * c));
-    const D o = addend ? plus_addend(v, addend[r * d + j]) : v;
+    const D o = addend ? add_as_kernel(v, addend[r * d + j]) : v;
     out[j] = o;
     if (gx_edge) gx_edge[r * d + j] = to_edge<G>(o);
   }
@@ -349,25 +362,33 @@ void param_grads(const LaunchContext& ctx, const Tensor& grad, const Tensor& x, 
   if (want_b) launch_column_finish<A>(ctx.stream, pb, chunks, d, [=] __device__(int64_t j, A v) { gb[j] = from_acc<D>(v); });
 }
 
-// The host side of both norms (Centered: layer norm): T the input's element type, O the type of y.
-template <class T, class O, bool Centered>
-void norm_forward_cuda(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, Tensor& y, Tensor* mean,
-                       Tensor& rstd) {
+// The host side of both norms (Centered: layer norm): T the input's element type, O the type of y,
+// R the residual's.
+template <class T, class O, class R, bool Centered>
+void norm_forward_cuda(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias, double eps,
+                       Tensor& y, Tensor& sum, Tensor* mean, Tensor& rstd) {
   using D = device_t<T>;
   using A = dacc_t<D>;
   const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
+  const bool with_residual = residual.defined();
+  TRIREME_CHECK(!with_residual || (sum.defined() && sum.dtype() == x.dtype() && sum.numel() == x.numel() &&
+                                   residual.numel() == x.numel()),
+                Centered ? "layer_norm" : "rms_norm", ": a residual needs a sum output of x's dtype and size");
   if (rows == 0) return;
   LaunchContext ctx(y);
   const D* b = Centered ? optional_ptr<T>(bias) : nullptr;
   A* pm = Centered ? mean->data<A>() : nullptr;
-  const bool vec = rows_vectorize<D>(d, {x.data_ptr(), y.data_ptr(), optional_ptr<T>(weight), b});
+  const device_t<R>* res = with_residual ? dptr<R>(residual) : nullptr;
+  D* ps = with_residual ? dptr<T>(sum) : nullptr;
+  const bool vec = rows_vectorize<D>(d, {x.data_ptr(), y.data_ptr(), optional_ptr<T>(weight), b, res, ps});
   const bool by_team = with_team<D>(d, vec, [&](auto n, auto v, auto team) {
-    norm_forward_team_kernel<D, device_t<O>, Centered, n, v, team><<<team_grid<team>(rows), team_block<team>(), 0, ctx.stream>>>(
-        dptr<T>(x), optional_ptr<T>(weight), b, eps, rows, d, dptr<O>(y), pm, rstd.data<A>());
+    norm_forward_team_kernel<D, device_t<O>, device_t<R>, Centered, n, v, team>
+        <<<team_grid<team>(rows), team_block<team>(), 0, ctx.stream>>>(dptr<T>(x), res, optional_ptr<T>(weight), b, eps,
+                                                                         rows, d, dptr<O>(y), ps, pm, rstd.data<A>());
   });
   if (!by_team)
-    norm_forward_kernel<D, device_t<O>, Centered><<<unsigned(rows), row_block_threads(d), 0, ctx.stream>>>(
-        dptr<T>(x), optional_ptr<T>(weight), b, eps, d, dptr<O>(y), pm, rstd.data<A>());
+    norm_forward_kernel<D, device_t<O>, device_t<R>, Centered><<<unsigned(rows), row_block_threads(d), 0, ctx.stream>>>(
+        dptr<T>(x), res, optional_ptr<T>(weight), b, eps, d, dptr<O>(y), ps, pm, rstd.data<A>());
   TRIREME_CUDA_CHECK_LAUNCH();
 }
 
@@ -412,10 +433,13 @@ void norm_backward_cuda(const Tensor& grad, const Tensor& x, const Tensor& weigh
 
 // The registered kernels: the edge type (kernels/nn.h) picked at the call.
 template <class T>
-void layer_norm_cuda(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, Tensor& y, Tensor& mean,
-                     Tensor& rstd) {
-  dispatch_norm_edge<T>("layer_norm", y.dtype(),
-                        [&]<class O>() { norm_forward_cuda<T, O, true>(x, weight, bias, eps, y, &mean, rstd); });
+void layer_norm_cuda(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias, double eps,
+                     Tensor& y, Tensor& sum, Tensor& mean, Tensor& rstd) {
+  dispatch_norm_edge<T>("layer_norm", y.dtype(), [&]<class O>() {
+    dispatch_norm_residual<T, O>("layer_norm", residual, [&]<class R>() {
+      norm_forward_cuda<T, O, R, true>(x, residual, weight, bias, eps, y, sum, &mean, rstd);
+    });
+  });
 }
 
 template <class T>
@@ -428,10 +452,14 @@ void layer_norm_backward_cuda(const Tensor& grad, const Tensor& x, const Tensor&
 }
 
 template <class T>
-void rms_norm_cuda(const Tensor& x, const Tensor& weight, double eps, Tensor& y, Tensor& rstd) {
+void rms_norm_cuda(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps, Tensor& y, Tensor& sum,
+                   Tensor& rstd) {
   Tensor no_bias;
-  dispatch_norm_edge<T>("rms_norm", y.dtype(),
-                        [&]<class O>() { norm_forward_cuda<T, O, false>(x, weight, no_bias, eps, y, nullptr, rstd); });
+  dispatch_norm_edge<T>("rms_norm", y.dtype(), [&]<class O>() {
+    dispatch_norm_residual<T, O>("rms_norm", residual, [&]<class R>() {
+      norm_forward_cuda<T, O, R, false>(x, residual, weight, no_bias, eps, y, sum, nullptr, rstd);
+    });
+  });
 }
 
 template <class T>
