@@ -33,6 +33,46 @@ int64_t count_op(const graph::Graph& g, const std::string& op) {
   return n;
 }
 
+// Two pre-norm residual blocks under bf16 autocast: x0 = in + p, x1 = x0 + (N_a(x0) m_a),
+// x2 = x1 + (N_b(x1) m_b), the loss sum(x2²); N_a a layer norm, N_b a layer norm or an RMS norm.
+// Each branch's bf16 output is widened by a cast before its add.
+struct TwoResidualBlocks {
+  explicit TwoResidualBlocks(bool rms_b) {
+    step = [this, rms_b](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+      Tensor loss;
+      {
+        amp::AutocastGuard autocast(DeviceType::cpu, DType::bf16);
+        Tensor x0 = add(in[0], p);
+        Tensor x1 = add(x0, matmul(layer_norm(x0, wa, Tensor()), ma));
+        Tensor x2 = add(x1, matmul(rms_b ? rms_norm(x1, wb) : layer_norm(x1, wb, Tensor()), mb));
+        loss = sum(mul(x2, x2));
+      }
+      return trireme::testing::backward_loss_and_take_grads(loss, {&p, &wa, &wb, &ma, &mb});
+    };
+  }
+  graph::Graph traced() const {
+    return graph::eliminate_dead_code(graph::trace(step, {random_tensor({kRows, kCols}, 11)}).graph);
+  }
+  Tensor p = random_tensor({kRows, kCols}, 5).set_requires_grad(true);
+  Tensor wa = random_tensor({kCols}, 6).set_requires_grad(true), wb = random_tensor({kCols}, 7).set_requires_grad(true);
+  Tensor ma = random_tensor({kCols, kCols}, 8).set_requires_grad(true);
+  Tensor mb = random_tensor({kCols, kCols}, 9).set_requires_grad(true);
+  graph::StepFn step;
+};
+
+// A fold keeps the bits: `after` runs to the outputs of `before` and of the eager step, and its
+// memory plan has no conflicts.
+void expect_fold_keeps_the_bits(const graph::Graph& before, const graph::Graph& after, const graph::StepFn& step) {
+  EXPECT_TRUE(graph::plan_conflicts(after, graph::plan_memory(after)).empty());
+  const Tensor in = random_tensor({kRows, kCols}, 12);
+  std::vector<Tensor> a = graph::Executable(before).run({in}), e = graph::Executable(after).run({in}), eager = step({in});
+  ASSERT_EQ(a.size(), e.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(bitwise_equal(a[i], e[i])) << "output " << i;
+    EXPECT_TRUE(bitwise_equal(e[i], eager[i])) << "output " << i;
+  }
+}
+
 }  // namespace
 
 TEST(NormEdge, SixteenBitEdgesGiveTheBitsOfTheF32NormBesideACast) {
@@ -94,36 +134,14 @@ TEST(NormFolds, AnAutocastStepLosesTheCastsAroundItsNormsAndTheAddOfTheirGradien
     EXPECT_TRUE(graph::plan_conflicts(*h, graph::plan_memory(*h)).empty());
     EXPECT_LT(graph::plan_memory(*h).intermediate_bytes, graph::plan_memory(g).intermediate_bytes);
   }
-  const Tensor in = random_tensor({kRows, kCols}, 12);
-  std::vector<Tensor> a = graph::Executable(g).run({in}), e = graph::Executable(fa).run({in}), eager = step({in});
-  ASSERT_EQ(a.size(), e.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_TRUE(bitwise_equal(a[i], e[i])) << "output " << i;
-    EXPECT_TRUE(bitwise_equal(e[i], eager[i])) << "output " << i;
-  }
+  expect_fold_keeps_the_bits(g, fa, step);
 }
 
 TEST(NormFolds, AResidualGradientsCastTo16BitsIsWrittenByTheNormBackwardThatMakesIt) {
-  // Two pre-norm residual blocks under bf16 autocast: x1 = x0 + (LN_a(x0) m_a), x2 = x1 + (LN_b(x1) m_b).
   // x1's gradient is LN_b's backward plus x2's (the add folded in); the first residual block's
   // bf16 matmul reads it cast to bf16, which LN_b's backward now writes beside it.
-  Tensor p = random_tensor({kRows, kCols}, 5).set_requires_grad(true);
-  Tensor wa = random_tensor({kCols}, 6).set_requires_grad(true), wb = random_tensor({kCols}, 7).set_requires_grad(true);
-  Tensor ma = random_tensor({kCols, kCols}, 8).set_requires_grad(true), mb = random_tensor({kCols, kCols}, 9).set_requires_grad(true);
-  const std::vector<Tensor*> params = {&p, &wa, &wb, &ma, &mb};
-  graph::StepFn step = [&](const std::vector<Tensor>& in) -> std::vector<Tensor> {
-    Tensor loss;
-    {
-      amp::AutocastGuard autocast(DeviceType::cpu, DType::bf16);
-      Tensor x0 = add(in[0], p);
-      Tensor x1 = add(x0, matmul(layer_norm(x0, wa, Tensor()), ma));
-      Tensor x2 = add(x1, matmul(layer_norm(x1, wb, Tensor()), mb));
-      loss = sum(mul(x2, x2));
-    }
-    return trireme::testing::backward_loss_and_take_grads(loss, params);
-  };
-  const graph::Graph g = graph::eliminate_dead_code(graph::trace(step, {random_tensor({kRows, kCols}, 11)}).graph);
-  const graph::Graph before = graph::fold_norm_gradient_adds(graph::fold_norm_casts(g));
+  TwoResidualBlocks blocks(/*rms_b=*/false);
+  const graph::Graph before = graph::fold_norm_gradient_adds(graph::fold_norm_casts(blocks.traced()));
   const graph::Graph after = graph::fold_norm_gradient_casts(before);
   EXPECT_EQ(after.nodes.size(), before.nodes.size() - 1);
   EXPECT_EQ(count_op(after, "copy"), count_op(before, "copy") - 1);
@@ -135,38 +153,15 @@ TEST(NormFolds, AResidualGradientsCastTo16BitsIsWrittenByTheNormBackwardThatMake
     }
   }
   EXPECT_EQ(with_edge, 1);
-  EXPECT_TRUE(graph::plan_conflicts(after, graph::plan_memory(after)).empty());
-  const Tensor in = random_tensor({kRows, kCols}, 12);
-  std::vector<Tensor> a = graph::Executable(before).run({in}), e = graph::Executable(after).run({in}), eager = step({in});
-  ASSERT_EQ(a.size(), e.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_TRUE(bitwise_equal(a[i], e[i])) << "output " << i;
-    EXPECT_TRUE(bitwise_equal(e[i], eager[i])) << "output " << i;
-  }
+  expect_fold_keeps_the_bits(before, after, blocks.step);
 }
 
 TEST(NormFolds, TheAddOfAResidualStreamIsWrittenByTheNormThatReadsIt) {
-  // Pre-norm residual blocks under bf16 autocast: x0 = in + p (two f32 values), then
-  // x1 = x0 + (LN_a(x0) m_a) and x2 = x1 + (RMS_b(x1) m_b), each branch's bf16 output widened by a
-  // cast before the add. LN_a takes in and p and writes x0; RMS_b takes x0 and the branch's bf16
-  // output (its cast gone too) and writes x1; x2's add has no norm after it and stays.
-  Tensor p = random_tensor({kRows, kCols}, 5).set_requires_grad(true);
-  Tensor wa = random_tensor({kCols}, 6).set_requires_grad(true), wb = random_tensor({kCols}, 7).set_requires_grad(true);
-  Tensor ma = random_tensor({kCols, kCols}, 8).set_requires_grad(true), mb = random_tensor({kCols, kCols}, 9).set_requires_grad(true);
-  const std::vector<Tensor*> params = {&p, &wa, &wb, &ma, &mb};
-  graph::StepFn step = [&](const std::vector<Tensor>& in) -> std::vector<Tensor> {
-    Tensor loss;
-    {
-      amp::AutocastGuard autocast(DeviceType::cpu, DType::bf16);
-      Tensor x0 = add(in[0], p);
-      Tensor x1 = add(x0, matmul(layer_norm(x0, wa, Tensor()), ma));
-      Tensor x2 = add(x1, matmul(rms_norm(x1, wb), mb));
-      loss = sum(mul(x2, x2));
-    }
-    return trireme::testing::backward_loss_and_take_grads(loss, params);
-  };
-  const graph::Graph g = graph::eliminate_dead_code(graph::trace(step, {random_tensor({kRows, kCols}, 11)}).graph);
-  const graph::Graph before = graph::fold_norm_casts(g);
+  // LN_a takes in and p (two f32 values) and writes x0; RMS_b takes x0 and the branch's bf16
+  // output (the cast that widened it for the add gone too) and writes x1; x2's add has no norm
+  // after it and stays.
+  TwoResidualBlocks blocks(/*rms_b=*/true);
+  const graph::Graph before = graph::fold_norm_casts(blocks.traced());
   const graph::Graph after = graph::fold_norm_residual_adds(before);
   EXPECT_EQ(after.nodes.size(), before.nodes.size() - 3);
   EXPECT_EQ(count_op(after, "add"), count_op(before, "add") - 2);
@@ -178,14 +173,7 @@ TEST(NormFolds, TheAddOfAResidualStreamIsWrittenByTheNormThatReadsIt) {
     ASSERT_GE(n.args[y + 1], 0) << n.op << " writes no sum";
     EXPECT_EQ(after.values[size_t(n.args[1])].dtype, n.op == "layer_norm" ? DType::f32 : DType::bf16) << n.op;
   }
-  EXPECT_TRUE(graph::plan_conflicts(after, graph::plan_memory(after)).empty());
-  const Tensor in = random_tensor({kRows, kCols}, 12);
-  std::vector<Tensor> a = graph::Executable(before).run({in}), e = graph::Executable(after).run({in}), eager = step({in});
-  ASSERT_EQ(a.size(), e.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_TRUE(bitwise_equal(a[i], e[i])) << "output " << i;
-    EXPECT_TRUE(bitwise_equal(e[i], eager[i])) << "output " << i;
-  }
+  expect_fold_keeps_the_bits(before, after, blocks.step);
 }
 
 TEST(NormFolds, AResidualSumReadBeforeItsNormKeepsItsAdd) {
