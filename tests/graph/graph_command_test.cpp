@@ -39,7 +39,7 @@ TEST(GraphCommand, PrintsThePassesAndTheMemoryPlanAndWritesDot) {
   auto r = run("graph " + kTiny + " --dot " + dot.string());
   ASSERT_EQ(r.status, 0) << r.out;
   for (const char* part : {"kernel calls per step:", "traced", "after dead-code elimination", "after common subexpressions",
-                           "casts folded into norms", "residual adds folded into norms", "gradient adds folded into norms", "gradient casts folded into norms", "GELU folded into GEMMs", "matmul_gelu_backward", "after elementwise fusion", "fused elementwise calls:", "scheduled for memory", "multi-tensor AdamW", "adamw_multi", "dropout", "arena:", "eager peak", "arena / eager peak"}) {
+                           "casts folded into norms", "residual adds folded into norms", "gradient adds folded into norms", "gradient casts folded into norms", "GELU folded into GEMMs", "clipping in multi-tensor calls", "matmul_gelu_backward", "after elementwise fusion", "fused elementwise calls:", "scheduled for memory", "multi-tensor AdamW", "adamw_multi", "dropout", "arena:", "eager peak", "arena / eager peak"}) {
     EXPECT_NE(r.out.find(part), std::string::npos) << part << " not in:\n" << r.out;
   }
   std::ifstream in(dot);

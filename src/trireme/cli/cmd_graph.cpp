@@ -9,6 +9,7 @@
 #include "trireme/graph/dump.h"
 #include "trireme/graph/fusion.h"
 #include "trireme/graph/gemm_folds.h"
+#include "trireme/graph/multi_tensor.h"
 #include "trireme/graph/norm_folds.h"
 #include "trireme/graph/static_function.h"
 #include "trireme/io/file_write.h"
@@ -63,13 +64,15 @@ int run_graph(const Options& opt, const io::TrainConfig& tc) {
   unfused.fuse_elementwise = false;
   unfused.schedule_for_memory = false;
   unfused.multi_tensor_adamw = false;
+  unfused.multi_tensor_clip = false;
   const graph::Graph dce2 = graph::optimize(traced, unfused);
   const graph::Graph folded_casts = graph::fold_norm_casts(dce2);
   const graph::Graph folded_residuals = graph::fold_norm_residual_adds(folded_casts);
   const graph::Graph folded_adds = graph::fold_norm_gradient_adds(folded_residuals);
   const graph::Graph folded = graph::fold_norm_gradient_casts(folded_adds);
   const graph::Graph folded_gelu = graph::fold_gelu_into_gemms(folded);
-  const graph::Graph fused = graph::fuse_elementwise(folded_gelu);
+  const graph::Graph merged_clip = graph::merge_scales(graph::merge_sum_squares(folded_gelu));
+  const graph::Graph fused = graph::fuse_elementwise(merged_clip);
   graph::StaticOptions unmerged;
   unmerged.multi_tensor_adamw = false;
   const graph::Graph scheduled = graph::optimize(traced, unmerged);
@@ -91,6 +94,7 @@ int run_graph(const Options& opt, const io::TrainConfig& tc) {
   std::printf("  gradient adds folded into norms %6zu\n", folded_adds.nodes.size());
   std::printf("  gradient casts folded into norms%6zu\n", folded.nodes.size());
   std::printf("  GELU folded into GEMMs          %6zu\n", folded_gelu.nodes.size());
+  std::printf("  clipping in multi-tensor calls  %6zu\n", merged_clip.nodes.size());
   std::printf("  after elementwise fusion        %6zu\n", fused.nodes.size());
   std::printf("  scheduled for memory            %6zu  (updates moved next to their gradient's last write)\n",
               scheduled.nodes.size());

@@ -1,6 +1,8 @@
 // Which calls touch which buffers, for the folds.
 #include "trireme/graph/call_touches.h"
 
+#include "trireme/kernels/elementwise.h"
+
 namespace trireme::graph {
 
 CallTouches::CallTouches(const Graph& g) : g_(g), touching_(g.buffers.size()) {
@@ -58,6 +60,17 @@ bool CallTouches::touched_between(int v, int from, int to, bool writes_only) con
     if (i > from && i < to && (writes || !writes_only)) return true;
   }
   return false;
+}
+
+bool is_kernel(const Node& n, std::type_index kernel) { return n.kernel_type == kernel && rewritable(n); }
+
+bool is_cast(const Node& n) {
+  return is_kernel(n, typeid(CopyKernel)) && n.args.size() == 2 && n.args[0] >= 0 && n.args[1] >= 0;
+}
+
+bool is_binary(const Node& n, std::string_view op) {
+  return n.op == op && is_kernel(n, typeid(BinaryKernel)) && n.args.size() == 3 && n.args[0] >= 0 && n.args[1] >= 0 &&
+         n.args[2] >= 0;
 }
 
 Graph without_dropped(const Graph& g, std::vector<Node> nodes, const std::vector<bool>& dropped) {

@@ -2,6 +2,8 @@
 // one: per buffer, the calls that touch it, in order, and whether each writes it.
 #pragma once
 
+#include <string_view>
+#include <typeindex>
 #include <utility>
 #include <vector>
 
@@ -33,6 +35,13 @@ class CallTouches {
   const Graph& g_;
   std::vector<std::vector<std::pair<int, bool>>> touching_;
 };
+
+// Whether n is a call of `kernel` that passes may rewrite (graph.h: rewritable).
+bool is_kernel(const Node& n, std::type_index kernel);
+// A rewritable copy kernel call from one value into another (a cast when their dtypes differ).
+bool is_cast(const Node& n);
+// A rewritable binary elementwise call `op` ("add", "mul") of two values into a third.
+bool is_binary(const Node& n, std::string_view op);
 
 // The graph without the calls marked dropped, with `nodes` in place of its calls.
 Graph without_dropped(const Graph& g, std::vector<Node> nodes, const std::vector<bool>& dropped);

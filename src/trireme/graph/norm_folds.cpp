@@ -4,15 +4,12 @@
 #include <typeindex>
 
 #include "trireme/graph/call_touches.h"
-#include "trireme/kernels/elementwise.h"
 #include "trireme/kernels/nn.h"
 
 namespace trireme::graph {
 namespace {
 
 bool sixteen_bit(DType t) { return t == DType::bf16 || t == DType::f16; }
-
-bool is_kernel(const Node& n, std::type_index kernel) { return n.kernel_type == kernel && rewritable(n); }
 
 // The index among a norm call's tensor arguments of its output, in the order of the kernel
 // signatures (kernels/nn.h); -1 for any other call.
@@ -28,11 +25,7 @@ int norm_backward_addend_arg(const Node& n) {
   if (is_kernel(n, typeid(RmsNormBackwardKernel))) return 4;    // grad, x, weight, rstd, addend, grad_x, grad_x_edge, ...
   return -1;
 }
-bool is_cast(const Node& n) { return is_kernel(n, typeid(CopyKernel)) && n.args.size() == 2 && n.args[0] >= 0 && n.args[1] >= 0; }
-bool is_add(const Node& n) {
-  return n.op == "add" && is_kernel(n, typeid(BinaryKernel)) && n.args.size() == 3 && n.args[0] >= 0 && n.args[1] >= 0 &&
-         n.args[2] >= 0;
-}
+bool is_add(const Node& n) { return is_binary(n, "add"); }
 
 }  // namespace
 

@@ -14,6 +14,7 @@ Graph optimize(const Graph& g, const StaticOptions& o) {
   if (o.dead_code && o.common_subexpressions) out = eliminate_dead_code(out);  // what CSE left unused
   if (o.fold_into_norms) out = fold_norm_gradient_casts(fold_norm_gradient_adds(fold_norm_residual_adds(fold_norm_casts(out))));
   if (o.fold_into_gemms) out = fold_gelu_into_gemms(out);
+  if (o.multi_tensor_clip) out = merge_scales(merge_sum_squares(out));  // before fusion takes their adds
   if (o.fuse_elementwise) out = fuse_elementwise(out);
   if (o.schedule_for_memory) out = schedule_for_memory(out);
   if (o.multi_tensor_adamw) out = merge_adamw(out);  // after scheduling: it merges the updates where they landed

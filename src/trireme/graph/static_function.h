@@ -26,6 +26,8 @@ struct StaticOptions {
   bool fuse_elementwise = true;  // graph/fusion.h
   // Merge the AdamW updates into multi-tensor calls (multi_tensor.h: merge_adamw).
   bool multi_tensor_adamw = true;
+  // Merge gradient clipping's per-tensor calls (multi_tensor.h: merge_sum_squares, merge_scales).
+  bool multi_tensor_clip = true;
   // On a CUDA device, replay as CUDA graphs (executable.h: ReplayOptions); off to compare.
   bool cuda_graph = true;
   TraceOptions trace;
