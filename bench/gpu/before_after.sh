@@ -6,6 +6,7 @@
 # the after/before ratio of the medians. Rows (ROWS, default: the one-GPU ones):
 #   gpt2-bf16, gpt2-amp   GPT-2 124M on one GPU, B=16, T=1024, bf16 / amp-bf16 (gpt_train_step)
 #   gpt2-bf16-static, gpt2-amp-static   the same in static-graph mode
+#   gpt2-amp-static-clip  static amp-bf16, clipping the gradients' global norm at 1.0 (as `train` does)
 #   gpt2-amp-b1           the same with B=1, eager: a step whose pace the host's launches set
 #   gpt2-amp-b1-clip      the same, clipping the gradients' global norm at 1.0 on the device
 #   train-amp-mb16        `trireme train` on one GPU, GPT-2 124M, B=16 in 16 micro-batches,
@@ -49,11 +50,12 @@ row_command() {  # row, build dir: the command line of one run
     gpt2-amp-b1-clip) echo "$(row_command gpt2-amp-b1 "$b") --clip 1.0" ;;
     gpt2-bf16-static) echo "$(row_command gpt2-bf16 "$b") --mode static" ;;
     gpt2-amp-static) echo "$(row_command gpt2-amp "$b") --mode static" ;;
+    gpt2-amp-static-clip) echo "$(row_command gpt2-amp-static "$b") --clip 1.0" ;;
     dp2) echo "$b/trireme launch --nproc-per-node 2 -- $b/bench/gpt_parallel_step --model gpt2-124m --dp 2 --batch 16 --device cuda --dtype bf16" ;;
     tp2-sp) echo "$b/trireme launch --nproc-per-node 2 -- $b/bench/gpt_parallel_step --model gpt-1.3b --tp 2 --sp 1 --batch 8 --device cuda --dtype bf16" ;;
     train-amp-mb16) echo "bash bench/gpu/train_tokens.sh $b $out/before_after_data --set train.precision=bf16 --set parallel.micro_batches=16" ;;
     train-amp-b1) echo "env BATCH=1 STEPS=40 bash bench/gpu/train_tokens.sh $b $out/before_after_data --set train.precision=bf16" ;;
-    *) echo "unknown row '$1' (gpt2-bf16, gpt2-amp, gpt2-amp-b1, gpt2-amp-b1-clip, gpt2-bf16-static, gpt2-amp-static, dp2, tp2-sp, train-amp-mb16, train-amp-b1)" >&2; return 1 ;;
+    *) echo "unknown row '$1' (gpt2-bf16, gpt2-amp, gpt2-amp-b1, gpt2-amp-b1-clip, gpt2-bf16-static, gpt2-amp-static, gpt2-amp-static-clip, dp2, tp2-sp, train-amp-mb16, train-amp-b1)" >&2; return 1 ;;
   esac
 }
 for row in $rows; do
