@@ -17,6 +17,16 @@
 namespace trireme::graph {
 namespace {
 
+// The graph with the calls left in `placed`, in order.
+Graph with_calls(const Graph& g, std::vector<std::optional<Node>> placed) {
+  Graph out = g;
+  out.nodes.clear();
+  for (auto& n : placed) {
+    if (n) out.nodes.push_back(std::move(*n));
+  }
+  return out;
+}
+
 int buffer_of(const Graph& g, int value) { return g.values[size_t(value)].buffer; }
 
 // The bytes of its buffer a value spans: [begin, end).
@@ -164,12 +174,7 @@ Graph merge_adamw(const Graph& g) {
     r.frees = r.frees || frees;
   }
   for (const auto& [key, r] : open) close(r);
-  Graph out = g;
-  out.nodes.clear();
-  for (auto& n : placed) {
-    if (n) out.nodes.push_back(std::move(*n));
-  }
-  return out;
+  return with_calls(g, std::move(placed));
 }
 
 namespace {
@@ -275,12 +280,7 @@ Graph merge_sum_squares(const Graph& g) {
         "sum_squares_many", like, std::move(args), std::move(written), std::move(versions), int(count),
         [kernel, count](Tensor* const* t) { kernel(std::span<const Tensor* const>(t, count), *t[count]); });
   }
-  Graph out = g;
-  out.nodes.clear();
-  for (auto& n : placed) {
-    if (n) out.nodes.push_back(std::move(*n));
-  }
-  return eliminate_dead_code(out);  // the zero fills that only the merged chains read
+  return eliminate_dead_code(with_calls(g, std::move(placed)));  // the zero fills that only the merged chains read
 }
 
 Graph merge_scales(const Graph& g) {
@@ -367,12 +367,7 @@ Graph merge_scales(const Graph& g) {
         "scale_many", last, std::move(args), std::move(written), std::move(versions), int(count),
         [kernel, count](Tensor* const* t) { kernel(std::span<Tensor* const>(t, count), *t[count]); });
   }
-  Graph out = g;
-  out.nodes.clear();
-  for (auto& n : placed) {
-    if (n) out.nodes.push_back(std::move(*n));
-  }
-  return eliminate_dead_code(out);  // the casts that only the merged calls read
+  return eliminate_dead_code(with_calls(g, std::move(placed)));  // the casts that only the merged calls read
 }
 
 }  // namespace trireme::graph
