@@ -179,23 +179,24 @@ Graph merge_adamw(const Graph& g) {
 
 namespace {
 
-// A node of a kernel that takes many tensors: `make_call(tensors)` is run on each replay with the
-// node's tensor arguments, in the order given.
+// A node of `kernel` (registered as `op` for like's device and dtype), a kernel that takes many
+// tensors: on each replay `call(kernel, tensors)` with the node's tensor arguments, in order.
 template <class Fn>
-Node many_tensor_node(const char* op, const Node& like, std::vector<int> args, std::vector<bool> written,
-                      std::vector<uint64_t> read_versions, int calls, std::function<void(Tensor* const*)> make_call) {
+Node many_tensor_node(const char* op, Fn kernel, const Node& like, std::vector<int> args, std::vector<bool> written,
+                      std::vector<uint64_t> read_versions, int calls, void (*call)(Fn, size_t, Tensor* const*)) {
   Node m;
   m.op = op;
   m.device = like.device;
   m.dtype = like.dtype;
   m.kernel_type = std::type_index(typeid(Fn));
-  m.kernel = reinterpret_cast<void (*)()>(kernel_registry().find<Fn>(op, like.device.type, like.dtype));
+  m.kernel = reinterpret_cast<void (*)()>(kernel);
+  const size_t members = args.size() - 1;  // the last argument is the one beside the many
   m.args = std::move(args);
   m.written = std::move(written);
   m.read_versions = std::move(read_versions);
   m.attrs_comparable = false;
   m.calls = calls;
-  m.invoke = [call = std::move(make_call)](void*, Tensor* const* tensors) { call(tensors); };
+  m.invoke = [kernel, members, call](void*, Tensor* const* tensors) { call(kernel, members, tensors); };
   return m;
 }
 
@@ -233,10 +234,11 @@ Graph merge_sum_squares(const Graph& g) {
   };
   for (int a0 = 0; a0 < int(g.nodes.size()); ++a0) {
     const Node& start = g.nodes[size_t(a0)];
-    if (!placed[size_t(a0)] || !is_binary(start, "add") || !(zero(start.args[0]) || zero(start.args[1]))) continue;
+    if (!placed[size_t(a0)] || !is_binary(start, "add")) continue;
+    int total = zero(start.args[0]) ? start.args[0] : zero(start.args[1]) ? start.args[1] : -1;
+    if (total < 0) continue;
     // zero -> add(zero, s1) -> t1 -> add(t1, s2) -> t2 ..., each s_k = sum_squares(x_k)
     std::vector<int> squares, adds;
-    int total = zero(start.args[0]) ? start.args[0] : start.args[1];
     for (int a = a0; a >= 0;) {
       const Node& add = g.nodes[size_t(a)];
       const int sq = squares_into(a, total);
@@ -271,14 +273,13 @@ Graph merge_sum_squares(const Graph& g) {
     args.push_back(last.args[2]);
     written.push_back(true);
     versions.push_back(last.read_versions[2]);
-    const size_t count = squares.size();
     const Node& like = g.nodes[size_t(squares[0])];
     const auto kernel = kernel_registry().find<SumSquaresManyKernel>("sum_squares_many", like.device.type, like.dtype);
     for (int k : squares) placed[size_t(k)].reset();
     for (int a : adds) placed[size_t(a)].reset();
-    placed[size_t(adds.back())] = many_tensor_node<SumSquaresManyKernel>(
-        "sum_squares_many", like, std::move(args), std::move(written), std::move(versions), int(count),
-        [kernel, count](Tensor* const* t) { kernel(std::span<const Tensor* const>(t, count), *t[count]); });
+    placed[size_t(adds.back())] = many_tensor_node(
+        "sum_squares_many", kernel, like, std::move(args), std::move(written), std::move(versions), int(squares.size()),
+        +[](SumSquaresManyKernel k, size_t n, Tensor* const* t) { k(std::span<const Tensor* const>(t, n), *t[n]); });
   }
   return eliminate_dead_code(with_calls(g, std::move(placed)));  // the zero fills that only the merged chains read
 }
@@ -318,7 +319,6 @@ Graph merge_scales(const Graph& g) {
   struct Run {
     std::vector<Member> members;
     std::set<int> buffers;
-    int factor_buffer = -1;
   };
   std::vector<std::vector<Member>> runs;
   std::map<std::tuple<int, int>, Run> open;
@@ -330,7 +330,7 @@ Graph merge_scales(const Graph& g) {
       for (size_t a = 0; a < n.args.size() && !ends; ++a) {
         if (n.args[a] < 0) continue;
         const int b = touches.value(n.args[a]).buffer;
-        ends = run.buffers.count(b) || (n.written[a] && b == run.factor_buffer);
+        ends = run.buffers.count(b) || (n.written[a] && b == std::get<0>(key));  // the key's factor buffer
       }
       if (!ends) continue;
       if (run.members.size() > 1) runs.push_back(run.members);
@@ -340,7 +340,6 @@ Graph merge_scales(const Graph& g) {
     Run& run = open[{touches.value(m->factor).buffer, int(n.dtype)}];
     run.members.push_back(*m);
     run.buffers.insert(touches.value(m->x).buffer);
-    run.factor_buffer = touches.value(m->factor).buffer;
   }
   for (auto& [key, run] : open) {
     if (run.members.size() > 1) runs.push_back(run.members);
@@ -361,11 +360,10 @@ Graph merge_scales(const Graph& g) {
     args.push_back(run[0].factor);
     written.push_back(false);
     versions.push_back(run[0].factor_version);
-    const size_t count = run.size();
     const auto kernel = kernel_registry().find<ScaleManyKernel>("scale_many", last.device.type, last.dtype);
-    placed[size_t(run.back().node)] = many_tensor_node<ScaleManyKernel>(
-        "scale_many", last, std::move(args), std::move(written), std::move(versions), int(count),
-        [kernel, count](Tensor* const* t) { kernel(std::span<Tensor* const>(t, count), *t[count]); });
+    placed[size_t(run.back().node)] = many_tensor_node(
+        "scale_many", kernel, last, std::move(args), std::move(written), std::move(versions), int(run.size()),
+        +[](ScaleManyKernel k, size_t n, Tensor* const* t) { k(std::span<Tensor* const>(t, n), *t[n]); });
   }
   return eliminate_dead_code(with_calls(g, std::move(placed)));  // the casts that only the merged calls read
 }

@@ -43,6 +43,12 @@ void dispatch_norm_residual(const char* op, const Tensor& residual, Fn&& fn) {  
   TRIREME_FAIL(op, ": a ", residual.dtype(), " residual beside a ", dtype_v<T>, " input and a ", dtype_v<E>,
                " output (it must have the input's dtype or the output's)");
 }
+// A forward's residual needs a sum output of x's dtype and size (both contiguous, as x is).
+inline void check_norm_residual(const char* op, const Tensor& x, const Tensor& residual, const Tensor& sum) {
+  TRIREME_CHECK(!residual.defined() || (sum.defined() && sum.dtype() == x.dtype() && sum.numel() == x.numel() &&
+                                        residual.numel() == x.numel()),
+                op, ": a residual needs a sum output of x's dtype and size");
+}
 // layer_norm: y = (x - mean) * rstd * w + b; mean, rstd (R) stat. weight/bias (D) may be undefined.
 using LayerNormKernel = void (*)(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
                                  double eps, Tensor& y, Tensor& sum, Tensor& mean, Tensor& rstd);

@@ -49,9 +49,8 @@ const T* input_row(const T* px, const R* pres, T* psum, int64_t r, int64_t d) {
 // The residual's and the sum's pointers (null without a residual); the sum must be x's shape.
 template <class T, class R>
 std::pair<const R*, T*> residual_ptrs(const char* op, const Tensor& x, const Tensor& residual, Tensor& sum) {
+  check_norm_residual(op, x, residual, sum);
   if (!residual.defined()) return {nullptr, nullptr};
-  TRIREME_CHECK(sum.defined() && sum.dtype() == x.dtype() && sum.numel() == x.numel() && residual.numel() == x.numel(),
-                op, ": a residual needs a sum output of x's dtype and size");
   return {residual.data<R>(), sum.data<T>()};
 }
 

@@ -371,9 +371,7 @@ void norm_forward_cuda(const Tensor& x, const Tensor& residual, const Tensor& we
   using A = dacc_t<D>;
   const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
   const bool with_residual = residual.defined();
-  TRIREME_CHECK(!with_residual || (sum.defined() && sum.dtype() == x.dtype() && sum.numel() == x.numel() &&
-                                   residual.numel() == x.numel()),
-                Centered ? "layer_norm" : "rms_norm", ": a residual needs a sum output of x's dtype and size");
+  check_norm_residual(Centered ? "layer_norm" : "rms_norm", x, residual, sum);
   if (rows == 0) return;
   LaunchContext ctx(y);
   const D* b = Centered ? optional_ptr<T>(bias) : nullptr;
